@@ -1,0 +1,97 @@
+/** Error envelope types and the classes that carry their HTTP status (see service.md "Errors"). */
+
+/** The `error.type` family of an API error. */
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "permission_error"
+  | "rate_limit_error"
+  | "api_error";
+
+/** Base class: every error a route throws on purpose; rendered as the JSON envelope. */
+export class ApiError extends Error {
+  override name = "ApiError";
+  constructor(
+    readonly status: number,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    readonly param?: string,
+    readonly headers: Record<string, string> = {},
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+}
+
+/** 400: a path or query value is malformed. */
+export class InvalidParameterError extends ApiError {
+  constructor(param: string, message: string) {
+    super(400, "invalid_request_error", "invalid_parameter", message, param);
+  }
+}
+
+/** 400: a required path or query value is absent. */
+export class MissingParameterError extends ApiError {
+  constructor(param: string, message = `${param} is required`) {
+    super(400, "invalid_request_error", "missing_parameter", message, param);
+  }
+}
+
+/** 401: no credential, or an unknown, revoked or expired one. */
+export class UnauthenticatedError extends ApiError {
+  constructor(message = "a valid API key or SIWE session is required") {
+    super(401, "authentication_error", "unauthenticated", message, undefined, { "www-authenticate": "Bearer" });
+  }
+}
+
+/** 403: a credential for one merchant asking for another merchant's data. */
+export class ForbiddenError extends ApiError {
+  constructor(message = "this credential cannot read that merchant's data") {
+    super(403, "permission_error", "forbidden", message);
+  }
+}
+
+/** 404: unknown subscription id or route. */
+export class NotFoundError extends ApiError {
+  constructor(message = "not found", param?: string) {
+    super(404, "invalid_request_error", "not_found", message, param);
+  }
+}
+
+/** 429: over the rate limit; `Retry-After` tells when to come back. */
+export class RateLimitedError extends ApiError {
+  constructor(retryAfterSeconds: number) {
+    super(429, "rate_limit_error", "rate_limited", "too many requests", undefined, {
+      "retry-after": String(Math.max(1, Math.ceil(retryAfterSeconds))),
+    });
+  }
+}
+
+/** 502: the RPC call of an `onchain`/`both` check failed or timed out. */
+export class ChainUnavailableError extends ApiError {
+  constructor(message: string, extra: Record<string, unknown> = {}) {
+    super(502, "api_error", "chain_unavailable", message, undefined, {}, extra);
+  }
+}
+
+/** 503: the database is unreachable. */
+export class UnavailableError extends ApiError {
+  constructor(message = "the database is unavailable, retry shortly") {
+    super(503, "api_error", "unavailable", message, undefined, { "retry-after": "1" });
+  }
+}
+
+/** The JSON body of an error response. */
+export function errorBody(err: ApiError, requestId: string) {
+  return {
+    error: {
+      type: err.type,
+      code: err.code,
+      message: err.message,
+      ...(err.param ? { param: err.param } : {}),
+      ...err.extra,
+      request_id: requestId,
+    },
+  };
+}

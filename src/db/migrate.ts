@@ -1,0 +1,47 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Sql } from "./client";
+
+/** Folder holding the append-only `NNNN_verb_noun.sql` migrations. */
+export const migrationsDir = join(import.meta.dir, "..", "..", "sql", "migrations");
+
+// Arbitrary constant: every process migrating the same database serializes on it.
+const MIGRATION_LOCK = 7_413_902_211;
+
+/** Thrown when a migration file fails to apply; nothing of it is kept. */
+export class MigrationError extends Error {
+  override name = "MigrationError";
+}
+
+/** Lists migration files in apply order. */
+export function listMigrations(dir = migrationsDir): { name: string; text: string }[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((name) => ({ name, text: readFileSync(join(dir, name), "utf8") }));
+}
+
+/** Applies pending migrations once, in order, each in its own transaction; safe to run concurrently. */
+export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> {
+  const applied: string[] = [];
+  await sql.begin(async (tx) => {
+    // Transaction-scoped lock: released on commit or rollback, even if the process dies.
+    await tx`select pg_advisory_xact_lock(${MIGRATION_LOCK})`;
+    await tx`create table if not exists schema_migrations (
+      name text primary key, applied_at timestamptz not null default now())`;
+    const done = new Set((await tx<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name));
+    for (const m of listMigrations(dir)) {
+      if (done.has(m.name)) continue;
+      try {
+        await tx.savepoint(async (sp) => {
+          await sp.unsafe(m.text).simple();
+          await sp`insert into schema_migrations (name) values (${m.name})`;
+        });
+      } catch (err) {
+        throw new MigrationError(`migration ${m.name} failed: ${(err as Error).message}`);
+      }
+      applied.push(m.name);
+    }
+  });
+  return applied;
+}

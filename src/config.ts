@@ -1,4 +1,4 @@
-import { Type as T, type Static, type TSchema } from "@sinclair/typebox";
+import { OptionalKind, Type as T, type Static, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 
 /** Thrown when an environment variable is missing or malformed; the message names it. */
@@ -65,7 +65,7 @@ function parseOne(name: string, schema: TSchema, raw: string | undefined): unkno
   if (raw === undefined || raw === "") {
     if (defaults[name] !== undefined) raw = defaults[name];
     else if ("default" in schema) return schema.default;
-    else if ((schema as Record<symbol, unknown>)[Symbol.for("TypeBox.Optional")] === "Optional") return undefined;
+    else if (OptionalKind in schema) return undefined;
     else throw new ConfigError(`${name} is required`);
   }
   let value: unknown = raw;

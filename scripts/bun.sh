@@ -1,0 +1,25 @@
+#!/bin/sh
+# Runs bun with the given arguments, first installing Bun (from npm, into .tools/) and the
+# project's dependencies when they are missing. Needs only Node and npm.
+set -e
+root=$(cd "$(dirname "$0")/.." && pwd)
+BUN_VERSION=1.4.5
+if command -v bun >/dev/null 2>&1; then
+  BUN=$(command -v bun)
+elif [ -x "$root/.tools/node_modules/.bin/bun" ]; then
+  BUN="$root/.tools/node_modules/.bin/bun"
+else
+  echo "bun not found: installing bun@$BUN_VERSION from npm into .tools/" >&2
+  npm install --prefix "$root/.tools" --no-save --no-audit --no-fund "bun@$BUN_VERSION" >&2
+  BUN="$root/.tools/node_modules/.bin/bun"
+fi
+# Child processes (tests, dev) call `bun` by name.
+PATH="$(dirname "$BUN"):$PATH"
+export PATH
+stamp="$root/node_modules/.install-stamp"
+if [ ! -f "$stamp" ] || [ "$root/bun.lock" -nt "$stamp" ] || [ "$root/package.json" -nt "$stamp" ]; then
+  (cd "$root" && "$BUN" install --frozen-lockfile >&2)
+  touch "$stamp"
+fi
+cd "$root"
+exec "$BUN" "$@"

@@ -1,0 +1,121 @@
+/** Merchant API keys: random secrets shown once, stored only as SHA-256 hashes, revocable. */
+import { isAddress } from "viem";
+import type { Sql } from "../db/client";
+import { hashSecret, randomId, randomSecret } from "./hash";
+
+/** Every API key starts with this, so it is recognizable (and findable by secret scanners). */
+export const API_KEY_PREFIX = "sk_live_";
+
+/** How many leading characters of a key are kept in clear (`prefix` column) to tell keys apart. */
+const DISPLAY_PREFIX_LENGTH = API_KEY_PREFIX.length + 4;
+
+/** `last_used_at` is written at most once per this many seconds per key, not on every request. */
+export const LAST_USED_RESOLUTION_S = 60;
+
+/** Longest accepted label. */
+const MAX_LABEL_LENGTH = 200;
+
+/** Thrown for a merchant that is not a 0x + 40 hex address. */
+export class InvalidMerchantError extends Error {
+  override name = "InvalidMerchantError";
+}
+
+/** Thrown for a label that is too long or has control characters. */
+export class InvalidLabelError extends Error {
+  override name = "InvalidLabelError";
+}
+
+/** A newly created key: `key` is the secret, returned this once and never stored. */
+export type CreatedApiKey = { id: string; key: string; merchant: string };
+
+/** A stored key as listed (never the secret, never its hash). */
+export type ApiKeyInfo = {
+  id: string;
+  merchant: string;
+  prefix: string;
+  label: string | null;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+};
+
+/** The key a request authenticated with. */
+export type ApiKeyMatch = { id: string; merchant: string };
+
+/** Lowercases a merchant address; throws InvalidMerchantError unless it is 0x + 40 hex. */
+export function normalizeMerchant(merchant: string): string {
+  const m = merchant.trim();
+  if (!/^0x[0-9a-fA-F]{40}$/.test(m) || !isAddress(m, { strict: false })) {
+    throw new InvalidMerchantError(`merchant ${JSON.stringify(merchant)} is not an address (0x + 40 hex)`);
+  }
+  return m.toLowerCase();
+}
+
+function normalizeLabel(label: string | undefined): string | null {
+  if (label === undefined) return null;
+  const l = label.trim();
+  if (l.length > MAX_LABEL_LENGTH) throw new InvalidLabelError(`label is longer than ${MAX_LABEL_LENGTH} characters`);
+  if (/[\u0000-\u001f\u007f]/.test(l)) throw new InvalidLabelError("label must not contain control characters");
+  return l || null;
+}
+
+function iso(d: Date | string | null): string | null {
+  return d === null ? null : new Date(d).toISOString();
+}
+
+/** Creates a key for `merchant`; the returned `key` is the only copy of the secret. */
+export async function createApiKey(sql: Sql, opts: { merchant: string; label?: string }): Promise<CreatedApiKey> {
+  const merchant = normalizeMerchant(opts.merchant);
+  const label = normalizeLabel(opts.label);
+  const id = randomId("key_");
+  const key = randomSecret(API_KEY_PREFIX);
+  await sql`
+    insert into api_keys (id, merchant, key_hash, prefix, label)
+    values (${id}, ${merchant}, ${hashSecret(key)}, ${key.slice(0, DISPLAY_PREFIX_LENGTH)}, ${label})`;
+  return { id, key, merchant };
+}
+
+/** Revokes a key; true when it existed and was active, false when unknown or already revoked. */
+export async function revokeApiKey(sql: Sql, id: string): Promise<boolean> {
+  const rows = await sql`update api_keys set revoked_at = now() where id = ${id} and revoked_at is null returning id`;
+  return rows.length > 0;
+}
+
+/** Lists keys (all, or one merchant's), oldest first. */
+export async function listApiKeys(sql: Sql, merchant?: string): Promise<ApiKeyInfo[]> {
+  const filter = merchant === undefined ? sql`` : sql`where merchant = ${normalizeMerchant(merchant)}`;
+  const rows = await sql<(Omit<ApiKeyInfo, "created_at" | "last_used_at" | "revoked_at"> & Record<string, Date>)[]>`
+    select id, merchant, prefix, label, created_at, last_used_at, revoked_at
+    from api_keys ${filter}
+    order by created_at, id`;
+  return rows.map((r) => ({
+    id: r.id,
+    merchant: r.merchant,
+    prefix: r.prefix,
+    label: r.label,
+    created_at: iso(r.created_at)!,
+    last_used_at: iso(r.last_used_at),
+    revoked_at: iso(r.revoked_at),
+  }));
+}
+
+/**
+ * Finds the active key whose hash matches `key` (one indexed lookup); null when unknown or revoked.
+ * No cache: a revocation takes effect on the next request. `last_used_at` is refreshed only when it is
+ * older than LAST_USED_RESOLUTION_S, so a busy key costs one extra write per minute, not per request.
+ */
+export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyMatch | null> {
+  const [row] = await sql<{ id: string; merchant: string; stale: boolean }[]>`
+    select id, merchant,
+      (last_used_at is null or last_used_at < now() - make_interval(secs => ${LAST_USED_RESOLUTION_S})) as stale
+    from api_keys
+    where key_hash = ${hashSecret(key)} and revoked_at is null`;
+  if (!row) return null;
+  if (row.stale) {
+    await sql`
+      update api_keys set last_used_at = now()
+      where id = ${row.id}
+        and (last_used_at is null or last_used_at < now() - make_interval(secs => ${LAST_USED_RESOLUTION_S}))`;
+  }
+  return { id: row.id, merchant: row.merchant };
+}

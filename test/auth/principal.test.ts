@@ -1,0 +1,74 @@
+/** authenticate/assertCanRead called directly (the HTTP matrix is test/api/auth.test.ts). */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ForbiddenError, UnauthenticatedError } from "../../src/api/errors";
+import { createApiKey } from "../../src/auth/api-keys";
+import { assertCanRead, authenticate, credentialOf, type Principal } from "../../src/auth/principal";
+import { createSession, readCookie } from "../../src/auth/sessions";
+import { loadConfig } from "../../src/config";
+import type { Db } from "../../src/db/client";
+import { createTestDb } from "../helpers/db";
+
+let db: Db;
+const merchant = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+const config = loadConfig({});
+
+beforeAll(async () => {
+  db = await createTestDb();
+}, 60_000);
+
+afterAll(async () => {
+  await db?.close();
+});
+
+describe("credentialOf", () => {
+  test("the Bearer token wins over the cookie; the cookie is the fallback", () => {
+    expect(credentialOf({ authorization: "Bearer abc", cookie: "siwe_session=def" })).toBe("abc");
+    expect(credentialOf({ authorization: null, cookie: "a=1; siwe_session=def" })).toBe("def");
+    expect(credentialOf({ authorization: "", cookie: "siwe_session=" })).toBeUndefined();
+    expect(credentialOf({})).toBeUndefined();
+    expect(() => credentialOf({ authorization: "Token abc" })).toThrow(UnauthenticatedError);
+  });
+
+  test("readCookie finds a cookie by exact name", () => {
+    expect(readCookie("xsiwe_session=1; siwe_session=2", "siwe_session")).toBe("2");
+    expect(readCookie("siwe_session=", "siwe_session")).toBeUndefined();
+    expect(readCookie(null, "siwe_session")).toBeUndefined();
+  });
+});
+
+describe("authenticate", () => {
+  test("without ADMIN_API_KEY no token is admin", async () => {
+    await expect(authenticate(db.sql, config, { authorization: "Bearer " + "x".repeat(32) })).rejects.toThrow(
+      UnauthenticatedError,
+    );
+  });
+
+  test("an API key and a session resolve to their merchant", async () => {
+    const { id, key } = await createApiKey(db.sql, { merchant });
+    expect(await authenticate(db.sql, config, { authorization: `Bearer ${key}` })).toEqual({
+      kind: "api_key",
+      merchant,
+      keyId: id,
+    });
+    const { token, session } = await db.sql.begin((tx) =>
+      createSession(tx, { address: merchant.toUpperCase().replace("0X", "0x"), chainId: 10, ttlSeconds: 120 }),
+    );
+    expect(await authenticate(db.sql, config, { cookie: `siwe_session=${token}` })).toEqual({
+      kind: "session",
+      merchant,
+      sessionId: session.id,
+      chainId: 10,
+      expiresAt: session.expiresAt,
+    });
+  });
+});
+
+describe("assertCanRead", () => {
+  const key: Principal = { kind: "api_key", merchant, keyId: "key_1" };
+  test("own merchant in any case passes, another is forbidden, admin reads all", () => {
+    expect(() => assertCanRead(key, merchant)).not.toThrow();
+    expect(() => assertCanRead(key, merchant.toUpperCase().replace("0X", "0x"))).not.toThrow();
+    expect(() => assertCanRead(key, "0x" + "1".repeat(40))).toThrow(ForbiddenError);
+    expect(() => assertCanRead({ kind: "admin", merchant: null }, "0x" + "1".repeat(40))).not.toThrow();
+  });
+});

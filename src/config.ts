@@ -61,6 +61,9 @@ export type Config = Env & {
   retrySchedule: number[];
 };
 
+// Values that may hold credentials (URLs with passwords, keys) are never echoed in errors.
+const SECRET = /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|KEEPER_PRIVATE_KEY|ADMIN_API_KEY)$/;
+
 function parseOne(name: string, schema: TSchema, raw: string | undefined): unknown {
   if (raw === undefined || raw === "") {
     if (defaults[name] !== undefined) raw = defaults[name];
@@ -72,7 +75,8 @@ function parseOne(name: string, schema: TSchema, raw: string | undefined): unkno
   if (schema.type === "array") value = raw!.split(",").map((s) => s.trim()).filter(Boolean);
   else if (schema.type === "integer") value = /^-?\d+$/.test(raw!) ? Number(raw) : raw;
   if (!Value.Check(schema, value)) {
-    throw new ConfigError(`${name}=${JSON.stringify(raw)} is invalid: expected ${schema.description ?? schema.type}`);
+    const shown = SECRET.test(name) ? name : `${name}=${JSON.stringify(raw)}`;
+    throw new ConfigError(`${shown} is invalid: expected ${schema.description ?? schema.type}`);
   }
   return value;
 }

@@ -1,7 +1,8 @@
 import postgres from "postgres";
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 /** The one postgres.js client type used everywhere. */
 export type Sql = postgres.Sql<{}>;
@@ -27,6 +28,37 @@ export type DbOptions = {
   max?: number;
 };
 
+/** Thrown when another live process already has the embedded database directory open. */
+export class DataDirInUseError extends Error {
+  override name = "DataDirInUseError";
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** PGlite is single-process: a second opener would corrupt the directory, so claim it with a pid file. */
+function lockDataDir(dataDir: string): () => void {
+  const file = join(dataDir, "owner.pid");
+  try {
+    const pid = Number(readFileSync(file, "utf8").trim());
+    if (pid && pid !== process.pid && pidAlive(pid)) {
+      throw new DataDirInUseError(
+        `the embedded database in ${dataDir} is in use by process ${pid}; stop it first or set DATABASE_URL`,
+      );
+    }
+  } catch (err) {
+    if (err instanceof DataDirInUseError) throw err;
+  }
+  writeFileSync(file, String(process.pid));
+  return () => rmSync(file, { force: true });
+}
+
 /** postgres.js options shared by both backends: numerics and int8 stay strings (exact uint256). */
 function clientOptions(max: number): postgres.Options<{}> {
   return {
@@ -47,7 +79,11 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
     return { sql, kind: "postgres", url: opts.url, close: () => sql.end({ timeout: 5 }) };
   }
   const dataDir = opts.dataDir ?? "./.data";
-  if (!dataDir.startsWith("memory://")) mkdirSync(dataDir, { recursive: true });
+  let unlock = () => {};
+  if (!dataDir.startsWith("memory://")) {
+    mkdirSync(dataDir, { recursive: true });
+    unlock = lockDataDir(dataDir);
+  }
   const pg = await PGlite.create(dataDir, opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {});
   // PGlite is one session: the socket serves one connection and postgres.js must not open more.
   const server = new PGLiteSocketServer({ db: pg, port: 0, host: "127.0.0.1", maxConnections: 1 });
@@ -62,6 +98,7 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
       await sql.end({ timeout: 5 });
       await server.stop();
       await pg.close();
+      unlock();
     },
   };
 }

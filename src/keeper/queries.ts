@@ -1,0 +1,128 @@
+import type { Sql } from "../db/client";
+
+/** A subscription the keeper should try to charge now. */
+export type DueSubscription = {
+  module: string;
+  subscription_id: string;
+  next_charge_at: string;
+  /** FAIL records since the last CHARGE (or refill, resume, allowance change): the retry count. */
+  fails: number;
+};
+
+/** What the due query needs besides the database. */
+export type DueQuery = {
+  chainId: number;
+  /** Unix seconds: the later of the wall clock and the chain's latest block. */
+  now: bigint;
+  /** Delays (seconds) after the 1st, 2nd, … consecutive failure; the last one repeats. */
+  retrySchedule: number[];
+  /** This keeper's claim owner: other owners' live claims hide a subscription. */
+  owner: string;
+  limit: number;
+};
+
+/**
+ * Due subscriptions from the index, with the retry schedule applied.
+ *
+ * A subscription is due when its next charge time has passed, it is neither paused, cancelled nor blocked on
+ * its module, and it has executions left. After failed attempts it is retried only `retrySchedule[n-1]`
+ * seconds after the n-th consecutive failure, and no more once it was paid before and its grace period is
+ * over, or once its allowance expiry has passed (that failure repeats until the subscriber moves the expiry,
+ * which resets the count). The count restarts at the last CHARGE, REFILL, resume or allowance change.
+ */
+export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSubscription[]> {
+  const now = q.now.toString();
+  const schedule = `{${q.retrySchedule.map((n) => Math.max(0, Math.floor(n))).join(",")}}`;
+  const last = q.retrySchedule.length;
+  return sql<DueSubscription[]>`
+    select s.module, s.subscription_id::text as subscription_id, s.next_charge_at::text as next_charge_at,
+           f.fails
+    from subscriptions s
+    join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+    left join lateral (
+      select r.block_number, r.log_index
+      from (
+        (select a.block_number, a.log_index from activity a
+         where a.chain_id = s.chain_id and a.subscription_id = s.subscription_id and a.type in ('CHARGE', 'REFILL')
+         order by a.block_number desc, a.log_index desc limit 1)
+        union all
+        (select e.block_number, e.log_index from events e
+         where e.chain_id = s.chain_id and e.subscription_id = s.subscription_id and e.address = s.module
+           and e.name in ('SubscriptionResumed', 'AllowanceExpiryUpdated')
+         order by e.block_number desc, e.log_index desc limit 1)
+      ) r
+      order by r.block_number desc, r.log_index desc
+      limit 1
+    ) rs on true
+    cross join lateral (
+      select count(*)::int as fails, extract(epoch from max(a.block_time))::bigint as last_fail
+      from activity a
+      where a.chain_id = s.chain_id and a.subscription_id = s.subscription_id and a.type = 'FAIL'
+        and (rs.block_number is null or (a.block_number, a.log_index) > (rs.block_number, rs.log_index))
+    ) f
+    where s.chain_id = ${q.chainId}
+      and not s.cancelled and not s.paused
+      and s.next_charge_at <= ${now}::bigint
+      and (s.max_executions = 0 or s.times_executed < s.max_executions)
+      and not exists (
+        select 1 from blocked_subscribers b
+        where b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber and b.blocked)
+      and not exists (
+        select 1 from keeper_claims c
+        where c.chain_id = s.chain_id and c.subscription_id = s.subscription_id
+          and c.owner <> ${q.owner} and c.expires_at > now())
+      and (
+        f.fails = 0
+        or (
+          (s.allowance_expiry = 0 or s.allowance_expiry >= ${now}::bigint)
+          and (s.last_paid_at = 0 or ${now}::bigint <= s.last_paid_at + p.interval_s + p.grace_s)
+          and f.last_fail + (${schedule}::bigint[])[least(f.fails, ${last})] <= ${now}::bigint
+        )
+      )
+    order by s.next_charge_at, s.subscription_id
+    limit ${q.limit}`;
+}
+
+/** The newest block the indexer committed for a chain, or null before its first batch. */
+export async function indexedBlock(sql: Sql, chainId: number): Promise<bigint | null> {
+  const [row] = await sql<{ indexed_block: string | null }[]>`
+    select indexed_block::text as indexed_block from chains where chain_id = ${chainId}`;
+  return row?.indexed_block ? BigInt(row.indexed_block) : null;
+}
+
+/** Claims a subscription for `owner` for `ttlMs`; false when another keeper holds a live claim. */
+export async function claimSubscription(
+  sql: Sql,
+  c: { chainId: number; subscriptionId: string; owner: string; ttlMs: number },
+): Promise<boolean> {
+  const rows = await sql`
+    insert into keeper_claims (chain_id, subscription_id, owner, expires_at)
+    values (${c.chainId}, ${c.subscriptionId}, ${c.owner}, now() + make_interval(secs => ${c.ttlMs / 1000}))
+    on conflict (chain_id, subscription_id) do update
+      set owner = excluded.owner, expires_at = excluded.expires_at, tx_hash = null
+      where keeper_claims.owner = excluded.owner or keeper_claims.expires_at <= now()
+    returning 1`;
+  return rows.length === 1;
+}
+
+/** Records the transaction sent under a claim (for operators looking at the table). */
+export async function noteClaimTx(
+  sql: Sql,
+  c: { chainId: number; subscriptionId: string; owner: string; txHash: string },
+) {
+  await sql`
+    update keeper_claims set tx_hash = ${c.txHash}
+    where chain_id = ${c.chainId} and subscription_id = ${c.subscriptionId} and owner = ${c.owner}`;
+}
+
+/** Drops this owner's claim on a subscription. */
+export async function releaseClaim(sql: Sql, c: { chainId: number; subscriptionId: string; owner: string }) {
+  await sql`
+    delete from keeper_claims
+    where chain_id = ${c.chainId} and subscription_id = ${c.subscriptionId} and owner = ${c.owner}`;
+}
+
+/** Drops every claim of this owner and expired claims of anyone (start and stop). */
+export async function releaseAllClaims(sql: Sql, c: { chainId: number; owner: string }) {
+  await sql`delete from keeper_claims where chain_id = ${c.chainId} and (owner = ${c.owner} or expires_at <= now())`;
+}

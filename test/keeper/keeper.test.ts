@@ -1,0 +1,435 @@
+/**
+ * The keeper against a real anvil chain and the real indexer: first charges, the retry schedule with time travel,
+ * the grace cut-off, two keepers side by side, nonce resync and RPC outages.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createPublicClient, createWalletClient, http, maxUint256, type Address, type Hash } from "viem";
+import { publicClientFor } from "../../src/chain/clients";
+import { subscriptionModuleAbi, testTokenAbi } from "../../src/contracts/abis";
+import type { Db } from "../../src/db/client";
+import { createNotifier } from "../../src/db/notify";
+import { createIndexer } from "../../src/indexer/index";
+import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper/index";
+import { createLogger } from "../../src/log";
+import { accounts } from "../helpers/accounts";
+import { createTestChain, type TestChain, type WalletName } from "../helpers/chain";
+import { createTestDb } from "../helpers/db";
+
+const LONG = 1; // plan: 30-day interval, for tests without time travel
+const SHORT = 2; // plan: 1000 s interval, 500 s grace, for the retry tests
+const LONG_B = 3;
+
+let chain: TestChain;
+let db: Db;
+let token: Address;
+let module: Address;
+let indexer: ReturnType<typeof createIndexer>;
+const keepers: Keeper[] = [];
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  db = await createTestDb();
+  token = await chain.deployToken({ symbol: "USDC", decimals: 6 });
+  module = await chain.createModule("merchant");
+  await chain.createPlan("merchant", module, {
+    planId: LONG,
+    token,
+    amount: 1_000_000n,
+    interval: 30 * 86_400,
+    gracePeriod: 86_400,
+  });
+  await chain.createPlan("merchant", module, {
+    planId: SHORT,
+    token,
+    amount: 1_000_000n,
+    interval: 1000,
+    gracePeriod: 500,
+  });
+  await chain.createPlan("merchant", module, { planId: LONG_B, token, amount: 2_000_000n, interval: 30 * 86_400 });
+  await chain.send(
+    chain
+      .wallet("deployer")
+      .writeContract({ ...chain.processorContract, functionName: "setKeeper", args: [accounts.keeper2.address, true] }),
+  );
+  indexer = createIndexer({
+    sql: db.sql,
+    db,
+    client: publicClientFor(chain.rpcUrl),
+    config: {
+      PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
+      START_BLOCK: Number(chain.startBlock),
+      CONFIRMATIONS: 0,
+      POLL_INTERVAL_MS: 100,
+      chainId: chain.chainId,
+    },
+    notifier: createNotifier(db),
+    log: () => {},
+  });
+  await indexer.start();
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(keepers.map((k) => k.stop()));
+  await indexer?.stop();
+  await db?.close();
+  await chain?.stop();
+}, 60_000);
+
+function makeKeeper(name: "keeper" | "keeper2", retrySchedule: number[], extra: Partial<KeeperOptions> = {}): Keeper {
+  const keeper = createKeeper({
+    sql: db.sql,
+    client: publicClientFor(chain.rpcUrl),
+    wallet: chain.wallet(name),
+    config: { chainId: chain.chainId, PROCESSOR_ADDRESS: chain.processor, POLL_INTERVAL_MS: 200, retrySchedule },
+    log: () => {},
+    ...extra,
+  });
+  keepers.push(keeper);
+  return keeper;
+}
+
+/** Waits until the indexer has committed the chain's current head. */
+async function synced() {
+  await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const v = await fn();
+    if (v) return v;
+    await Bun.sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function sub(id: bigint) {
+  const [row] = await db.sql<{ times_executed: string; last_paid_at: string }[]>`
+    select times_executed::text as times_executed, last_paid_at::text as last_paid_at
+    from subscriptions where chain_id = ${chain.chainId} and subscription_id = ${id.toString()}`;
+  return row;
+}
+
+async function activity(id: bigint) {
+  return db.sql<{ type: string; reason: string | null; keeper: string | null; block_number: string }[]>`
+    select type, reason, keeper, block_number::text as block_number from activity
+    where chain_id = ${chain.chainId} and subscription_id = ${id.toString()}
+    order by block_number, log_index`;
+}
+
+/** Waits for a sent charge to be mined and indexed; returns its block timestamp. */
+async function minedAndIndexed(hash: Hash): Promise<bigint> {
+  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+  expect(receipt.status).toBe("success");
+  await indexer.waitForBlock(receipt.blockNumber);
+  return (await chain.publicClient.getBlock({ blockNumber: receipt.blockNumber })).timestamp;
+}
+
+async function approve(name: WalletName, amount: bigint) {
+  await chain.send(
+    chain
+      .wallet(name)
+      .writeContract({ address: token, abi: testTokenAbi, functionName: "approve", args: [chain.processor, amount] }),
+  );
+}
+
+/** Subscriber cancels, so later tests' time travel never makes this subscription due again. */
+async function cancel(name: WalletName, id: bigint) {
+  await chain.send(
+    chain
+      .wallet(name)
+      .writeContract({ address: module, abi: subscriptionModuleAbi, functionName: "cancel", args: [id] }),
+  );
+}
+
+describe("keeper", () => {
+  test("a new subscription is charged within one poll: PENDING turns ACTIVE on its own", async () => {
+    const keeper = makeKeeper("keeper", [3600]);
+    await keeper.start();
+    await chain.fund("alice", token, 10_000_000n);
+    const id = await chain.subscribe("alice", module, LONG);
+    const row = await until("the first charge to be indexed", async () => {
+      const r = await sub(id);
+      return r && r.times_executed === "1" ? r : undefined;
+    });
+    expect(BigInt(row.last_paid_at)).toBeGreaterThan(0n);
+    const records = await activity(id);
+    expect(records.map((r) => [r.type, r.keeper])).toEqual([["CHARGE", accounts.keeper.address.toLowerCase()]]);
+    await keeper.stop();
+    await cancel("alice", id);
+  }, 60_000);
+
+  test("a failing subscription is retried on the schedule and recovers after approval", async () => {
+    const keeper = makeKeeper("keeper", [100, 200]);
+    await chain.fund("bob", token, 10_000_000n, 0n);
+    const id = await chain.subscribe("bob", module, SHORT);
+    await synced();
+    const sentFor = (r: { sent: { subscriptionId: string; hash: Hash }[] }) =>
+      r.sent.find((s) => s.subscriptionId === id.toString());
+
+    // 1st attempt at once, then 100 s, 200 s, 200 s (the last delay repeats) after each failure.
+    let failedAt = await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    for (const delay of [100n, 200n, 200n]) {
+      expect(sentFor(await keeper.tick())).toBeUndefined();
+      await chain.mineAt(failedAt + delay - 30n);
+      await synced();
+      expect(sentFor(await keeper.tick())).toBeUndefined();
+      await chain.mineAt(failedAt + delay);
+      await synced();
+      const sent = sentFor(await keeper.tick());
+      expect(sent).toBeDefined();
+      failedAt = await minedAndIndexed(sent!.hash);
+    }
+    let records = await activity(id);
+    expect(records.map((r) => `${r.type}:${r.reason}`)).toEqual(Array(4).fill("FAIL:InsufficientAllowance"));
+    expect(new Set(records.map((r) => r.keeper))).toEqual(new Set([accounts.keeper.address.toLowerCase()]));
+
+    await approve("bob", maxUint256);
+    await chain.mineAt(failedAt + 200n);
+    await synced();
+    await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    records = await activity(id);
+    expect(records.map((r) => r.type)).toEqual(["FAIL", "FAIL", "FAIL", "FAIL", "CHARGE"]);
+    expect((await sub(id))!.times_executed).toBe("1");
+    await cancel("bob", id);
+  }, 60_000);
+
+  test("retries stop once a paid subscription is past its grace period", async () => {
+    const keeper = makeKeeper("keeper", [100, 200]);
+    await chain.fund("carol", token, 10_000_000n);
+    const id = await chain.subscribe("carol", module, SHORT);
+    await synced();
+    const sentFor = (r: { sent: { subscriptionId: string; hash: Hash }[] }) =>
+      r.sent.find((s) => s.subscriptionId === id.toString());
+    const paidAt = await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    await approve("carol", 0n);
+
+    // Due at paidAt + 1000, grace until paidAt + 1500.
+    await chain.mineAt(paidAt + 1000n);
+    await synced();
+    const fail1 = await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    await chain.mineAt(fail1 + 100n);
+    await synced();
+    await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    // The schedule would allow a third attempt 200 s later, but by then the grace period is over.
+    await chain.mineAt(paidAt + 1501n);
+    await synced();
+    expect(sentFor(await keeper.tick())).toBeUndefined();
+    expect((await activity(id)).map((r) => `${r.type}:${r.reason}`)).toEqual([
+      "CHARGE:null",
+      "FAIL:InsufficientAllowance",
+      "FAIL:InsufficientAllowance",
+    ]);
+    await cancel("carol", id);
+  }, 60_000);
+
+  test("two keepers charge each due subscription exactly once and never send a reverting transaction", async () => {
+    const fromBlock = (await chain.publicClient.getBlockNumber()) + 1n;
+    const a = makeKeeper("keeper", [3600]);
+    const b = makeKeeper("keeper2", [3600]);
+    await Promise.all([a.start(), b.start()]);
+    const payers: WalletName[] = ["alice", "bob", "carol", "dave", "erin"];
+    for (const name of payers) await chain.fund(name, token, 100_000_000n);
+    const ids: bigint[] = [];
+    for (const name of payers) {
+      ids.push(await chain.subscribe(name, module, LONG));
+      ids.push(await chain.subscribe(name, module, LONG_B));
+    }
+    // One that cannot pay: both keepers see it due, only one failure may be recorded.
+    await chain.fund("merchant2", token, 100_000_000n, 0n);
+    const failing = await chain.subscribe("merchant2", module, LONG);
+
+    await until("every subscription to be charged", async () => {
+      const rows = await db.sql<{ n: number }[]>`
+        select count(*)::int as n from subscriptions
+        where chain_id = ${chain.chainId} and times_executed = 1
+          and subscription_id in ${db.sql(ids.map(String))}`;
+      return rows[0]!.n === ids.length;
+    });
+    await until("the failing charge to be indexed", async () => (await activity(failing)).length > 0);
+    // Several more polls of both keepers: nothing else may be sent.
+    await Bun.sleep(1000);
+    await Promise.all([a.stop(), b.stop()]);
+    await synced();
+
+    for (const id of ids) expect((await activity(id)).map((r) => r.type)).toEqual(["CHARGE"]);
+    expect((await activity(failing)).map((r) => `${r.type}:${r.reason}`)).toEqual(["FAIL:InsufficientAllowance"]);
+
+    const keeperAddrs = new Set([accounts.keeper.address.toLowerCase(), accounts.keeper2.address.toLowerCase()]);
+    const head = await chain.publicClient.getBlockNumber();
+    const sent: Hash[] = [];
+    for (let n = fromBlock; n <= head; n++) {
+      const block = await chain.publicClient.getBlock({ blockNumber: n, includeTransactions: true });
+      for (const tx of block.transactions) if (keeperAddrs.has(tx.from.toLowerCase())) sent.push(tx.hash);
+    }
+    expect(sent).toHaveLength(ids.length + 1);
+    for (const hash of sent) {
+      expect((await chain.publicClient.getTransactionReceipt({ hash })).status).toBe("success");
+    }
+    for (const [i, name] of payers.entries()) {
+      await cancel(name, ids[2 * i]!);
+      await cancel(name, ids[2 * i + 1]!);
+    }
+    await cancel("merchant2", failing);
+  }, 60_000);
+
+  test("a keeper on a stale index simulates first and skips what others already did", async () => {
+    // A second database whose indexer is stopped: its view of the chain freezes, like a lagging keeper elsewhere.
+    const staleDb = await createTestDb();
+    const staleIndexer = createIndexer({
+      sql: staleDb.sql,
+      db: staleDb,
+      client: publicClientFor(chain.rpcUrl),
+      config: {
+        PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
+        START_BLOCK: Number(chain.startBlock),
+        CONFIRMATIONS: 0,
+        POLL_INTERVAL_MS: 100,
+        chainId: chain.chainId,
+      },
+    });
+    try {
+      await chain.fund("erin", token, 10_000_000n);
+      const paid = await chain.subscribe("erin", module, LONG);
+      const paused = await chain.subscribe("erin", module, LONG_B);
+      await chain.fund("merchant2", token, 10_000_000n, 0n);
+      const unpayable = await chain.subscribe("merchant2", module, LONG);
+      await staleIndexer.start();
+      await staleIndexer.waitForBlock(await chain.publicClient.getBlockNumber());
+      await staleIndexer.stop();
+
+      // Meanwhile on chain: the merchant charges one, the subscriber pauses another, and a failure is recorded.
+      await chain.charge(module, paid, "merchant");
+      await chain.send(
+        chain
+          .wallet("erin")
+          .writeContract({ address: module, abi: subscriptionModuleAbi, functionName: "pause", args: [paused] }),
+      );
+      await chain.charge(module, unpayable, "keeper2");
+
+      const stale = createKeeper({
+        sql: staleDb.sql,
+        client: publicClientFor(chain.rpcUrl),
+        wallet: chain.wallet("keeper"),
+        config: {
+          chainId: chain.chainId,
+          PROCESSOR_ADDRESS: chain.processor,
+          POLL_INTERVAL_MS: 200,
+          retrySchedule: [3600],
+        },
+      });
+      const before = await chain.publicClient.getTransactionCount({ address: accounts.keeper.address });
+      const r = await stale.tick();
+      expect(r.due).toBe(3);
+      expect(r.sent).toEqual([]);
+      expect(Object.fromEntries(r.skipped.map((s) => [s.subscriptionId, s.reason]))).toEqual({
+        [paid.toString()]: "NotDue",
+        [paused.toString()]: "NotChargeable",
+        [unpayable.toString()]: "failure_already_recorded",
+      });
+      expect(await chain.publicClient.getTransactionCount({ address: accounts.keeper.address })).toBe(before);
+      await synced();
+      await cancel("erin", paid);
+      await cancel("erin", paused);
+      await cancel("merchant2", unpayable);
+    } finally {
+      await staleIndexer.stop();
+      await staleDb.close();
+    }
+  }, 60_000);
+
+  test("a key the protocol owner did not allow sends nothing and says why", async () => {
+    const warnings: string[] = [];
+    const outsider = createKeeper({
+      sql: db.sql,
+      client: publicClientFor(chain.rpcUrl),
+      wallet: chain.wallet("carol"),
+      config: {
+        chainId: chain.chainId,
+        PROCESSOR_ADDRESS: chain.processor,
+        POLL_INTERVAL_MS: 200,
+        retrySchedule: [3600],
+      },
+      log: createLogger("warn", (l) => warnings.push(l)),
+    });
+    await chain.fund("dave", token, 10_000_000n);
+    const id = await chain.subscribe("dave", module, LONG);
+    await synced();
+    const before = await chain.publicClient.getTransactionCount({ address: accounts.carol.address });
+    const r = await outsider.tick();
+    expect(r.sent).toEqual([]);
+    expect(r.skipped).toEqual([{ module: module.toLowerCase(), subscriptionId: id.toString(), reason: "NotKeeper" }]);
+    expect(await chain.publicClient.getTransactionCount({ address: accounts.carol.address })).toBe(before);
+    await outsider.tick();
+    expect(warnings.filter((w) => w.includes("NotKeeper"))).toHaveLength(1);
+    await cancel("dave", id);
+  }, 60_000);
+
+  test("resyncs its nonce after a transaction it did not send", async () => {
+    const keeper = makeKeeper("keeper", [3600]);
+    await chain.fund("dave", token, 10_000_000n);
+    const first = await chain.subscribe("dave", module, LONG);
+    await synced();
+    const r1 = await keeper.tick();
+    expect(r1.sent.map((s) => s.subscriptionId)).toEqual([first.toString()]);
+    await minedAndIndexed(r1.sent[0]!.hash);
+
+    // The same key used elsewhere moves the account nonce past the keeper's local count.
+    await chain.send(chain.wallet("keeper").sendTransaction({ to: accounts.keeper.address, value: 0n }));
+    const second = await chain.subscribe("dave", module, LONG_B);
+    await synced();
+    const r2 = await keeper.tick();
+    expect(r2.sent).toHaveLength(0);
+    expect(r2.errors).toBe(1);
+    const r3 = await keeper.tick();
+    expect(r3.sent.map((s) => s.subscriptionId)).toEqual([second.toString()]);
+    await minedAndIndexed(r3.sent[0]!.hash);
+    expect((await sub(second))!.times_executed).toBe("1");
+    await cancel("dave", first);
+    await cancel("dave", second);
+  }, 60_000);
+
+  test("survives an RPC outage and charges once the node answers again", async () => {
+    let down = false;
+    const proxy = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: async (req) => {
+        if (down) return new Response("unavailable", { status: 503 });
+        return fetch(chain.rpcUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: await req.text(),
+        });
+      },
+    });
+    const proxyUrl = `http://127.0.0.1:${proxy.port}`;
+    const warnings: string[] = [];
+    try {
+      const keeper = makeKeeper("keeper", [3600], {
+        client: createPublicClient({ transport: http(proxyUrl, { retryCount: 0 }), cacheTime: 0 }),
+        wallet: createWalletClient({
+          chain: chain.wallet("keeper").chain,
+          transport: http(proxyUrl, { retryCount: 0 }),
+          account: accounts.keeper,
+        }),
+        log: createLogger("warn", (l) => warnings.push(l)),
+      });
+      down = true;
+      await keeper.start();
+      await chain.fund("erin", token, 10_000_000n);
+      const id = await chain.subscribe("erin", module, LONG);
+      await synced();
+      await until("the keeper to report failing passes", async () =>
+        warnings.some((w) => w.includes("keeper pass failed")),
+      );
+      expect((await sub(id))!.times_executed).toBe("0");
+      down = false;
+      await until("the charge after the outage", async () => (await sub(id))?.times_executed === "1", 30_000);
+      await keeper.stop();
+      await cancel("erin", id);
+    } finally {
+      await proxy.stop(true);
+    }
+  }, 60_000);
+});

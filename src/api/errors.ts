@@ -2,11 +2,7 @@
 
 /** The `error.type` family of an API error. */
 export type ErrorType =
-  | "invalid_request_error"
-  | "authentication_error"
-  | "permission_error"
-  | "rate_limit_error"
-  | "api_error";
+  "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
 
 /** Base class: every error a route throws on purpose; rendered as the JSON envelope. */
 export class ApiError extends Error {
@@ -77,8 +73,8 @@ export class ChainUnavailableError extends ApiError {
 
 /** 503: the database is unreachable. */
 export class UnavailableError extends ApiError {
-  constructor(message = "the database is unavailable, retry shortly") {
-    super(503, "api_error", "unavailable", message, undefined, { "retry-after": "1" });
+  constructor(message = "the database is unavailable, retry shortly", extra: Record<string, unknown> = {}) {
+    super(503, "api_error", "unavailable", message, undefined, { "retry-after": "1" }, extra);
   }
 }
 

@@ -1,0 +1,308 @@
+import type { ArgValue } from "./decode";
+
+/** An event as both the live path (decoded logs) and a replay (rows of `events`) see it. */
+export type ChainEvent = {
+  blockNumber: bigint;
+  logIndex: number;
+  txHash: string;
+  blockTime: number;
+  address: string;
+  name: string;
+  subscriptionId: string | null;
+  args: Record<string, ArgValue>;
+};
+
+/** Plan facts the derived state needs (plans are immutable on chain). */
+export type PlanInfo = { token: string; interval: number };
+
+/** The current state of one allocation, as the `subscriptions` table holds it. */
+export type SubState = {
+  subscriptionId: string;
+  module: string;
+  merchant: string;
+  subscriber: string;
+  planId: string;
+  maxExecutions: string;
+  timesExecuted: number;
+  totalSpent: bigint;
+  createdAt: number;
+  lastPaidAt: number;
+  nextChargeAt: number;
+  allowanceExpiry: string;
+  paused: boolean;
+  cancelled: boolean;
+  blockNumber: bigint;
+  logIndex: number;
+  txHash: string;
+};
+
+/** A row of `modules`. */
+export type ModuleRow = { address: string; merchant: string; blockNumber: bigint; logIndex: number; txHash: string };
+
+/** A row of `plans`. */
+export type PlanRow = {
+  module: string;
+  planId: string;
+  token: string;
+  amount: string;
+  interval: number;
+  grace: number;
+  blockNumber: bigint;
+  logIndex: number;
+};
+
+/** A row of `blocked_subscribers`. */
+export type BlockedRow = {
+  module: string;
+  subscriber: string;
+  blocked: boolean;
+  blockNumber: bigint;
+  logIndex: number;
+};
+
+/** A row of `activity`. */
+export type ActivityRow = {
+  blockNumber: bigint;
+  logIndex: number;
+  txHash: string;
+  blockTime: number;
+  merchant: string;
+  module: string;
+  subscriptionId: string;
+  type: "CHARGE" | "FAIL" | "REFILL";
+  token: string | null;
+  amount: string;
+  fee: string | null;
+  reason: string | null;
+  keeper: string;
+};
+
+/** `FailureReason` numbering of contracts.md. */
+export const failureReasons: Record<number, string> = {
+  1: "InsufficientAllowance",
+  2: "InsufficientBalance",
+  3: "TransferFailed",
+  4: "AllowanceExpired",
+};
+
+/** Events that change a subscription's row after its creation. */
+const SUBSCRIPTION_UPDATES = new Set([
+  "ChargeSucceeded",
+  "SubscriptionPaused",
+  "SubscriptionResumed",
+  "SubscriptionCancelled",
+  "AllowanceExpiryUpdated",
+]);
+
+/** Events whose activity or derived rows need the subscription's current state. */
+const NEEDS_SUBSCRIPTION = new Set([...SUBSCRIPTION_UPDATES, "ChargeFailed"]);
+
+/** Key of a plan in caches: `<module>:<planId>`. */
+export const planKey = (module: string, planId: string | number) => `${module}:${planId}`;
+
+/** The allocation a `SubscriptionCreated` starts: createdAt = nextChargeAt = the block timestamp. */
+export function subscriptionFromCreated(ev: ChainEvent, merchant: string): SubState {
+  return {
+    subscriptionId: String(ev.args.subscriptionId),
+    module: ev.address,
+    merchant,
+    subscriber: String(ev.args.subscriber),
+    planId: String(ev.args.planId),
+    maxExecutions: String(ev.args.maxExecutions),
+    timesExecuted: 0,
+    totalSpent: 0n,
+    createdAt: ev.blockTime,
+    lastPaidAt: 0,
+    nextChargeAt: ev.blockTime,
+    allowanceExpiry: String(ev.args.allowanceExpiry),
+    paused: false,
+    cancelled: false,
+    blockNumber: ev.blockNumber,
+    logIndex: ev.logIndex,
+    txHash: ev.txHash,
+  };
+}
+
+/** Applies one later event to an allocation exactly as the contracts do; ChargeFailed changes nothing. */
+export function applyToSubscription(sub: SubState, ev: ChainEvent, plan: PlanInfo | undefined): void {
+  switch (ev.name) {
+    case "ChargeSucceeded":
+      sub.timesExecuted += 1;
+      sub.totalSpent += BigInt(ev.args.amount as string);
+      sub.lastPaidAt = ev.blockTime;
+      sub.nextChargeAt = ev.blockTime + (plan?.interval ?? 0);
+      break;
+    case "SubscriptionPaused":
+      sub.paused = true;
+      break;
+    case "SubscriptionResumed":
+      sub.paused = false;
+      break;
+    case "SubscriptionCancelled":
+      sub.cancelled = true;
+      break;
+    case "AllowanceExpiryUpdated":
+      sub.allowanceExpiry = String(ev.args.allowanceExpiry);
+      break;
+  }
+}
+
+/** Subscription ids a batch touches that it does not create itself: their rows must be loaded first. */
+export function subscriptionsToLoad(events: ChainEvent[]): string[] {
+  const created = new Set<string>();
+  const needed = new Set<string>();
+  for (const ev of events) {
+    if (ev.name === "SubscriptionCreated") created.add(ev.subscriptionId!);
+    else if (ev.subscriptionId !== null && NEEDS_SUBSCRIPTION.has(ev.name) && !created.has(ev.subscriptionId)) {
+      needed.add(ev.subscriptionId);
+    }
+  }
+  return [...needed];
+}
+
+/** Everything a batch changes besides the raw `events` rows. */
+export type Derived = {
+  modules: ModuleRow[];
+  plans: PlanRow[];
+  /** Final state of every allocation the batch created or changed. */
+  subscriptions: SubState[];
+  blocked: BlockedRow[];
+  activity: ActivityRow[];
+  /** Events skipped because their module or subscription is unknown (created before START_BLOCK). */
+  orphans: number;
+};
+
+/**
+ * Folds a batch of events (in chain order) over the known state: `modules` (address → merchant), `plans`
+ * and `subs` (the rows `subscriptionsToLoad` named). The maps are updated in place.
+ */
+export function deriveBatch(
+  events: ChainEvent[],
+  modules: Map<string, string>,
+  plans: Map<string, PlanInfo>,
+  subs: Map<string, SubState>,
+): Derived {
+  const out: Derived = { modules: [], plans: [], subscriptions: [], blocked: [], activity: [], orphans: 0 };
+  const changed = new Set<string>();
+  const blocked = new Map<string, BlockedRow>();
+  for (const ev of events) {
+    const a = ev.args;
+    switch (ev.name) {
+      case "ModuleCreated": {
+        const row = {
+          address: String(a.module),
+          merchant: String(a.merchant),
+          blockNumber: ev.blockNumber,
+          logIndex: ev.logIndex,
+          txHash: ev.txHash,
+        };
+        modules.set(row.address, row.merchant);
+        out.modules.push(row);
+        continue;
+      }
+      case "PlanCreated": {
+        const row: PlanRow = {
+          module: ev.address,
+          planId: String(a.planId),
+          token: String(a.token),
+          amount: String(a.amount),
+          interval: Number(a.interval),
+          grace: Number(a.gracePeriod),
+          blockNumber: ev.blockNumber,
+          logIndex: ev.logIndex,
+        };
+        plans.set(planKey(row.module, row.planId), { token: row.token, interval: row.interval });
+        out.plans.push(row);
+        continue;
+      }
+      case "SubscriptionCreated": {
+        const merchant = modules.get(ev.address);
+        if (merchant === undefined) {
+          out.orphans++;
+          continue;
+        }
+        const sub = subscriptionFromCreated(ev, merchant);
+        subs.set(sub.subscriptionId, sub);
+        changed.add(sub.subscriptionId);
+        continue;
+      }
+      case "SubscriberBlocked":
+      case "SubscriberUnblocked": {
+        const row = {
+          module: ev.address,
+          subscriber: String(a.subscriber),
+          blocked: ev.name === "SubscriberBlocked",
+          blockNumber: ev.blockNumber,
+          logIndex: ev.logIndex,
+        };
+        blocked.set(`${row.module}:${row.subscriber}`, row);
+        continue;
+      }
+    }
+    if (ev.subscriptionId === null) continue; // KeeperSet, FeeSet
+    const sub = subs.get(ev.subscriptionId);
+    // Processor events name the module in their args; module events are emitted by it.
+    const module =
+      ev.name.startsWith("Subscription") || ev.name === "AllowanceExpiryUpdated" ? ev.address : String(a.module);
+    if (SUBSCRIPTION_UPDATES.has(ev.name)) {
+      if (sub && sub.module === module) {
+        applyToSubscription(sub, ev, plans.get(planKey(sub.module, sub.planId)));
+        changed.add(sub.subscriptionId);
+      } else {
+        out.orphans++;
+      }
+    }
+    const merchant = modules.get(module);
+    if (ev.name === "ChargeSucceeded" || ev.name === "ChargeFailed" || ev.name === "CreditRefilled") {
+      if (merchant === undefined) {
+        out.orphans++;
+        continue;
+      }
+      const base = {
+        blockNumber: ev.blockNumber,
+        logIndex: ev.logIndex,
+        txHash: ev.txHash,
+        blockTime: ev.blockTime,
+        merchant,
+        module,
+        subscriptionId: ev.subscriptionId,
+      };
+      if (ev.name === "ChargeSucceeded") {
+        out.activity.push({
+          ...base,
+          type: "CHARGE",
+          token: String(a.token),
+          amount: String(a.amount),
+          fee: String(a.fee),
+          reason: null,
+          keeper: String(a.keeper),
+        });
+      } else if (ev.name === "ChargeFailed") {
+        const plan = sub ? plans.get(planKey(sub.module, sub.planId)) : undefined;
+        out.activity.push({
+          ...base,
+          type: "FAIL",
+          token: plan?.token ?? null,
+          amount: "0",
+          fee: null,
+          reason: failureReasons[Number(a.reason)] ?? `Unknown(${a.reason})`,
+          keeper: String(a.keeper),
+        });
+      } else {
+        out.activity.push({
+          ...base,
+          type: "REFILL",
+          token: String(a.token),
+          amount: String(a.amount),
+          fee: null,
+          reason: null,
+          keeper: String(a.from),
+        });
+      }
+    }
+  }
+  // Copies: a later batch keeps folding into the cached objects while this one may still be writing.
+  out.subscriptions = [...changed].map((id) => ({ ...subs.get(id)! }));
+  out.blocked = [...blocked.values()];
+  return out;
+}

@@ -1,0 +1,204 @@
+import type { PublicClient } from "viem";
+import { decodeLog, moduleTopics, type DecodedEvent, type RawLog } from "./decode";
+import { RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
+import { getHeaders, getLogs, type Header, type RetryPolicy } from "./rpc";
+import type { Cursor } from "./store";
+
+/** Default: above this many modules, module logs are fetched by topic (no address list) and filtered here. */
+export const TOPIC_MODE_MODULES = 500;
+
+/** Raw logs of one range, and which module addresses they cover. */
+export type FetchedLogs = {
+  from: bigint;
+  to: bigint;
+  processorLogs: RawLog[];
+  moduleLogs: RawLog[];
+  /** Module addresses whose logs were requested, or "all" when fetched by topic. */
+  queried: Set<string> | "all";
+};
+
+/** A decoded event whose block timestamp is known. */
+export type BatchEvent = DecodedEvent & { blockTime: number };
+
+/** A fully prepared batch: decoded events in chain order with timestamps, and the headers to keep. */
+export type PreparedBatch = {
+  from: bigint;
+  to: bigint;
+  events: BatchEvent[];
+  /** Header of `to`: the new cursor. */
+  toHeader: Header;
+  /** Headers of the range that fall in the reorg window below the target (stored in `blocks`). */
+  windowHeaders: Header[];
+};
+
+/**
+ * Fetches the logs of the processor and of the modules known now: one `eth_getLogs` for all their addresses
+ * (one scan of the range), or, past `addressLimit` modules, the processor by address and modules by topic.
+ */
+export async function fetchLogs(
+  client: PublicClient,
+  processor: string,
+  modules: Iterable<string>,
+  from: bigint,
+  to: bigint,
+  policy?: RetryPolicy,
+  addressLimit = TOPIC_MODE_MODULES,
+): Promise<FetchedLogs> {
+  const known = [...modules];
+  if (known.length > addressLimit) {
+    const [processorLogs, moduleLogs] = await Promise.all([
+      getLogs(client, { address: [processor] }, from, to, policy),
+      getLogs(client, { topics: [moduleTopics] }, from, to, policy),
+    ]);
+    return { from, to, processorLogs, moduleLogs, queried: "all" };
+  }
+  const logs = await getLogs(client, { address: [processor, ...known] }, from, to, policy);
+  const processorLogs: RawLog[] = [];
+  const moduleLogs: RawLog[] = [];
+  for (const log of logs) (log.address.toLowerCase() === processor ? processorLogs : moduleLogs).push(log);
+  return { from, to, processorLogs, moduleLogs, queried: new Set(known) };
+}
+
+/**
+ * Cuts a fetched range into consecutive sub-ranges of at most `maxLogs` logs each (at block boundaries; one
+ * block is never split), so a dense range that came back in one answer is still written in bounded batches.
+ */
+export function splitFetched(fetched: FetchedLogs, maxLogs: number): FetchedLogs[] {
+  const total = fetched.processorLogs.length + fetched.moduleLogs.length;
+  if (total <= maxLogs) return [fetched];
+  const perBlock = new Map<number, number>();
+  for (const list of [fetched.processorLogs, fetched.moduleLogs]) {
+    for (const log of list) {
+      const n = Number(log.blockNumber);
+      perBlock.set(n, (perBlock.get(n) ?? 0) + 1);
+    }
+  }
+  const starts: bigint[] = [fetched.from];
+  let acc = 0;
+  for (const n of [...perBlock.keys()].sort((a, b) => a - b)) {
+    const count = perBlock.get(n)!;
+    if (acc > 0 && acc + count > maxLogs && BigInt(n) > starts.at(-1)!) {
+      starts.push(BigInt(n));
+      acc = 0;
+    }
+    acc += count;
+  }
+  const parts: FetchedLogs[] = starts.map((start, i) => ({
+    from: start,
+    to: i + 1 < starts.length ? starts[i + 1]! - 1n : fetched.to,
+    processorLogs: [],
+    moduleLogs: [],
+    queried: fetched.queried,
+  }));
+  const partOf = (log: RawLog) => {
+    const n = BigInt(log.blockNumber ?? fetched.from);
+    let i = parts.length - 1;
+    while (i > 0 && parts[i]!.from > n) i--;
+    return parts[i]!;
+  };
+  for (const log of fetched.processorLogs) partOf(log).processorLogs.push(log);
+  for (const log of fetched.moduleLogs) partOf(log).moduleLogs.push(log);
+  return parts;
+}
+
+/** getLogs that splits its range on refusal (for follow-up queries of a range already accepted once). */
+async function getLogsSplit(
+  client: PublicClient,
+  address: string[],
+  from: bigint,
+  to: bigint,
+  policy?: RetryPolicy,
+): Promise<RawLog[]> {
+  try {
+    return await getLogs(client, { address }, from, to, policy);
+  } catch (err) {
+    if (!(err instanceof RangeRefusedError)) throw err;
+    if (from === to) throw new RpcUnavailableError(`eth_getLogs refused a single block (${from}): ${err.message}`);
+    const mid = (from + to) / 2n;
+    const left = await getLogsSplit(client, address, from, mid, policy);
+    return left.concat(await getLogsSplit(client, address, mid + 1n, to, policy));
+  }
+}
+
+/**
+ * Completes fetched logs into a batch: fetches logs of modules created in the range (or discovered after the
+ * fetch was issued), decodes in chain order, fills block timestamps, and checks the range against the
+ * chain (hash linkage inside the reorg window, log block hashes against headers).
+ *
+ * `modules` is the set known before the range; it is not modified.
+ */
+export async function prepareBatch(opts: {
+  client: PublicClient;
+  fetched: FetchedLogs;
+  modules: ReadonlySet<string> | ReadonlyMap<string, unknown>;
+  base: Cursor | null;
+  /** Newest block the indexer may index now (head − CONFIRMATIONS). */
+  target: bigint;
+  window: bigint;
+  policy?: RetryPolicy;
+}): Promise<PreparedBatch> {
+  const { client, fetched, base, target, window, policy } = opts;
+  const { from, to } = fetched;
+  const events: DecodedEvent[] = [];
+  const all = new Set<string>(opts.modules.keys());
+  for (const log of fetched.processorLogs) {
+    const ev = decodeLog(log, "processor");
+    if (!ev) continue;
+    events.push(ev);
+    if (ev.name === "ModuleCreated") all.add(String(ev.args.module));
+  }
+  let moduleLogs = fetched.moduleLogs;
+  if (fetched.queried !== "all") {
+    const queried = fetched.queried;
+    const missing = [...all].filter((m) => !queried.has(m));
+    if (missing.length > 0) moduleLogs = moduleLogs.concat(await getLogsSplit(client, missing, from, to, policy));
+  }
+  for (const log of moduleLogs) {
+    if (!all.has(log.address.toLowerCase())) continue;
+    const ev = decodeLog(log, "module");
+    if (ev) events.push(ev);
+  }
+  events.sort((a, b) =>
+    a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
+  );
+  // A node answering twice for one log (provider quirks) must not make the batch write it twice.
+  let kept = 0;
+  for (const ev of events) {
+    const prev = kept > 0 ? events[kept - 1]! : null;
+    if (prev && prev.blockNumber === ev.blockNumber && prev.logIndex === ev.logIndex) continue;
+    events[kept++] = ev;
+  }
+  events.length = kept;
+
+  // Headers: the new cursor block, every block of the range that can end up in the reorg window (the last
+  // `window` blocks up to the target), blocks lacking timestamps.
+  const wanted = new Set<bigint>([to]);
+  const windowStart = target - window + 1n > from ? target - window + 1n : from;
+  for (let n = windowStart; n <= to; n++) wanted.add(n);
+  for (const ev of events) if (ev.blockTime === null) wanted.add(ev.blockNumber);
+  const headers = await getHeaders(client, [...wanted], policy);
+  const header = (n: bigint) => {
+    const h = headers.get(n);
+    if (!h) throw new ReorgDetectedError(`block ${n} is not available from the node`);
+    return h;
+  };
+  const windowHeaders: Header[] = [];
+  for (let n = windowStart; n <= to; n++) {
+    const h = header(n);
+    const parent = n - 1n === base?.block ? base.hash : headers.get(n - 1n)?.hash;
+    if (parent !== undefined && h.parentHash !== parent) {
+      throw new ReorgDetectedError(`block ${n} does not extend ${n - 1n} (${h.parentHash} != ${parent})`);
+    }
+    windowHeaders.push(h);
+  }
+  for (const ev of events) {
+    const h = headers.get(ev.blockNumber);
+    if (h) {
+      if (h.hash !== ev.blockHash)
+        throw new ReorgDetectedError(`logs of block ${ev.blockNumber} are from another fork`);
+      if (ev.blockTime === null) ev.blockTime = h.timestamp;
+    }
+    if (ev.blockTime === null) throw new ReorgDetectedError(`no timestamp for block ${ev.blockNumber}`);
+  }
+  return { from, to, events: events as BatchEvent[], toHeader: header(to), windowHeaders };
+}

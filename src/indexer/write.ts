@@ -1,0 +1,45 @@
+import type { PreparedBatch } from "./fetch";
+import type { Derived } from "./derive";
+import {
+  copyActivity,
+  copyEvents,
+  insertActivity,
+  insertEvents,
+  insertModules,
+  insertPlans,
+  insertTokens,
+  saveBlocks,
+  upsertBlocked,
+  upsertSubscriptions,
+  type Tx,
+} from "./store";
+import type { TokenMeta } from "./tokens";
+
+/** A batch with everything derived from it, ready to write. */
+export type BatchRows = { batch: PreparedBatch; derived: Derived; tokens: TokenMeta[] };
+
+/**
+ * The append-only bulk of a batch (events, activity): independent of other batches' rows. COPY on a server
+ * (fastest; the cursor check keeps a batch from ever being applied twice), multi-row `unnest` inserts with
+ * `on conflict do nothing` on PGlite.
+ */
+export async function writeBulk(tx: Tx, chainId: number, rows: BatchRows, copy: boolean): Promise<void> {
+  if (copy) {
+    await copyEvents(tx, chainId, rows.batch.events);
+    await copyActivity(tx, chainId, rows.derived.activity);
+  } else {
+    await insertEvents(tx, chainId, rows.batch.events);
+    await insertActivity(tx, chainId, rows.derived.activity);
+  }
+}
+
+/** The state part of a batch (modules, plans, tokens, allocations, block lists, recent block hashes). */
+export async function writeState(tx: Tx, chainId: number, rows: BatchRows, window: bigint): Promise<void> {
+  const { derived, batch } = rows;
+  await insertModules(tx, chainId, derived.modules);
+  await insertPlans(tx, chainId, derived.plans);
+  await insertTokens(tx, chainId, rows.tokens);
+  await upsertSubscriptions(tx, chainId, derived.subscriptions);
+  await upsertBlocked(tx, chainId, derived.blocked);
+  await saveBlocks(tx, chainId, batch.windowHeaders, batch.to - window);
+}

@@ -1,0 +1,78 @@
+/**
+ * `bun run dev` end to end: spawn it, wait for the banner, read the demo through HTTP with the printed key and
+ * curl lines, then Ctrl-C and check that everything it started is gone.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, portOpen, spawnBun, type Child } from "./helpers";
+
+let dataDir: string;
+let child: Child | undefined;
+
+beforeAll(() => {
+  dataDir = mkdtempSync(join(tmpdir(), "dev-test-"));
+}, 60_000);
+
+afterAll(async () => {
+  child?.proc.kill("SIGKILL");
+  await child?.exited;
+  rmSync(dataDir, { recursive: true, force: true });
+}, 60_000);
+
+type Sub = { status: string; allocation_id: string };
+type Activity = { type: string; reason: string | null; currency: string | null };
+
+/** Runs one printed `curl` line through fetch: its URL and its Authorization header. */
+async function runCurl(line: string): Promise<Response> {
+  const url = line.match(/"?(http:\/\/[^\s"]+)"?\s*$/)![1]!;
+  const auth = line.match(/-H "Authorization: ([^"]+)"/)?.[1];
+  return fetch(url, { headers: auth ? { authorization: auth } : {} });
+}
+
+test("bun run dev seeds every status, activity type and failure reason, and Ctrl-C stops it all", async () => {
+  const apiPort = await freePort();
+  const anvilPort = await freePort();
+  child = spawnBun(["src/cli/dev.ts", "--anvil-port", String(anvilPort)], {
+    PORT: String(apiPort),
+    DEV_DATA_DIR: dataDir,
+  });
+  const [, key] = await child.waitFor(/^API key: (\S+)$/m, 90_000);
+  const out = child.output();
+  const api = out.match(/^API: (\S+)$/m)![1]!;
+  const merchant = out.match(/^Merchant: (0x[0-9a-f]{40})$/m)![1]!;
+  expect(api).toBe(`http://127.0.0.1:${apiPort}`);
+  expect(out).toMatch(new RegExp(`^Docs: ${api}/docs$`, "m"));
+  expect(await portOpen(anvilPort)).toBe(true);
+
+  const headers = { authorization: `Bearer ${key}` };
+  const subs = (await (await fetch(`${api}/v0/subscriptions/${merchant}`, { headers })).json()) as Sub[];
+  expect(subs.length).toBeGreaterThanOrEqual(20);
+  expect(new Set(subs.map((s) => s.status))).toEqual(
+    new Set(["ACTIVE", "PENDING", "PAUSED", "CANCELLED", "EXPIRED", "BLOCKED"]),
+  );
+
+  const activity = (await (await fetch(`${api}/v0/activity/${merchant}`, { headers })).json()) as Activity[];
+  expect(new Set(activity.map((a) => a.type))).toEqual(new Set(["CHARGE", "FAIL", "REFILL"]));
+  expect(new Set(activity.filter((a) => a.type === "FAIL").map((a) => a.reason))).toEqual(
+    new Set(["InsufficientAllowance", "InsufficientBalance", "TransferFailed", "AllowanceExpired"]),
+  );
+  expect(new Set(activity.map((a) => a.currency))).toEqual(new Set(["USDC", "DAI", "BUSD"]));
+
+  // The three copy-paste lines answer with data.
+  const curls = out.split("\n").filter((l) => l.startsWith("curl "));
+  expect(curls).toHaveLength(3);
+  const [subsRes, activityRes, checkRes] = await Promise.all(curls.map(runCurl));
+  expect(subsRes!.status).toBe(200);
+  expect(((await subsRes!.json()) as Sub[]).length).toBe(subs.length);
+  expect(activityRes!.status).toBe(200);
+  expect(((await activityRes!.json()) as Activity[]).length).toBeGreaterThan(0);
+  expect(checkRes!.status).toBe(200);
+  expect(((await checkRes!.json()) as { authorized: boolean }).authorized).toBe(true);
+
+  child.proc.kill("SIGINT");
+  expect(await child.exited).toBe(0);
+  expect(await portOpen(anvilPort)).toBe(false);
+  expect(await portOpen(apiPort)).toBe(false);
+}, 120_000);

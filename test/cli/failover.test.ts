@@ -1,0 +1,117 @@
+/**
+ * Indexer failover on Postgres: two `bun run src/main.ts` processes with ROLES=indexer share one database; the
+ * leader is SIGKILLed and the standby goes on indexing. Uses DATABASE_URL when set, else the local server.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import postgres from "postgres";
+import type { Address } from "viem";
+import { createDb, type Db } from "../../src/db/client";
+import { createTestChain, type TestChain } from "../helpers/chain";
+import { spawnBun, until, type Child } from "./helpers";
+
+const BASE = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const NAME = `failover_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 6)}`;
+
+let chain: TestChain;
+let token: Address;
+let module: Address;
+let admin: postgres.Sql;
+let db: Db;
+let url: string;
+const children: Child[] = [];
+
+beforeAll(async () => {
+  admin = postgres(BASE, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database ${NAME}`);
+  const u = new URL(BASE);
+  u.pathname = `/${NAME}`;
+  url = u.toString();
+  db = await createDb({ url, max: 2 });
+  chain = await createTestChain();
+  token = await chain.deployToken();
+  module = await chain.createModule("merchant");
+  await chain.createPlan("merchant", module, { planId: 1, token, amount: 1_000n, interval: 86_400 });
+  await chain.createPlan("merchant", module, { planId: 2, token, amount: 2_000n, interval: 86_400 });
+  await chain.createPlan("merchant", module, { planId: 3, token, amount: 3_000n, interval: 86_400 });
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of children) c.proc.kill("SIGKILL");
+  await Promise.all(children.map((c) => c.exited));
+  await db?.close();
+  await chain?.stop();
+  await admin?.unsafe(`drop database if exists ${NAME} with (force)`);
+  await admin?.end();
+}, 60_000);
+
+function startIndexer(): Child {
+  const child = spawnBun(["src/main.ts"], {
+    DATABASE_URL: url,
+    RPC_URL: chain.rpcUrl,
+    PROCESSOR_ADDRESS: chain.processor,
+    START_BLOCK: chain.startBlock.toString(),
+    ROLES: "indexer",
+    POLL_INTERVAL_MS: "100",
+    LOG_LEVEL: "info",
+  });
+  children.push(child);
+  return child;
+}
+
+async function indexedThrough(block: bigint) {
+  return until(
+    `the index to reach block ${block}`,
+    async () => {
+      const [row] = await db.sql<{ indexed_block: string | null }[]>`
+      select indexed_block::text as indexed_block from chains where chain_id = ${chain.chainId}`;
+      return row?.indexed_block && BigInt(row.indexed_block) >= block;
+    },
+    30_000,
+  );
+}
+
+async function subscriptionCount(): Promise<number> {
+  const [row] = await db.sql<
+    { n: number }[]
+  >`select count(*)::int as n from subscriptions where chain_id = ${chain.chainId}`;
+  return row!.n;
+}
+
+test("the standby indexer takes over when the leader is killed", async () => {
+  await chain.fund("alice", token, 1_000_000n);
+  await chain.subscribe("alice", module, 1);
+
+  const leader = startIndexer();
+  await leader.waitFor(/"msg":"service started"/, 60_000);
+  await indexedThrough(await chain.publicClient.getBlockNumber());
+  expect(await subscriptionCount()).toBe(1);
+
+  const standby = startIndexer();
+  await standby.waitFor(/"msg":"service started"/, 60_000);
+  // Both run; only one writes. New events are still indexed exactly once.
+  await chain.subscribe("alice", module, 2);
+  await indexedThrough(await chain.publicClient.getBlockNumber());
+  expect(await subscriptionCount()).toBe(2);
+
+  // The indexer logs when it becomes the writer: the first process is, the second waits.
+  expect(leader.output()).toContain('"msg":"indexer is the leader"');
+  expect(standby.output()).not.toContain('"msg":"indexer is the leader"');
+
+  leader.proc.kill("SIGKILL");
+  expect(await leader.exited).not.toBe(0);
+
+  await chain.subscribe("alice", module, 3);
+  await chain.charge(module, 1n);
+  const head = await chain.publicClient.getBlockNumber();
+  await indexedThrough(head);
+  expect(await subscriptionCount()).toBe(3);
+  const [charged] = await db.sql<{ times_executed: string }[]>`
+    select times_executed::text as times_executed from subscriptions where chain_id = ${chain.chainId} and subscription_id = 1`;
+  expect(charged!.times_executed).toBe("1");
+  const [events] = await db.sql<{ n: number }[]>`select count(*)::int as n from activity`;
+  expect(events!.n).toBe(1);
+  expect(standby.output()).toContain('"msg":"indexer is the leader"');
+
+  standby.proc.kill("SIGTERM");
+  expect(await standby.exited).toBe(0);
+}, 120_000);

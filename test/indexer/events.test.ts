@@ -1,0 +1,380 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { decodeEventLog, type Address, type Log } from "viem";
+import { publicClientFor } from "../../src/chain/clients";
+import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/contracts/abis";
+import type { Db } from "../../src/db/client";
+import { createNotifier, type IndexedBatch } from "../../src/db/notify";
+import { createIndexer } from "../../src/indexer";
+import { createTestChain, type TestChain } from "../helpers/chain";
+import { createTestDb } from "../helpers/db";
+import { indexOnce } from "../helpers/indexer";
+import { dumpChainData } from "./fixtures/compare";
+import { runScenario, type Scenario } from "./fixtures/scenario";
+
+const abi = [...subscriptionProcessorAbi, ...subscriptionModuleAbi];
+const reasons = ["None", "InsufficientAllowance", "InsufficientBalance", "TransferFailed", "AllowanceExpired"];
+
+let chain: TestChain;
+let db: Db;
+let scenario: Scenario;
+let logs: Log[];
+const times = new Map<bigint, string>();
+const batches: IndexedBatch[] = [];
+
+const lower = (a: string) => a.toLowerCase();
+const plain = (args: Record<string, unknown>) =>
+  Object.fromEntries(
+    Object.entries(args).map(([k, v]) => [
+      k,
+      typeof v === "bigint" ? v.toString() : typeof v === "string" ? lower(v) : v,
+    ]),
+  );
+const decoded = (log: Log) =>
+  decodeEventLog({ abi, data: log.data, topics: log.topics }) as unknown as {
+    eventName: string;
+    args: Record<string, unknown>;
+  };
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  scenario = await runScenario(chain);
+  db = await createTestDb();
+  const notifier = createNotifier(db);
+  await notifier.subscribe((b) => void batches.push(b));
+  await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, notifier });
+  const { m1, m2, sameBlock } = scenario.modules;
+  logs = await chain.publicClient.getLogs({
+    address: [chain.processor, m1, m2, sameBlock],
+    fromBlock: chain.startBlock,
+  });
+  for (const log of logs) {
+    if (!times.has(log.blockNumber!)) {
+      const block = await chain.publicClient.getBlock({ blockNumber: log.blockNumber! });
+      times.set(log.blockNumber!, new Date(Number(block.timestamp) * 1000).toISOString());
+    }
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await db?.close();
+  await chain?.stop();
+});
+
+describe("events", () => {
+  test("every log of the processor and its modules is stored with every field, as viem decodes it", async () => {
+    const rows = await db.sql`select * from events order by block_number, log_index`;
+    const expected = logs.map((log) => {
+      const ev = decoded(log);
+      return {
+        chain_id: String(chain.chainId),
+        block_number: log.blockNumber!.toString(),
+        log_index: log.logIndex,
+        tx_hash: lower(log.transactionHash!),
+        block_hash: lower(log.blockHash!),
+        block_time: times.get(log.blockNumber!)!,
+        address: lower(log.address),
+        name: ev.eventName,
+        subscription_id: ev.args.subscriptionId === undefined ? null : String(ev.args.subscriptionId),
+        args: plain(ev.args),
+      };
+    });
+    const actual = rows.map((r) => ({ ...r, block_time: (r.block_time as Date).toISOString() }));
+    expect(actual).toEqual(expected);
+    const names = new Set(expected.map((e) => e.name));
+    for (const name of [
+      "ModuleCreated",
+      "ChargeSucceeded",
+      "ChargeFailed",
+      "CreditRefilled",
+      "CreditWithdrawn",
+      "KeeperSet",
+      "FeeSet",
+      "PlanCreated",
+      "SubscriptionCreated",
+      "SubscriptionPaused",
+      "SubscriptionResumed",
+      "SubscriptionCancelled",
+      "AllowanceExpiryUpdated",
+      "SubscriberBlocked",
+      "SubscriberUnblocked",
+    ]) {
+      expect(names.has(name)).toBe(true);
+    }
+  });
+
+  test("the module created and used in one block has its plan and subscription indexed", async () => {
+    const m = lower(scenario.modules.sameBlock);
+    const [mod] = await db.sql`select merchant, block_number from modules where address = ${m}`;
+    expect(mod!.merchant).toBe(lower(chain.address("dave")));
+    const plans = await db.sql`select plan_id, block_number from plans where module = ${m}`;
+    expect(plans.map((p) => [p.plan_id, p.block_number])).toEqual([["9", mod!.block_number]]);
+    const subs = await db.sql`select subscriber, block_number from subscriptions where module = ${m}`;
+    expect(subs.map((s) => [s.subscriber, s.block_number])).toEqual([
+      [lower(chain.address("alice")), mod!.block_number],
+    ]);
+  });
+});
+
+describe("derived tables", () => {
+  test("subscriptions equal the contract's getSubscription, field by field", async () => {
+    const rows = await db.sql`select * from subscriptions order by subscription_id`;
+    expect(rows.length).toBe(scenario.subs.length + 1);
+    for (const row of rows) {
+      const module = row.module as Address;
+      const s = await chain.publicClient.readContract({
+        address: module,
+        abi: subscriptionModuleAbi,
+        functionName: "getSubscription",
+        args: [BigInt(row.subscription_id)],
+      });
+      const owner = await chain.publicClient.readContract({
+        address: module,
+        abi: subscriptionModuleAbi,
+        functionName: "owner",
+      });
+      const created = logs.find((l) => {
+        const ev = decoded(l);
+        return ev.eventName === "SubscriptionCreated" && String(ev.args.subscriptionId) === row.subscription_id;
+      })!;
+      expect(row).toEqual({
+        chain_id: String(chain.chainId),
+        subscription_id: row.subscription_id,
+        module: lower(created.address),
+        merchant: lower(owner),
+        subscriber: lower(s.subscriber),
+        plan_id: String(s.planId),
+        max_executions: String(s.maxExecutions),
+        times_executed: String(s.timesExecuted),
+        total_spent: s.totalSpent.toString(),
+        created_at: s.createdAt.toString(),
+        last_paid_at: s.lastPaidAt.toString(),
+        next_charge_at: s.nextChargeAt.toString(),
+        allowance_expiry: s.allowanceExpiry.toString(),
+        paused: s.paused,
+        cancelled: s.cancelled,
+        block_number: created.blockNumber!.toString(),
+        log_index: created.logIndex,
+        tx_hash: lower(created.transactionHash!),
+      });
+    }
+    const expiries = rows.map((r) => r.allowance_expiry);
+    expect(expiries).toContain((2n ** 64n - 1n).toString());
+  });
+
+  test("plans equal getPlan, modules their owner, tokens their metadata or null", async () => {
+    const plans = await db.sql`select * from plans order by module, plan_id`;
+    const planLogs = logs.filter((l) => decoded(l).eventName === "PlanCreated");
+    expect(plans.length).toBe(planLogs.length);
+    for (const p of plans) {
+      const onChain = await chain.publicClient.readContract({
+        address: p.module as Address,
+        abi: subscriptionModuleAbi,
+        functionName: "getPlan",
+        args: [Number(p.plan_id)],
+      });
+      expect([p.token, p.amount, p.interval_s, p.grace_s]).toEqual([
+        lower(onChain.token),
+        onChain.amount.toString(),
+        String(onChain.interval),
+        String(onChain.gracePeriod),
+      ]);
+    }
+    const modules = await db.sql`select address, merchant from modules order by block_number`;
+    expect(modules.map((m) => [m.address, m.merchant])).toEqual([
+      [lower(scenario.modules.m1), lower(chain.address("merchant"))],
+      [lower(scenario.modules.m2), lower(chain.address("merchant2"))],
+      [lower(scenario.modules.sameBlock), lower(chain.address("dave"))],
+    ]);
+    const tokens = await db.sql`select address, symbol, decimals from tokens order by address`;
+    const { tusd, nometa, falsy } = scenario.tokens;
+    expect(tokens.map((t) => ({ ...t }))).toEqual(
+      [
+        { address: lower(tusd), symbol: "TUSD", decimals: 6 },
+        { address: lower(nometa), symbol: null, decimals: null },
+        { address: lower(falsy), symbol: "FALSE", decimals: 18 },
+      ].sort((a, b) => (a.address < b.address ? -1 : 1)),
+    );
+  });
+
+  test("blocked_subscribers holds the latest block state, as isBlocked says", async () => {
+    const rows = await db.sql`select module, subscriber, blocked from blocked_subscribers order by module, subscriber`;
+    expect(rows.length).toBe(3);
+    for (const r of rows) {
+      const onChain = await chain.publicClient.readContract({
+        address: r.module as Address,
+        abi: subscriptionModuleAbi,
+        functionName: "isBlocked",
+        args: [r.subscriber as Address],
+      });
+      expect(r.blocked).toBe(onChain);
+    }
+    expect(rows.filter((r) => r.blocked).length).toBe(2);
+  });
+
+  test("activity has a CHARGE, FAIL or REFILL row per payment log, and nothing for withdrawals", async () => {
+    const planToken = new Map<string, string>();
+    for (const row of await db.sql`select s.subscription_id, p.token from subscriptions s
+      join plans p on p.module = s.module and p.plan_id = s.plan_id`) {
+      planToken.set(row.subscription_id, row.token);
+    }
+    const owners = new Map((await db.sql`select address, merchant from modules`).map((m) => [m.address, m.merchant]));
+    const expected = [];
+    for (const log of logs) {
+      const { eventName, args } = decoded(log);
+      if (!["ChargeSucceeded", "ChargeFailed", "CreditRefilled"].includes(eventName)) continue;
+      const id = String(args.subscriptionId);
+      const module = lower(args.module as string);
+      const base = {
+        chain_id: String(chain.chainId),
+        block_number: log.blockNumber!.toString(),
+        log_index: log.logIndex,
+        tx_hash: lower(log.transactionHash!),
+        block_time: times.get(log.blockNumber!)!,
+        merchant: owners.get(module),
+        module,
+        subscription_id: id,
+      };
+      if (eventName === "ChargeSucceeded") {
+        expected.push({
+          ...base,
+          type: "CHARGE",
+          token: lower(args.token as string),
+          amount: String(args.amount),
+          fee: String(args.fee),
+          reason: null,
+          keeper: lower(args.keeper as string),
+        });
+      } else if (eventName === "ChargeFailed") {
+        expected.push({
+          ...base,
+          type: "FAIL",
+          token: planToken.get(id),
+          amount: "0",
+          fee: null,
+          reason: reasons[Number(args.reason)],
+          keeper: lower(args.keeper as string),
+        });
+      } else {
+        expected.push({
+          ...base,
+          type: "REFILL",
+          token: lower(args.token as string),
+          amount: String(args.amount),
+          fee: null,
+          reason: null,
+          keeper: lower(args.from as string),
+        });
+      }
+    }
+    const rows = await db.sql`select * from activity order by block_number, log_index`;
+    expect(rows.map((r) => ({ ...r, block_time: (r.block_time as Date).toISOString() }))).toEqual(expected);
+    expect(new Set(rows.map((r) => r.reason))).toEqual(new Set([null, ...reasons.slice(1)]));
+  });
+
+  test("the cursor is the head block with its hash and timestamp; recent block hashes are kept", async () => {
+    const head = await chain.publicClient.getBlock();
+    const [c] = await db.sql`select * from chains`;
+    expect([c!.indexed_block, c!.indexed_hash, (c!.indexed_time as Date).getTime() / 1000]).toEqual([
+      head.number.toString(),
+      head.hash,
+      Number(head.timestamp),
+    ]);
+    expect(c!.processor).toBe(lower(chain.processor));
+    expect(c!.head_block).toBe(head.number.toString());
+    const blocks = await db.sql`select number, hash from blocks order by number`;
+    expect(blocks.at(-1)).toEqual({ number: head.number.toString(), hash: head.hash });
+    expect(blocks.length).toBe(Math.min(64, Number(head.number - chain.startBlock) + 1));
+  });
+
+  test("each committed batch is announced through the notifier", () => {
+    expect(batches.length).toBeGreaterThan(0);
+    expect(batches.every((b) => b.chainId === chain.chainId && !b.reorg)).toBe(true);
+    expect(batches[0]!.fromBlock).toBe(chain.startBlock.toString());
+    expect(batches.at(-1)!.toBlock).toBe(logs.at(-1)!.blockNumber!.toString());
+  });
+});
+
+describe("realtime", () => {
+  test("a running indexer picks up a new transaction, even on blocks without events it moves the cursor", async () => {
+    const indexer = createIndexer({
+      sql: db.sql,
+      db,
+      client: publicClientFor(chain.rpcUrl),
+      config: {
+        PROCESSOR_ADDRESS: chain.processor,
+        START_BLOCK: Number(chain.startBlock),
+        CONFIRMATIONS: 0,
+        POLL_INTERVAL_MS: 50,
+        chainId: chain.chainId,
+      },
+    });
+    await indexer.start();
+    try {
+      const id = scenario.subs[2]!; // carol: fails every time, always due
+      const receipt = await chain.charge(scenario.modules.m1, id);
+      await indexer.waitForBlock(receipt.blockNumber, 10_000);
+      const rows = await db.sql`select type, reason from activity where tx_hash = ${receipt.transactionHash}`;
+      expect(rows.map((r) => [r.type, r.reason])).toEqual([["FAIL", "InsufficientAllowance"]]);
+      await chain.testClient.mine({ blocks: 3 });
+      const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
+      await indexer.waitForBlock(head, 10_000);
+      const [c] = await db.sql`select indexed_block from chains`;
+      expect(c!.indexed_block).toBe(head.toString());
+      expect(indexer.status()).toMatchObject({
+        chainId: chain.chainId,
+        leader: true,
+        indexedBlock: head.toString(),
+        lastError: null,
+      });
+    } finally {
+      await indexer.stop();
+    }
+  });
+
+  test("CONFIRMATIONS holds the newest blocks back until they are deep enough", async () => {
+    const indexer = createIndexer({
+      sql: db.sql,
+      db,
+      client: publicClientFor(chain.rpcUrl),
+      config: {
+        PROCESSOR_ADDRESS: chain.processor,
+        START_BLOCK: Number(chain.startBlock),
+        CONFIRMATIONS: 3,
+        POLL_INTERVAL_MS: 20,
+        chainId: chain.chainId,
+      },
+    });
+    await indexer.start();
+    try {
+      const receipt = await chain.charge(scenario.modules.m1, scenario.subs[2]!);
+      await chain.testClient.mine({ blocks: 2 });
+      await indexer.waitForBlock(receipt.blockNumber - 1n, 10_000);
+      await Bun.sleep(100); // several polls: the charge's block is only 2 deep
+      expect(indexer.status().indexedBlock).toBe((receipt.blockNumber - 1n).toString());
+      expect((await db.sql`select 1 from activity where tx_hash = ${receipt.transactionHash}`).length).toBe(0);
+      await chain.testClient.mine({ blocks: 1 });
+      await indexer.waitForBlock(receipt.blockNumber, 10_000);
+      expect((await db.sql`select 1 from activity where tx_hash = ${receipt.transactionHash}`).length).toBe(1);
+    } finally {
+      await indexer.stop();
+    }
+  });
+
+  test("fetching module logs by topic (past the address-list limit) gives the same index", async () => {
+    const other = await createTestDb();
+    try {
+      await indexOnce(other.sql, chain.rpcUrl, chain.processor, {
+        db: other,
+        startBlock: chain.startBlock,
+        tuning: { addressLimit: 0, initialRange: 5 },
+      });
+      await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock });
+      const [a, b] = [await dumpChainData(db.sql, chain.chainId), await dumpChainData(other.sql, chain.chainId)];
+      for (const table of Object.keys(a) as (keyof typeof a)[])
+        expect({ [table]: a[table] }).toEqual({ [table]: b[table] });
+      expect(a.modules.length).toBe(3);
+    } finally {
+      await other.close();
+    }
+  });
+});

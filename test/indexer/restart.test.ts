@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { publicClientFor } from "../../src/chain/clients";
+import { createDb, type Db } from "../../src/db/client";
+import { createIndexer } from "../../src/indexer";
+import { createTestChain, type TestChain } from "../helpers/chain";
+import { createTestDb, testDbKind } from "../helpers/db";
+import { indexOnce } from "../helpers/indexer";
+import { spawnIndexer } from "./fixtures/child";
+import { dumpChainData } from "./fixtures/compare";
+import { runLoad, setupLoad } from "./fixtures/load";
+
+let chain: TestChain;
+let fresh: Db;
+let head: bigint;
+let payments = 0;
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  const load = await setupLoad(chain, { successSubs: 20 });
+  await runLoad(chain, load, { rounds: 25, failures: 120 });
+  payments = load.payments;
+  head = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
+  fresh = await createTestDb();
+  await indexOnce(fresh.sql, chain.rpcUrl, chain.processor, { db: fresh, startBlock: chain.startBlock });
+}, 120_000);
+
+afterAll(async () => {
+  await fresh?.close();
+  await chain?.stop();
+});
+
+describe("restart", () => {
+  // Postgres: a database on the server. PGlite: a data directory the child opens, is killed with, and reopens.
+  test(`kill -9 mid-backfill (${testDbKind}), restart, and the index equals a fresh one`, async () => {
+    const server = testDbKind === "postgres" ? await createTestDb() : null;
+    const dir = server ? null : mkdtempSync(join(tmpdir(), "indexer-restart-"));
+    const env: Record<string, string> = {
+      RPC_URL: chain.rpcUrl,
+      PROCESSOR_ADDRESS: chain.processor,
+      START_BLOCK: chain.startBlock.toString(),
+      CHAIN_ID: String(chain.chainId),
+      POLL_INTERVAL_MS: "20",
+      // Small batches: the backfill takes many transactions, so a kill lands in the middle of one.
+      INITIAL_RANGE: "1",
+      MAX_RANGE: "3",
+      ...(server ? { DATABASE_URL: server.url } : { PGLITE_DIR: dir! }),
+    };
+    const firstBatches: bigint[] = [];
+    try {
+      for (const [i, after] of [3, 8, 15].entries()) {
+        const child = spawnIndexer(env);
+        const first = await child.waitFor((l) => l.batch !== undefined, 60_000);
+        firstBatches.push(BigInt(first.batch as string));
+        await child.waitFor(() => child.lines.filter((l) => l.batch !== undefined).length >= after, 60_000);
+        await Bun.sleep(i * 7); // a different point inside the next transaction each time
+        await child.kill("SIGKILL");
+      }
+      const child = spawnIndexer(env);
+      await child.waitFor(
+        (l) => (l.status as { indexedBlock?: string } | undefined)?.indexedBlock === head.toString(),
+        60_000,
+      );
+      expect(child.status()?.lastError).toBeNull();
+      await child.kill("SIGTERM");
+      // Every run resumed where the previous one stopped instead of starting over.
+      for (let i = 1; i < firstBatches.length; i++) expect(firstBatches[i]! > firstBatches[i - 1]!).toBe(true);
+
+      const killed = server ?? (await createDb({ dataDir: dir! }));
+      try {
+        const [a, b] = [await dumpChainData(killed.sql, chain.chainId), await dumpChainData(fresh.sql, chain.chainId)];
+        for (const table of Object.keys(a) as (keyof typeof a)[])
+          expect({ [table]: a[table] }).toEqual({ [table]: b[table] });
+        const payRows = a.events.filter((e) => e.name === "ChargeSucceeded" || e.name === "ChargeFailed");
+        expect(payRows.length).toBe(payments);
+        expect(a.activity.length).toBe(payments);
+      } finally {
+        if (!server) await killed.close();
+      }
+    } finally {
+      await server?.close();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    }
+  }, 240_000);
+
+  test("a transaction failing at its last statement leaves nothing behind, and the retry converges", async () => {
+    const db = await createTestDb();
+    // Makes the cursor move, the last statement of every batch, fail while armed.
+    await db.sql`create table fault_flag (armed boolean not null)`;
+    await db.sql`insert into fault_flag values (true)`;
+    await db.sql.unsafe(`create function fail_cursor() returns trigger language plpgsql as $$
+      begin
+        if (select armed from fault_flag) and new.indexed_block is not null then
+          raise exception 'injected fault';
+        end if;
+        return new;
+      end $$`);
+    await db.sql.unsafe(
+      `create trigger fail_cursor before update on chains for each row execute function fail_cursor()`,
+    );
+    const indexer = createIndexer({
+      sql: db.sql,
+      db,
+      client: publicClientFor(chain.rpcUrl),
+      config: {
+        PROCESSOR_ADDRESS: chain.processor,
+        START_BLOCK: Number(chain.startBlock),
+        CONFIRMATIONS: 0,
+        POLL_INTERVAL_MS: 20,
+        chainId: chain.chainId,
+      },
+      tuning: { initialRange: 1000, maxBackoffMs: 50 },
+    });
+    try {
+      await indexer.start();
+      const deadline = Date.now() + 30_000;
+      while (!/injected fault/.test(indexer.status().lastError ?? "")) {
+        if (Date.now() > deadline) throw new Error("the fault never fired");
+        await Bun.sleep(20);
+      }
+      await Bun.sleep(200); // a few more failed attempts
+      for (const table of ["events", "activity", "subscriptions", "modules", "plans", "tokens", "blocks"]) {
+        expect({ [table]: Number((await db.sql.unsafe(`select count(*) as n from ${table}`))[0]!.n) }).toEqual({
+          [table]: 0,
+        });
+      }
+      const [c] = await db.sql`select indexed_block from chains`;
+      expect(c!.indexed_block).toBeNull();
+      await db.sql`update fault_flag set armed = false`;
+      await indexer.waitForBlock(head, 30_000);
+      await indexer.stop();
+      const [a, b] = [await dumpChainData(db.sql, chain.chainId), await dumpChainData(fresh.sql, chain.chainId)];
+      for (const table of Object.keys(a) as (keyof typeof a)[])
+        expect({ [table]: a[table] }).toEqual({ [table]: b[table] });
+    } finally {
+      await indexer.stop();
+      await db.close();
+    }
+  }, 60_000);
+});

@@ -34,7 +34,8 @@ export async function startAnvil(opts: { port?: number; args?: string[]; blockTi
   if (opts.blockTime) args.push("--block-time", String(opts.blockTime));
   const proc: Subprocess = spawn([anvilBinary(), ...args], { stdout: "ignore", stderr: "pipe" });
   const rpcUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 10_000;
+  // Generous: the first start of the 44 MB binary on a busy machine can take several seconds.
+  const deadline = Date.now() + 30_000;
   let chainId = 0;
   while (Date.now() < deadline) {
     try {
@@ -53,7 +54,7 @@ export async function startAnvil(opts: { port?: number; args?: string[]; blockTi
   }
   if (!chainId) {
     proc.kill();
-    throw new AnvilStartError(`anvil did not answer on ${rpcUrl} within 10 s`);
+    throw new AnvilStartError(`anvil did not answer on ${rpcUrl} within 30 s`);
   }
   return {
     rpcUrl,

@@ -1,7 +1,10 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { parseEventLogs, type Address, type Hex, type TransactionReceipt } from "viem";
 import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../../src/contracts/abis";
 import { createTestChain, revertOf, type TestChain, type WalletName } from "../helpers/chain";
+
+// Starts a real anvil: more than the 5 s default on a busy machine.
+setDefaultTimeout(60_000);
 
 const PLAN = 1;
 const AMOUNT = 1_000_003n; // 250 bps of it is 25_000.075: the fee rounds down to 25_000

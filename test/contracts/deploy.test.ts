@@ -1,9 +1,12 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import { erc20Abi, type Address } from "viem";
 import { falseTokenAbi, subscriptionProcessorAbi, testTokenAbi } from "../../src/contracts/abis";
 import { keys } from "../helpers/accounts";
 import { createTestChain, revertOf, type TestChain } from "../helpers/chain";
+
+// Starts a real anvil: more than the 5 s default on a busy machine.
+setDefaultTimeout(60_000);
 
 const root = join(import.meta.dir, "..", "..");
 

@@ -1,7 +1,10 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Address } from "viem";
 import { subscriptionModuleAbi } from "../../src/contracts/abis";
 import { createTestChain, revertOf, type TestChain, type WalletName } from "../helpers/chain";
+
+// Starts a real anvil: more than the 5 s default on a busy machine.
+setDefaultTimeout(60_000);
 
 const PLAN = 1;
 const OTHER_PLAN = 2;

@@ -1,7 +1,10 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { parseEventLogs, zeroAddress, type Address, type Hex, type TransactionReceipt } from "viem";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/contracts/abis";
 import { createTestChain, revertOf, type TestChain, type WalletName } from "../helpers/chain";
+
+// Starts a real anvil: more than the 5 s default on a busy machine.
+setDefaultTimeout(60_000);
 
 const PLAN = 7;
 const AMOUNT = 5_000_000n;

@@ -1,8 +1,11 @@
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { parseEventLogs, zeroAddress, type Address, type Hex } from "viem";
 import { subscriptionProcessorAbi, testTokenAbi } from "../../src/contracts/abis";
 import { deployProtocol } from "../../src/contracts/deploy";
 import { createTestChain, revertOf, TEST_FEE_BPS, TEST_FEE_RECIPIENT, type TestChain } from "../helpers/chain";
+
+// Starts a real anvil: more than the 5 s default on a busy machine.
+setDefaultTimeout(60_000);
 
 let chain: TestChain;
 let snap: Hex;

@@ -1,10 +1,13 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createPublicClient, fallback, http, stringToHex } from "viem";
 import { publicClientFor } from "../../src/chain/clients";
 import { RangeRefusedError, RpcUnavailableError } from "../../src/indexer/errors";
 import { splitFetched } from "../../src/indexer/fetch";
 import { getLogs, RangeSizer } from "../../src/indexer/rpc";
 import { decodeDecimals, decodeSymbol } from "../../src/indexer/tokens";
+
+// Starts a real anvil: more than the 5 s default on a busy machine.
+setDefaultTimeout(60_000);
 
 // A node that answers every request with the canned reply of the current case.
 let reply: { status: number; body: unknown; delayMs?: number } = { status: 200, body: {} };

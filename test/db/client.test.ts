@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createDb, DataDirInUseError, type Db } from "../../src/db/client";
+import { createNotifier, type IndexedBatch } from "../../src/db/notify";
+import { createTestDb, testDbKind } from "../helpers/db";
+
+let db: Db;
+
+beforeAll(async () => {
+  db = await createTestDb();
+}, 60_000);
+
+afterAll(async () => {
+  await db?.close();
+});
+
+test(`int8 and numeric come back as exact strings (${testDbKind})`, async () => {
+  const [r] = await db.sql<{ b: string; n: string; neg: string }[]>`
+    select 9007199254740993::int8 as b, ${"115792089237316195423570985008687907853269984665640564039457584007913129639935"}::numeric(78,0) as n,
+      (-1)::numeric(78,0) as neg`;
+  expect(r.b).toBe("9007199254740993");
+  expect(r.n).toBe("115792089237316195423570985008687907853269984665640564039457584007913129639935");
+  expect(r.neg).toBe("-1");
+});
+
+test("sql.begin rolls back every statement of a failed transaction", async () => {
+  await db.sql`create table tx_probe (id int primary key)`;
+  await expect(
+    db.sql.begin(async (tx) => {
+      await tx`insert into tx_probe values (1)`;
+      await tx`insert into tx_probe values (1)`;
+    }),
+  ).rejects.toThrow();
+  const rows = await db.sql`select * from tx_probe`;
+  expect(rows.length).toBe(0);
+});
+
+test("the notifier delivers a committed batch to subscribers, and unsubscribe stops it", async () => {
+  const notifier = createNotifier(db);
+  const got: IndexedBatch[] = [];
+  const unsubscribe = await notifier.subscribe((b) => got.push(b));
+  const batch = { chainId: 31337, fromBlock: "10", toBlock: "12", reorg: false };
+  await notifier.publish(batch);
+  for (let i = 0; i < 100 && got.length === 0; i++) await Bun.sleep(10);
+  expect(got).toEqual([batch]);
+  await unsubscribe();
+  await notifier.publish({ ...batch, toBlock: "13" });
+  await Bun.sleep(100);
+  expect(got.length).toBe(1);
+});
+
+test("an embedded data directory cannot be opened by a second process while in use", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "pglite-lock-"));
+  const first = await createDb({ dataDir: dir });
+  try {
+    const child = Bun.spawn(
+      [
+        process.execPath,
+        "-e",
+        `import { createDb } from ${JSON.stringify(join(import.meta.dir, "../../src/db/client.ts"))};
+         try { await createDb({ dataDir: ${JSON.stringify(dir)} }); console.log("opened"); process.exit(0); }
+         catch (e) { console.log(e.name); process.exit(3); }`,
+      ],
+      { stdout: "pipe", stderr: "pipe" },
+    );
+    expect(await child.exited).toBe(3);
+    expect(await new Response(child.stdout).text()).toContain(DataDirInUseError.name);
+  } finally {
+    await first.close();
+  }
+  // Closed: the directory opens again with its data.
+  const again = await createDb({ dataDir: dir });
+  const [r] = await again.sql<{ one: number }[]>`select 1 as one`;
+  expect(r.one).toBe(1);
+  await again.close();
+}, 60_000);

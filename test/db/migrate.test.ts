@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Db } from "../../src/db/client";
+import { listMigrations, migrate, MigrationError } from "../../src/db/migrate";
+import { createTestDb, testDbKind } from "../helpers/db";
+
+let db: Db;
+
+beforeAll(async () => {
+  db = await createTestDb();
+}, 60_000);
+
+afterAll(async () => {
+  await db?.close();
+});
+
+test("migration files are NNNN_verb_noun.sql with unique, increasing numbers", () => {
+  const names = listMigrations().map((m) => m.name);
+  expect(names[0]).toStartWith("0001_");
+  const numbers = names.map((n) => Number(n.slice(0, 4)));
+  expect(new Set(numbers).size).toBe(numbers.length);
+  expect([...numbers].sort((a, b) => a - b)).toEqual(numbers);
+});
+
+test("every migration is recorded once and a second run applies nothing", async () => {
+  const rows = await db.sql<{ name: string }[]>`select name from schema_migrations order by name`;
+  expect(rows.map((r) => r.name)).toEqual(listMigrations().map((m) => m.name));
+  expect(await migrate(db.sql)).toEqual([]);
+});
+
+test("concurrent runs serialize on the lock: each migration applied exactly once", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "migrations-"));
+  writeFileSync(
+    join(dir, "0001_create_probe.sql"),
+    "create table probe (id int primary key);\ninsert into probe values (1);",
+  );
+  writeFileSync(join(dir, "0002_add_probe_row.sql"), "insert into probe values (2);");
+  // On Postgres these race on separate pooled connections; on PGlite they queue on its one session.
+  const results = await Promise.all([migrate(db.sql, dir), migrate(db.sql, dir), migrate(db.sql, dir)]);
+  expect(results.flat().sort()).toEqual(["0001_create_probe.sql", "0002_add_probe_row.sql"]);
+  const probe = await db.sql<{ id: number }[]>`select id from probe order by id`;
+  expect(probe.map((r) => r.id)).toEqual([1, 2]);
+});
+
+test("a failing migration is reported by name and leaves nothing behind", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "migrations-bad-"));
+  writeFileSync(join(dir, "0001_create_half.sql"), "create table half (id int);\nselect no_such_function();");
+  const run = migrate(db.sql, dir);
+  await expect(run).rejects.toThrow(MigrationError);
+  await expect(migrate(db.sql, dir)).rejects.toThrow("0001_create_half.sql");
+  const [t] = await db.sql<{ n: number }[]>`
+    select count(*)::int as n from information_schema.tables where table_name = 'half'`;
+  expect(t.n).toBe(0);
+  const [m] = await db.sql<
+    { n: number }[]
+  >`select count(*)::int as n from schema_migrations where name = '0001_create_half.sql'`;
+  expect(m.n).toBe(0);
+});
+
+test(`numeric(78,0) round-trips uint256 exactly (${testDbKind})`, async () => {
+  const max = (2n ** 256n - 1n).toString();
+  const [r] = await db.sql<{ v: string }[]>`select ${max}::numeric(78,0) as v`;
+  expect(r.v).toBe(max);
+});

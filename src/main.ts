@@ -6,6 +6,9 @@
 import { createWalletClient, defineChain, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createApp } from "./app";
+import { controlRoutes } from "./api/control";
+import { randomSecret } from "./auth/hash";
+import { writeControlFile } from "./db/control-file";
 import { createChainRegistry, publicClientFor } from "./chain/clients";
 import { ConfigError, loadConfig, requireChain, type Config } from "./config";
 import { createDb, type Db } from "./db/client";
@@ -141,8 +144,19 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
 
     if (roles.has("api")) {
       const app = createApp({ sql: db.sql, config, chains, notifier });
+      // The embedded database admits one process: `bun run apikey` then manages keys through this one.
+      const controlToken = db.kind === "pglite" ? randomSecret("ctl_") : null;
+      if (controlToken) app.use(controlRoutes({ sql: db.sql, token: controlToken }));
       app.listen({ port: config.PORT, hostname: config.HOST });
       const port = app.server?.port ?? config.PORT;
+      if (controlToken) {
+        const removeControlFile = writeControlFile(config.DATA_DIR, {
+          pid: process.pid,
+          url: baseUrl(config.HOST, port),
+          token: controlToken,
+        });
+        stoppers.unshift(async () => removeControlFile());
+      }
       const drainMs = opts.drainTimeoutMs ?? 10_000;
       stoppers.push(async () => {
         // Stop accepting; let in-flight requests finish, but not forever.

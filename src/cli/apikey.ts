@@ -1,6 +1,7 @@
 /**
  * `bun run apikey`: manages merchant API keys in the service's database (DATABASE_URL, else the embedded PGlite in
- * DATA_DIR, migrated first like the service does).
+ * DATA_DIR, migrated first like the service does). The embedded database admits one process: while a service (or
+ * `bun run dev`, in ./.data/dev) holds it, the command goes through that service's local control endpoint.
  *
  *   bun run apikey create --merchant 0x… [--label text] [--json]   prints the new key once
  *   bun run apikey revoke <id>
@@ -9,10 +10,13 @@
  * Bad input or a failure: a message on stderr and exit code 1.
  */
 import { ConfigError, loadConfig } from "../config";
-import { createDb, type Db } from "../db/client";
+import { createDb, DataDirInUseError } from "../db/client";
+import { readControlFile, type ControlInfo } from "../db/control-file";
 import { migrate } from "../db/migrate";
 import {
   createApiKey,
+  type ApiKeyInfo,
+  type CreatedApiKey,
   InvalidLabelError,
   InvalidMerchantError,
   listApiKeys,
@@ -88,31 +92,95 @@ export function parseApiKeyArgs(argv: string[]): ApiKeyCommand {
   return { cmd: "list", merchant, json: flags.json === true };
 }
 
-async function openDb(): Promise<Db> {
+/** Where keys are managed: the database itself, or the running service that holds the embedded one. */
+type KeyStore = {
+  create: (merchant: string, label?: string) => Promise<CreatedApiKey>;
+  revoke: (id: string) => Promise<boolean>;
+  list: (merchant?: string) => Promise<ApiKeyInfo[]>;
+  close: () => Promise<void>;
+};
+
+/** Calls a running service's control routes (src/api/control). */
+function controlStore(info: ControlInfo): KeyStore {
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${info.url}/internal/api-keys${path}`, {
+      method,
+      headers: { authorization: `Bearer ${info.token}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }).catch((err) => {
+      throw new CommandError(`the running service at ${info.url} did not answer: ${(err as Error).message}`);
+    });
+    const json = (await res.json().catch(() => null)) as { error?: { message?: string } } | null;
+    return { status: res.status, json };
+  };
+  const ok = <T>(r: { status: number; json: unknown }): T => {
+    if (r.status >= 400) {
+      throw new CommandError((r.json as { error?: { message?: string } })?.error?.message ?? `HTTP ${r.status}`);
+    }
+    return r.json as T;
+  };
+  return {
+    create: async (merchant, label) => ok<CreatedApiKey>(await call("POST", "", { merchant, label })),
+    revoke: async (id) => {
+      const r = await call("POST", `/${encodeURIComponent(id)}/revoke`);
+      if (r.status === 404) return false;
+      ok(r);
+      return true;
+    },
+    list: async (merchant) =>
+      ok<ApiKeyInfo[]>(await call("GET", merchant ? `?merchant=${encodeURIComponent(merchant)}` : "")),
+    close: async () => {},
+  };
+}
+
+/** Opens the database like the service does, or finds the service that holds the embedded one. */
+async function openStore(): Promise<KeyStore> {
   const config = loadConfig(process.env);
-  const db = await createDb(config.DATABASE_URL ? { url: config.DATABASE_URL, max: 1 } : { dataDir: config.DATA_DIR });
+  if (!config.DATABASE_URL) {
+    // Without an explicit DATA_DIR, a running `bun run dev` (./.data/dev) is found too.
+    const dirs = process.env.DATA_DIR ? [config.DATA_DIR] : [config.DATA_DIR, "./.data/dev"];
+    for (const dir of dirs) {
+      const info = readControlFile(dir);
+      if (info) return controlStore(info);
+    }
+  }
+  let db;
+  try {
+    db = await createDb(config.DATABASE_URL ? { url: config.DATABASE_URL, max: 1 } : { dataDir: config.DATA_DIR });
+  } catch (err) {
+    if (err instanceof DataDirInUseError) {
+      throw new CommandError(`${err.message} (a process without the api role holds it: stop it, or use its HTTP API)`);
+    }
+    throw err;
+  }
   try {
     await migrate(db.sql);
   } catch (err) {
     await db.close();
     throw err;
   }
-  return db;
+  const sql = db.sql;
+  return {
+    create: (merchant, label) => createApiKey(sql, { merchant, label }),
+    revoke: (id) => revokeApiKey(sql, id),
+    list: (merchant) => listApiKeys(sql, merchant),
+    close: () => db.close(),
+  };
 }
 
-async function run(command: Exclude<ApiKeyCommand, { cmd: "help" }>, db: Db): Promise<void> {
+async function run(command: Exclude<ApiKeyCommand, { cmd: "help" }>, store: KeyStore): Promise<void> {
   if (command.cmd === "create") {
-    const created = await createApiKey(db.sql, { merchant: command.merchant, label: command.label });
+    const created = await store.create(command.merchant, command.label);
     if (command.json) console.log(JSON.stringify({ id: created.id, key: created.key, merchant: created.merchant }));
     else {
       console.log(`created API key ${created.id} for merchant ${created.merchant}`);
       console.log(`key (shown only now, store it safely): ${created.key}`);
     }
   } else if (command.cmd === "revoke") {
-    if (!(await revokeApiKey(db.sql, command.id))) throw new CommandError(`no active API key with id ${command.id}`);
+    if (!(await store.revoke(command.id))) throw new CommandError(`no active API key with id ${command.id}`);
     console.log(`revoked API key ${command.id}`);
   } else {
-    const keys = await listApiKeys(db.sql, command.merchant);
+    const keys = await store.list(command.merchant);
     if (command.json) console.log(JSON.stringify(keys));
     else if (keys.length === 0) console.log("no API keys");
     else {
@@ -132,11 +200,11 @@ async function main(): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const db = await openDb();
+  const store = await openStore();
   try {
-    await run(command, db);
+    await run(command, store);
   } finally {
-    await db.close();
+    await store.close();
   }
 }
 

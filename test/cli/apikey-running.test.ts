@@ -1,0 +1,98 @@
+/**
+ * `bun run apikey` while a service holds the embedded database: PGlite admits one process, so the command goes
+ * through the service's local control endpoint (token in DATA_DIR/control.json), and the key works at once.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../../src/config";
+import { startService, type Service } from "../../src/main";
+import { accounts } from "../helpers/accounts";
+import { freePort, root } from "./helpers";
+
+let service: Service;
+let dataDir: string;
+const merchant = accounts.merchant.address.toLowerCase();
+
+async function apikey(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const proc = Bun.spawn([process.execPath, "run", "src/cli/apikey.ts", ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  return { code, stdout, stderr };
+}
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), "apikey-running-"));
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    ROLES: "api",
+    CHAIN_ID: "31337",
+    PORT: String(await freePort()),
+    HOST: "127.0.0.1",
+  });
+  service = await startService(config, { log: () => {} });
+}, 60_000);
+
+afterAll(async () => {
+  await service?.stop();
+});
+
+test("the control file is private to the owner", () => {
+  const path = join(dataDir, "control.json");
+  expect(existsSync(path)).toBe(true);
+  expect(statSync(path).mode & 0o777).toBe(0o600);
+});
+
+test("create, use, list and revoke a key while the service runs", async () => {
+  const created = await apikey("create", "--merchant", accounts.merchant.address, "--json");
+  expect(created.code).toBe(0);
+  const { id, key, merchant: m } = JSON.parse(created.stdout);
+  expect(m).toBe(merchant);
+  expect(key).toStartWith("sk_live_");
+
+  const get = () =>
+    fetch(`${service.url}/v0/subscriptions/${merchant}`, { headers: { authorization: `Bearer ${key}` } });
+  const ok = await get();
+  expect(ok.status).toBe(200);
+  expect(await ok.json()).toEqual([]);
+
+  const listed = await apikey("list", "--merchant", merchant, "--json");
+  expect(listed.code).toBe(0);
+  const keys = JSON.parse(listed.stdout);
+  expect(keys.map((k: { id: string }) => k.id)).toContain(id);
+  expect(listed.stdout).not.toContain(key);
+
+  expect((await apikey("revoke", id)).code).toBe(0);
+  expect((await get()).status).toBe(401);
+  const again = await apikey("revoke", id);
+  expect(again.code).toBe(1);
+  expect(again.stderr).toContain(id);
+}, 60_000);
+
+test("the control routes refuse anyone without the token", async () => {
+  const res = await fetch(`${service.url}/internal/api-keys`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: "Bearer ctl_wrong" },
+    body: JSON.stringify({ merchant }),
+  });
+  expect(res.status).toBe(401);
+  const docs = await (await fetch(`${service.url}/docs/json`)).text();
+  expect(docs).not.toContain("/internal/");
+});
+
+test("after the service stops, the command opens the database itself", async () => {
+  await service.stop();
+  expect(existsSync(join(dataDir, "control.json"))).toBe(false);
+  const created = await apikey("create", "--merchant", merchant, "--json");
+  expect(created.code).toBe(0);
+  expect(JSON.parse(created.stdout).merchant).toBe(merchant);
+}, 60_000);

@@ -46,7 +46,7 @@ const defaults: Record<string, string> = {
   PORT: "3000",
   ROLES: "api,indexer,keeper",
   READY_MAX_LAG_BLOCKS: "20",
-  RATE_LIMIT_PER_MINUTE: "600",
+  RATE_LIMIT_PER_MINUTE: "6000",
   RPC_TIMEOUT_MS: "5000",
   LOG_LEVEL: "info",
 };

@@ -24,7 +24,10 @@ export const ActivityRecord = t.Object({
   module_address: t.String({ description: "Subscription module contract (lowercase)" }),
   tx_hash: t.String({ description: "Transaction hash (lowercase)" }),
   block_number: t.String({ description: "Block number (decimal string)" }),
-  type: t.Union(ACTIVITY_TYPES.map((v) => t.Literal(v))),
+  type: t.Union(
+    ACTIVITY_TYPES.map((v) => t.Literal(v)),
+    { description: "CHARGE (successful payment), FAIL (failed payment attempt) or REFILL (credit refill)" },
+  ),
   amount_charged: t.String({
     description: 'Token base units (decimal): gross charge, refilled amount, or "0" for failures',
   }),
@@ -132,7 +135,7 @@ export const ActivityQueryDoc = t.Object({
     documented(
       t.Union(
         ACTIVITY_TYPES.map((v) => t.Literal(v)),
-        { description: "Only this type" },
+        { description: "Only this type: CHARGE (payments), FAIL (failed charges) or REFILL (credit refills)." },
       ),
     ),
   ),

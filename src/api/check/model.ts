@@ -1,7 +1,7 @@
 /** Authorization check result (api.md 2.3) and the documentation of `GET /v0/auth/check`. */
 import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../docs/params";
-import { responses } from "../docs/openapi";
+import { errorEnvelopeWith, responses } from "../docs/openapi";
 import { SubscriptionStatusSchema } from "../subscriptions/model";
 
 /** Check modes. */
@@ -12,11 +12,13 @@ export type CheckMode = (typeof CHECK_MODES)[number];
 
 /** One allocation of the wallet for a requested plan. */
 export const CheckDetail = t.Object({
-  allocation_id: t.String(),
+  allocation_id: t.String({ description: "`<chain_id>:<module>:<subscription_id>`" }),
   plan_id_on_chain: t.String({ description: "On-chain uint32 plan id (decimal)" }),
   status: SubscriptionStatusSchema,
-  next_charge_date: t.Union([t.String({ format: "date-time" }), t.Null()]),
-  times_executed: t.Integer(),
+  next_charge_date: t.Union([t.String({ format: "date-time" }), t.Null()], {
+    description: "Next scheduled charge (ISO 8601); null when none is queued",
+  }),
+  times_executed: t.Integer({ description: "Successful payment executions" }),
 });
 
 /** The index's answer. */
@@ -36,7 +38,7 @@ export const IndexedResult = t.Object({
 
 /** The contract's answer. */
 export const OnchainResult = t.Object({
-  authorized: t.Boolean(),
+  authorized: t.Boolean({ description: "The contract's answer" }),
   method: t.Union([t.Literal("isActive"), t.Literal("isActiveAny")], {
     description: "isActive for one plan, isActiveAny for several",
   }),
@@ -45,13 +47,20 @@ export const OnchainResult = t.Object({
 /** The check result. */
 export const CheckResult = t.Object({
   authorized: t.Boolean({ description: "Authorized for any requested plan; in mode both, the on-chain answer" }),
-  mode: t.Union(CHECK_MODES.map((m) => t.Literal(m))),
-  wallet: t.String({ description: "Lowercase" }),
-  module_address: t.String({ description: "Lowercase" }),
-  chain_id: t.Integer(),
+  mode: t.Union(
+    CHECK_MODES.map((m) => t.Literal(m)),
+    { description: "The mode used" },
+  ),
+  wallet: t.String({ description: "The wallet checked, lowercase" }),
+  module_address: t.String({ description: "The module checked, lowercase" }),
+  chain_id: t.Integer({ description: "The chain checked" }),
   plan_ids: t.Array(t.String(), { description: "The plan ids checked (deduplicated, in request order)" }),
-  indexed: t.Optional(IndexedResult),
-  onchain: t.Optional(OnchainResult),
+  indexed: t.Optional(
+    t.Object(IndexedResult.properties, { description: "The index's answer; present in modes indexed and both" }),
+  ),
+  onchain: t.Optional(
+    t.Object(OnchainResult.properties, { description: "The contract's answer; present in modes onchain and both" }),
+  ),
 });
 
 /** A check result. */
@@ -142,5 +151,24 @@ export const checkDetail = {
     "`module_address`. Public: no credential needed; rate limited per client address (X-Forwarded-For first hop, " +
     "else the socket address). `chain_id` must be a chain this service indexes or has an RPC endpoint for " +
     "(`onchain`/`both` need an RPC endpoint).",
-  responses: responses({ description: "The check result", schema: CheckResult, example }, [400, 429, 502, 503]),
+  security: [],
+  responses: responses({ description: "The check result", schema: CheckResult, example }, [400, 429, 502, 503], {
+    400: {
+      code: "invalid_parameter",
+      message: "plan_ids must be comma-separated decimal uint32 plan ids, e.g. 1,2",
+      param: "plan_ids",
+    },
+    502: {
+      description:
+        "Mode onchain or both: the chain's RPC failed or timed out. In mode both the body also carries the indexed " +
+        "answer under `error.indexed`.",
+      message: "the RPC call to chain 31337 timed out",
+      extra: { indexed: example.indexed },
+      schema: errorEnvelopeWith({
+        indexed: t.Optional(
+          t.Object(IndexedResult.properties, { description: "Mode both: the index's answer, which did succeed" }),
+        ),
+      }),
+    },
+  }),
 };

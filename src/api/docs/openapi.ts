@@ -1,44 +1,65 @@
 /** OpenAPI pieces shared by the routes (error envelope, response objects) and the /docs plugin. */
 import { Elysia } from "elysia";
-import { Type as t, type TSchema } from "@sinclair/typebox";
+import { Type as t, type TProperties, type TSchema } from "@sinclair/typebox";
 import { openapi } from "@elysiajs/openapi";
 import type { OpenAPIV3 } from "openapi-types";
 
+/** Fields of the `error` object of service.md's envelope. */
+const errorFields = {
+  type: t.Union(
+    ["invalid_request_error", "authentication_error", "permission_error", "rate_limit_error", "api_error"].map((v) =>
+      t.Literal(v),
+    ),
+    { description: "Error family" },
+  ),
+  code: t.String({ description: "Machine-readable code, e.g. invalid_parameter" }),
+  message: t.String({ description: "Human-readable explanation" }),
+  param: t.Optional(t.String({ description: "The path or query parameter at fault" })),
+  request_id: t.String({ description: "Also sent as the X-Request-Id header" }),
+};
+
 /** The error envelope of service.md, as a schema. */
 export const ErrorEnvelope = t.Object(
-  {
-    error: t.Object({
-      type: t.Union(
-        ["invalid_request_error", "authentication_error", "permission_error", "rate_limit_error", "api_error"].map(
-          (v) => t.Literal(v),
-        ),
-        { description: "Error family" },
-      ),
-      code: t.String({ description: "Machine-readable code, e.g. invalid_parameter" }),
-      message: t.String({ description: "Human-readable explanation" }),
-      param: t.Optional(t.String({ description: "The path or query parameter at fault" })),
-      request_id: t.String({ description: "Also sent as the X-Request-Id header" }),
-    }),
-  },
+  { error: t.Object(errorFields) },
   { description: "Every error response has this shape." },
 );
 
-const errorExamples: Record<
-  number,
-  { description: string; type: string; code: string; message: string; param?: string }
-> = {
+/** The error envelope with extra fields some errors carry inside `error` (e.g. `indexed` on a 502 in mode both). */
+export function errorEnvelopeWith(extra: TProperties, description?: string) {
+  return t.Object(
+    { error: t.Object({ ...errorFields, ...extra }) },
+    { description: description ?? "Every error response has this shape." },
+  );
+}
+
+/** What an error response of one route says: the status's defaults, overridable per route. */
+export type ErrorDoc = {
+  description: string;
+  type: string;
+  code: string;
+  message: string;
+  param?: string;
+  /** Extra fields inside `error` in the example (documented by `schema`). */
+  extra?: Record<string, unknown>;
+  /** Schema of the body; default: the plain envelope. */
+  schema?: TSchema;
+};
+
+const errorExamples: Record<number, ErrorDoc> = {
   400: {
-    description: "A path or query parameter is missing or malformed; `param` names it.",
+    description:
+      "A path or query parameter is missing (`missing_parameter`) or malformed (`invalid_parameter`); `param` names it.",
     type: "invalid_request_error",
     code: "invalid_parameter",
     message: "limit must be an integer from 1 to 1000",
     param: "limit",
   },
   401: {
-    description: "No credential, or an unknown, revoked or expired API key or session.",
+    description:
+      "No credential, a malformed Authorization header, or an unknown, revoked or expired API key or session.",
     type: "authentication_error",
     code: "unauthenticated",
-    message: "a valid API key or SIWE session is required",
+    message: "invalid, revoked or expired credential",
   },
   403: {
     description: "The credential belongs to another merchant.",
@@ -59,10 +80,10 @@ const errorExamples: Record<
     message: "too many requests",
   },
   502: {
-    description: "The chain RPC failed or timed out (`onchain`/`both`); in `both` the body carries `error.indexed`.",
+    description: "The chain RPC failed or timed out.",
     type: "api_error",
     code: "chain_unavailable",
-    message: "the RPC endpoint of chain 31337 did not answer",
+    message: "the RPC call to chain 31337 timed out",
   },
   503: {
     description: "The database is unreachable; retry shortly.",
@@ -77,6 +98,15 @@ export function jsonSchema(schema: TSchema): Record<string, unknown> {
   return JSON.parse(JSON.stringify(schema));
 }
 
+/** `X-Request-Id`, sent on every response (success or error). */
+export const requestIdHeader: Record<string, OpenAPIV3.HeaderObject> = {
+  "X-Request-Id": {
+    description:
+      "Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests.",
+    schema: { type: "string", example: "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa" },
+  },
+};
+
 const freshnessHeaderDocs: Record<string, OpenAPIV3.HeaderObject> = {
   "X-Indexed-Block": {
     description: "Newest block of this chain the index has committed (decimal). Absent before the first batch.",
@@ -88,12 +118,68 @@ const freshnessHeaderDocs: Record<string, OpenAPIV3.HeaderObject> = {
   },
 };
 
-/** OpenAPI `responses` of a route: the 200 body plus the listed error statuses with example envelopes. */
+const errorHeaderDocs: Record<number, Record<string, OpenAPIV3.HeaderObject>> = {
+  401: {
+    "WWW-Authenticate": { description: "Always `Bearer`.", schema: { type: "string", example: "Bearer" } },
+  },
+  429: {
+    "Retry-After": {
+      description: "Seconds until a request is accepted again.",
+      schema: { type: "integer", example: 12 },
+    },
+  },
+  503: {
+    "Retry-After": { description: "Seconds to wait before retrying.", schema: { type: "integer", example: 1 } },
+  },
+};
+
+/** One error response of a route: the status's defaults with `doc` applied. */
+export function errorResponse(status: number, doc: Partial<ErrorDoc> = {}): OpenAPIV3.ResponseObject {
+  const base = errorExamples[status];
+  if (!base) throw new Error(`no documented error for status ${status}`);
+  const e = { ...base, ...doc };
+  return {
+    description: e.description,
+    headers: { ...requestIdHeader, ...errorHeaderDocs[status] },
+    content: {
+      "application/json": {
+        schema: jsonSchema(e.schema ?? ErrorEnvelope) as OpenAPIV3.SchemaObject,
+        example: {
+          error: {
+            type: e.type,
+            code: e.code,
+            message: e.message,
+            ...(e.param ? { param: e.param } : {}),
+            ...e.extra,
+            request_id: "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa",
+          },
+        },
+      },
+    },
+  };
+}
+
+/**
+ * OpenAPI `responses` of a route: the 200 body plus the listed error statuses with example envelopes. `errors`
+ * overrides the default description, example or schema of a status for this route.
+ */
 export function responses(
-  ok: { description: string; schema: TSchema; example: unknown; link?: boolean; freshness?: boolean },
-  errors: number[],
+  ok: {
+    description: string;
+    schema: TSchema;
+    example: unknown;
+    link?: boolean;
+    freshness?: boolean;
+    headers?: Record<string, OpenAPIV3.HeaderObject>;
+  },
+  statuses: number[],
+  errors: Partial<Record<number, Partial<ErrorDoc>>> = {},
 ): OpenAPIV3.ResponsesObject {
-  const headers: Record<string, OpenAPIV3.HeaderObject> = ok.freshness === false ? {} : { ...freshnessHeaderDocs };
+  const headers: Record<string, OpenAPIV3.HeaderObject> = {
+    ...(ok.freshness === false ? {} : freshnessHeaderDocs),
+    ...requestIdHeader,
+    ...ok.headers,
+  };
   if (ok.link) {
     headers.Link = {
       description: 'Present when the page was cut by `limit`: `<url of the next page>; rel="next"`.',
@@ -107,27 +193,7 @@ export function responses(
       content: { "application/json": { schema: jsonSchema(ok.schema) as OpenAPIV3.SchemaObject, example: ok.example } },
     },
   };
-  for (const status of errors) {
-    const e = errorExamples[status];
-    out[status] = {
-      description: e.description,
-      ...(status === 429 ? { headers: { "Retry-After": { schema: { type: "integer" as const } } } } : {}),
-      content: {
-        "application/json": {
-          schema: jsonSchema(ErrorEnvelope) as OpenAPIV3.SchemaObject,
-          example: {
-            error: {
-              type: e.type,
-              code: e.code,
-              message: e.message,
-              ...(e.param ? { param: e.param } : {}),
-              request_id: "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa",
-            },
-          },
-        },
-      },
-    };
-  }
+  for (const status of statuses) out[status] = errorResponse(status, errors[status]);
   return out;
 }
 
@@ -152,26 +218,100 @@ const API_DESCRIPTION = `Read-only API over an index of on-chain recurring (subs
 * **Errors**: a JSON envelope \`error\` with \`type\`, \`code\`, \`message\`, \`param\` (when a parameter is at
   fault) and \`request_id\`; statuses 400, 401, 403, 404, 429, 502 and 503.`;
 
+type Operation = OpenAPIV3.OperationObject & { parameters?: OpenAPIV3.ParameterObject[] };
+type DocRoute = {
+  method: string;
+  path: string;
+  hooks?: { detail?: { responses?: OpenAPIV3.ResponsesObject; requestBody?: OpenAPIV3.RequestBodyObject } };
+};
+
+/** `anyOf` of string constants (TypeBox's union of literals) as a plain `enum`, which Swagger UI shows as a list. */
+function constUnionToEnum(schema: Record<string, unknown>): Record<string, unknown> {
+  const { anyOf, ...rest } = schema as { anyOf?: { const?: unknown; type?: string }[] };
+  if (!anyOf?.length || !anyOf.every((s) => s.type === "string" && typeof s.const === "string")) return schema;
+  return { ...rest, type: "string", enum: anyOf.map((s) => s.const) };
+}
+
+/**
+ * Finishes the document the plugin generated (a copy; the plugin caches its own):
+ * - a parameter's description and first example move up from its schema onto the parameter, where Swagger UI shows
+ *   them (it ignores `schema.description`), and a union of string literals becomes an `enum`;
+ * - a route's `detail.responses` and `detail.requestBody` win over what the plugin derives from its `response` and
+ *   `body` schemas (the plugin otherwise drops them, losing the examples and error statuses).
+ */
+export function finishDocument(generated: OpenAPIV3.Document, routes: DocRoute[]): OpenAPIV3.Document {
+  const doc = structuredClone(generated);
+  for (const item of Object.values(doc.paths ?? {})) {
+    for (const op of Object.values(item ?? {}) as Operation[]) {
+      for (const p of op?.parameters ?? []) {
+        const schema = p.schema as { description?: string; examples?: unknown[] } | undefined;
+        if (p.description === undefined && schema?.description) p.description = schema.description;
+        if (p.example === undefined && Array.isArray(schema?.examples) && schema.examples.length > 0) {
+          p.example = schema.examples[0];
+        }
+        if (p.schema) p.schema = constUnionToEnum(p.schema as Record<string, unknown>);
+      }
+    }
+  }
+  for (const route of routes) {
+    const detail = route.hooks?.detail;
+    const op = doc.paths?.[route.path.replace(/:([^/]+)/g, "{$1}")]?.[
+      route.method.toLowerCase() as OpenAPIV3.HttpMethods
+    ] as Operation | undefined;
+    if (!op || !detail) continue;
+    if (detail.responses) op.responses = { ...op.responses, ...structuredClone(detail.responses) };
+    if (detail.requestBody) op.requestBody = structuredClone(detail.requestBody);
+  }
+  return doc;
+}
+
+/** Swagger UI settings: every URL local to this server. */
+const swaggerOptions = {
+  cdn: "/docs/assets/swagger-ui-bundle.js",
+  theme: "/docs/assets/swagger-ui.css",
+  // Absolute: the plugin's default ("docs/json", relative) breaks the page when it is opened as /docs/.
+  url: "/docs/json",
+  autoDarkMode: false,
+  // Links to one operation (/docs#/activity/getV0ActivityByMerchant).
+  deepLinking: true,
+  // No badge from validator.swagger.io: the page loads nothing from another host.
+  validatorUrl: "none",
+};
+
 /** `/docs` (Swagger UI, assets served locally from swagger-ui-dist) and `/docs/json` (the OpenAPI document). */
 export function docsRoutes() {
+  const finished = new WeakMap<object, OpenAPIV3.Document>();
   const app = new Elysia({ name: "docs" })
+    // Local to this plugin: it runs for the routes below (the plugin's included), not for the API's.
+    .onAfterHandle(({ path, response }) => {
+      if (path !== "/docs/json" || typeof response !== "object" || response === null) return;
+      let doc = finished.get(response);
+      if (!doc) {
+        // getGlobalRoutes is what the plugin itself reads: every route of the app this plugin is mounted in.
+        const routes = (app as unknown as { getGlobalRoutes(): DocRoute[] }).getGlobalRoutes();
+        doc = finishDocument(response as OpenAPIV3.Document, routes);
+        finished.set(response, doc);
+      }
+      return doc;
+    })
     .use(
       openapi({
         path: "/docs",
         specPath: "/docs/json",
         provider: "swagger-ui",
         exclude: { paths: ["/docs/assets/swagger-ui-bundle.js", "/docs/assets/swagger-ui.css"] },
-        swagger: {
-          cdn: "/docs/assets/swagger-ui-bundle.js",
-          theme: "/docs/assets/swagger-ui.css",
-          autoDarkMode: false,
-        },
+        swagger: swaggerOptions,
         documentation: {
           info: { title: "Subscription Payments Indexer API", version: "0.1.0", description: API_DESCRIPTION },
           tags: [
             { name: "activity", description: "Charges, failed charges and credit refills of a merchant" },
             { name: "subscriptions", description: "Subscription allocations with their computed status" },
             { name: "authorization", description: "Is a wallet authorized for a plan? (public)" },
+            {
+              name: "siwe",
+              description:
+                "Sign-In with Ethereum (EIP-4361): a signed message opens a session that reads the signing merchant's data",
+            },
             { name: "operations", description: "Liveness and readiness probes" },
           ],
           components: {
@@ -179,7 +319,10 @@ export function docsRoutes() {
               bearer: {
                 type: "http",
                 scheme: "bearer",
-                description: "An API key (`bun run apikey create --merchant 0x…`) or a SIWE session token.",
+                description:
+                  "An API key (`bun run apikey create --merchant 0x…`; starts with `sk_live_`), a SIWE session token " +
+                  "(`sess_…`, from `POST /v0/siwe/verify`) or the operator's admin key. Browsers may send the session " +
+                  "as the `siwe_session` cookie instead.",
               },
             },
           },

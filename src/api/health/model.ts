@@ -1,14 +1,18 @@
 /** Documentation of /healthz and /readyz. */
 import { Type as t } from "@sinclair/typebox";
-import { ErrorEnvelope, jsonSchema } from "../docs/openapi";
+import { errorEnvelopeWith, errorResponse, jsonSchema, requestIdHeader } from "../docs/openapi";
 
 const ChainReadiness = t.Object({
-  chain_id: t.Integer(),
-  indexed_block: t.Union([t.String(), t.Null()]),
-  indexed_at: t.Union([t.String({ format: "date-time" }), t.Null()]),
-  head_block: t.Union([t.String(), t.Null()]),
-  head_seen_at: t.Union([t.String({ format: "date-time" }), t.Null()]),
-  lag_blocks: t.Union([t.String(), t.Null()]),
+  chain_id: t.Integer({ description: "The chain" }),
+  indexed_block: t.Union([t.String(), t.Null()], {
+    description: "Newest block the index has committed (decimal); null before the first batch",
+  }),
+  indexed_at: t.Union([t.String({ format: "date-time" }), t.Null()], { description: "Timestamp of that block" }),
+  head_block: t.Union([t.String(), t.Null()], { description: "Chain head the indexer last observed (decimal)" }),
+  head_seen_at: t.Union([t.String({ format: "date-time" }), t.Null()], {
+    description: "When the indexer last observed the head",
+  }),
+  lag_blocks: t.Union([t.String(), t.Null()], { description: "head_block - indexed_block (decimal)" }),
 });
 
 const chainExample = {
@@ -24,12 +28,16 @@ const chainExample = {
 export const healthDetail = {
   tags: ["operations"],
   summary: "Liveness",
-  description: "200 while the process serves HTTP. Reads nothing.",
+  description: "200 while the process serves HTTP. Reads nothing (not even the database), so it never fails.",
   responses: {
     200: {
       description: "The process is up",
+      headers: requestIdHeader,
       content: {
-        "application/json": { schema: jsonSchema(t.Object({ status: t.Literal("ok") })), example: { status: "ok" } },
+        "application/json": {
+          schema: jsonSchema(t.Object({ status: t.Literal("ok", { description: "Always ok" }) })),
+          example: { status: "ok" },
+        },
       },
     },
   },
@@ -45,30 +53,35 @@ export const readyDetail = {
   responses: {
     200: {
       description: "Ready",
+      headers: requestIdHeader,
       content: {
         "application/json": {
-          schema: jsonSchema(t.Object({ status: t.Literal("ready"), chains: t.Array(ChainReadiness) })),
+          schema: jsonSchema(
+            t.Object({
+              status: t.Literal("ready", { description: "Always ready" }),
+              chains: t.Array(ChainReadiness, { description: "The indexed chain's progress" }),
+            }),
+          ),
           example: { status: "ready", chains: [chainExample] },
         },
       },
     },
-    503: {
-      description: "Not ready: the database is down or the index lags. `error.reasons` says why.",
-      content: {
-        "application/json": {
-          schema: jsonSchema(ErrorEnvelope),
-          example: {
-            error: {
-              type: "api_error",
-              code: "unavailable",
-              message: "not ready",
-              reasons: ["chain 31337 is 57 blocks behind the head (at most 20)"],
-              chains: [{ ...chainExample, indexed_block: "985", lag_blocks: "57" }],
-              request_id: "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa",
-            },
-          },
-        },
+    503: errorResponse(503, {
+      description:
+        "Not ready: the database does not answer, or the index lags. `error.reasons` says why (absent when the " +
+        "database is down).",
+      message: "not ready",
+      extra: {
+        reasons: ["chain 31337 is 57 blocks behind the head (at most 20)"],
+        chains: [{ ...chainExample, indexed_block: "985", lag_blocks: "57" }],
       },
-    },
+      schema: errorEnvelopeWith(
+        {
+          reasons: t.Optional(t.Array(t.String(), { description: "Why the service is not ready" })),
+          chains: t.Optional(t.Array(ChainReadiness, { description: "The indexed chain's progress" })),
+        },
+        "The error envelope, with the reasons.",
+      ),
+    }),
   },
 };

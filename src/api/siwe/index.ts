@@ -5,7 +5,17 @@ import { authenticate, type Principal } from "../../auth/principal";
 import { clearedSessionCookie, revokeSession, sessionCookie } from "../../auth/sessions";
 import { InvalidParameterError, MissingParameterError, RateLimitedError, UnauthenticatedError } from "../errors";
 import { createRateLimiter } from "../rate-limit";
-import { LogoutResponse, MeResponse, NonceResponse, SessionResponse, VerifyBody } from "./model";
+import {
+  LogoutResponse,
+  logoutDetail,
+  MeResponse,
+  meDetail,
+  NonceResponse,
+  nonceDetail,
+  SessionResponse,
+  VerifyBody,
+  verifyDetail,
+} from "./model";
 import { issueNonce, purgeExpired, signIn } from "./service";
 
 /** Expired nonces and sessions are purged at most this often per process. */
@@ -69,7 +79,7 @@ export function siweRoutes(deps: AppDeps) {
       },
       {
         response: NonceResponse,
-        detail: { tags: ["SIWE"], summary: "A single-use nonce for a sign-in message (valid 10 minutes)" },
+        detail: nonceDetail,
       },
     )
     .post(
@@ -89,14 +99,7 @@ export function siweRoutes(deps: AppDeps) {
         transform: requireVerifyFields,
         body: VerifyBody,
         response: SessionResponse,
-        detail: {
-          tags: ["SIWE"],
-          summary: "Checks a signed EIP-4361 message and opens a session for the signing address",
-          description:
-            "Checks the domain, nonce (single use), Issued At / Expiration Time / Not Before, the chain id and the " +
-            "signature (plain wallets, ERC-1271 and ERC-6492 contract wallets). Returns a session token, also set as " +
-            "the HttpOnly cookie `siwe_session`. The session reads the data of the merchant at the signing address.",
-        },
+        detail: verifyDetail,
       },
     )
     .get(
@@ -106,7 +109,7 @@ export function siweRoutes(deps: AppDeps) {
         set.headers["cache-control"] = "no-store";
         return { address: s.merchant, chain_id: s.chainId, expires_at: s.expiresAt };
       },
-      { response: MeResponse, detail: { tags: ["SIWE"], summary: "The current SIWE session" } },
+      { response: MeResponse, detail: meDetail },
     )
     .post(
       "/logout",
@@ -116,6 +119,6 @@ export function siweRoutes(deps: AppDeps) {
         set.headers["set-cookie"] = clearedSessionCookie({ secure: isHttps(request) });
         return { ok: true as const };
       },
-      { response: LogoutResponse, detail: { tags: ["SIWE"], summary: "Ends the current SIWE session" } },
+      { response: LogoutResponse, detail: logoutDetail },
     );
 }

@@ -68,7 +68,7 @@ export const ListQueryDoc = t.Object({
     documented(
       t.Union(
         SUBSCRIPTION_STATUSES.map((s) => t.Literal(s)),
-        { description: "Only this status" },
+        { description: "Only subscriptions with this computed status" },
       ),
     ),
   ),
@@ -127,5 +127,13 @@ export const getDetail = {
   responses: responses(
     { description: "The subscription record", schema: SubscriptionRecord, example },
     [400, 401, 403, 404, 503],
+    {
+      400: { message: "id must be a decimal integer from 0 to 2^256 - 1", param: "id" },
+      404: {
+        description: "No subscription with this id on the merchant's modules on that chain.",
+        message: "no subscription 99 of this merchant on chain 31337",
+        param: "id",
+      },
+    },
   ),
 };

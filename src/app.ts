@@ -19,6 +19,7 @@ import { checkRoutes } from "./api/check";
 import { healthRoutes } from "./api/health";
 import { createChainState, type RouteDeps } from "./api/health/freshness";
 import { docsRoutes } from "./api/docs/openapi";
+import { createApiCaches, type ApiCaches } from "./api/cache";
 
 /** What the HTTP app needs from the process around it. */
 export type AppDeps = {
@@ -26,6 +27,11 @@ export type AppDeps = {
   config: Config;
   chains: ChainRegistry;
   notifier?: Notifier;
+  /**
+   * Response caches of the check and activity routes (src/api/cache.ts). Default: created over `notifier` with the
+   * code defaults, and stopped with the app; without a notifier nothing is cached.
+   */
+  caches?: ApiCaches;
 };
 
 const DB_DOWN_CODES = new Set([
@@ -137,15 +143,19 @@ export const errorHandler = new Elysia({ name: "error-handler" })
 export function createApp(deps: AppDeps) {
   const chainState = createChainState({ sql: deps.sql, notifier: deps.notifier });
   const routeDeps: RouteDeps = { ...deps, chainState };
+  const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
   return new Elysia()
     .use(errorHandler)
     .use(docsRoutes())
     .use(healthRoutes(routeDeps))
     .use(siweRoutes(deps))
-    .use(activityRoutes(routeDeps))
+    .use(activityRoutes(routeDeps, caches.activity))
     .use(subscriptionRoutes(routeDeps))
-    .use(checkRoutes(routeDeps))
-    .onStop(() => chainState.stop());
+    .use(checkRoutes(routeDeps, caches.check))
+    .onStop(async () => {
+      await chainState.stop();
+      if (!deps.caches) await caches.stop();
+    });
 }
 
 /** The app's type, for a typed Eden client. */

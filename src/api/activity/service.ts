@@ -9,7 +9,8 @@ export type ActivityRow = {
   block_number: string;
   log_index: number;
   tx_hash: string;
-  block_time: Date;
+  /** Block timestamp, already ISO 8601 UTC with milliseconds (formatted by Postgres: no Date per row). */
+  timestamp: string;
   module: string;
   subscription_id: string;
   type: ActivityType;
@@ -19,6 +20,17 @@ export type ActivityRow = {
   keeper: string | null;
   symbol: string | null;
   decimals: number | null;
+};
+
+/** A serialized page of activity records, as the activity routes send (and cache) it. */
+export type ActivityPage = {
+  /** UTF-8 JSON array of the page's records. */
+  body: Uint8Array;
+  /** event_id of the page's last record when `limit` cut the page (the `Link` header's cursor), else null. */
+  nextAfter: string | null;
+  /** The chain's freshness row as read before the page (`X-Indexed-Block`, `X-Indexed-At`). */
+  indexedBlock: string | null;
+  indexedTime: Date | null;
 };
 
 /** Filters and page of an activity list. */
@@ -56,8 +68,9 @@ export async function listActivity(sql: Sql, q: ActivityQuery): Promise<Activity
   const dir = desc ? sql`desc` : sql`asc`;
   return withDeadline(
     sql<ActivityRow[]>`
-      select a.chain_id, a.block_number, a.log_index, a.tx_hash, a.block_time, a.module, a.subscription_id, a.type,
-        a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals
+      select a.chain_id, a.block_number, a.log_index, a.tx_hash,
+        to_char(a.block_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as timestamp,
+        a.module, a.subscription_id, a.type, a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals
       from activity a
       left join tokens t on t.chain_id = a.chain_id and t.address = coalesce(a.token, (
         select p.token from subscriptions s
@@ -114,6 +127,6 @@ export function toActivityRecord(r: ActivityRow): ActivityRecord {
     reason: r.type === "FAIL" ? (r.reason as ActivityRecord["reason"]) : null,
     keeper_address: r.type === "REFILL" ? null : r.keeper,
     fee_paid: r.type === "CHARGE" ? r.fee : null,
-    timestamp: r.block_time.toISOString(),
+    timestamp: r.timestamp,
   };
 }

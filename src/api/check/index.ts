@@ -7,6 +7,7 @@ import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } f
 import { freshnessHeaders, isConfiguredChain, type RouteDeps } from "../health/freshness";
 import { CHECK_MODES, CheckQueryDoc, checkDetail, type CheckResult } from "./model";
 import { indexedCheck, onchainCheck, type CheckQuery, type IndexedAnswer } from "./service";
+import type { ResponseCache } from "../cache";
 
 /**
  * Rate-limit key of a request: the first X-Forwarded-For hop when present (the service is meant to run behind a
@@ -25,12 +26,23 @@ export function clientKey(request: Request, server: Server<unknown> | null | und
   }
 }
 
-/** The check route. */
-export function checkRoutes(deps: RouteDeps) {
+/** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
+export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer>) {
   const limiter = createRateLimiter({ perMinute: deps.config.RATE_LIMIT_PER_MINUTE });
 
-  const indexed = async (q: CheckQuery): Promise<IndexedAnswer> => {
+  // Body and headers of mode indexed, rendered once per answer object: a cached answer is only served for its own
+  // key, which fixes every other input of the body (chain, module, wallet, plan ids), so every hit sends these bytes.
+  const rendered = new WeakMap<IndexedAnswer, { body: string; headers: Record<string, string> }>();
+
+  const load = async (q: CheckQuery) => {
     const answer = await indexedCheck(deps.sql, q);
+    return { value: answer, ttlMs: answer.validForMs };
+  };
+
+  const indexed = async (q: CheckQuery): Promise<IndexedAnswer> => {
+    const answer = cache
+      ? await cache.get(`${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}`, q.chainId, () => load(q))
+      : (await load(q)).value;
     if (!answer.chainIndexed && !isConfiguredChain(deps, q.chainId)) {
       throw new InvalidParameterError("chain_id", `chain ${q.chainId} is not indexed by this service`);
     }
@@ -55,8 +67,17 @@ export function checkRoutes(deps: RouteDeps) {
 
       if (mode === "indexed") {
         const answer = await indexed(q);
-        freshnessHeaders(set.headers, answer);
-        return { authorized: answer.result.authorized, ...base, indexed: answer.result } satisfies CheckResult;
+        let sent = rendered.get(answer);
+        if (!sent) {
+          const body = { authorized: answer.result.authorized, ...base, indexed: answer.result } satisfies CheckResult;
+          const headers: Record<string, string> = {};
+          freshnessHeaders(headers, answer);
+          sent = { body: JSON.stringify(body), headers };
+          rendered.set(answer, sent);
+        }
+        Object.assign(set.headers, sent.headers);
+        set.headers["content-type"] = "application/json;charset=utf-8";
+        return sent.body;
       }
 
       const client = deps.chains.get(q.chainId);

@@ -32,6 +32,8 @@ type CheckRow = {
   cancelled: boolean;
   is_blocked: boolean;
   status: SubscriptionStatus;
+  /** Seconds from the statement's "now" until the row stops being ACTIVE with no event (numeric, as a string). */
+  active_left_s: string | null;
 };
 
 /** The indexed answer plus the chain's freshness row as the same statement saw it. */
@@ -41,6 +43,12 @@ export type IndexedAnswer = {
   indexedBlock: string | null;
   indexedTime: Date | null;
   result: IndexedResult;
+  /**
+   * Milliseconds, from the statement's "now", until the answer changes with no new batch: the first ACTIVE row
+   * turns EXPIRED at last_paid_at + interval + grace + 1 s. Infinity when no row is ACTIVE (nothing else moves
+   * with time).
+   */
+  validForMs: number;
 };
 
 /**
@@ -52,7 +60,8 @@ export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnsw
     sql<CheckRow[]>`
       select n.known_chain_id, n.indexed_block, n.indexed_time,
         s.chain_id, s.module, s.subscription_id, s.plan_id, s.times_executed, s.next_charge_at, s.max_executions,
-        s.paused, s.cancelled, coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status
+        s.paused, s.cancelled, coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status,
+        ${activeLeft(sql)} as active_left_s
       from ${chainNow(sql, q.chainId)}
       left join subscriptions s on s.chain_id = ${q.chainId} and s.module = ${q.module}
         and s.subscriber = ${q.wallet} and s.plan_id = any(${q.planIds}::bigint[])
@@ -65,6 +74,7 @@ export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnsw
     chain_id: string;
     subscription_id: string;
   })[];
+  const left = allocations.filter((r) => r.status === "ACTIVE").map((r) => Number(r.active_left_s) * 1000);
   const matching = q.planIds.filter((p) => allocations.some((r) => r.plan_id === p && r.status === "ACTIVE"));
   return {
     chainIndexed: head?.known_chain_id != null,
@@ -82,7 +92,18 @@ export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnsw
       })),
       indexed_block: head?.indexed_block ?? null,
     },
+    validForMs: Math.min(Infinity, ...left),
   };
+}
+
+/**
+ * Seconds left until an ACTIVE row turns EXPIRED with no event: status is EXPIRED once floor(now) > paid_until,
+ * i.e. from now = paid_until + 1 on; "now" is {@link chainNow}'s (the later of the wall clock and the indexed block
+ * time) but unrounded, so the answer's cache entry ends exactly at the boundary, never after it.
+ */
+function activeLeft(sql: Sql) {
+  return sql`(s.last_paid_at + coalesce(p.interval_s, 0) + coalesce(p.grace_s, 0) + 1
+    - extract(epoch from greatest(now(), n.indexed_time)))`;
 }
 
 /**

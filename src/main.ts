@@ -145,12 +145,13 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     if (roles.has("api")) {
       const app = createApp({ sql: db.sql, config, chains, notifier });
       // The embedded database admits one process: `bun run apikey` then manages keys through this one.
-      const controlToken = db.kind === "pglite" ? randomSecret("ctl_") : null;
+      const controlDir = db.kind === "pglite" ? db.dataDir : undefined;
+      const controlToken = controlDir ? randomSecret("ctl_") : null;
       if (controlToken) app.use(controlRoutes({ sql: db.sql, token: controlToken }));
       app.listen({ port: config.PORT, hostname: config.HOST });
       const port = app.server?.port ?? config.PORT;
-      if (controlToken) {
-        const removeControlFile = writeControlFile(config.DATA_DIR, {
+      if (controlDir && controlToken) {
+        const removeControlFile = writeControlFile(controlDir, {
           pid: process.pid,
           url: baseUrl(config.HOST, port),
           token: controlToken,

@@ -13,6 +13,8 @@ export type Db = {
   kind: "postgres" | "pglite";
   /** Connection URL (for PGlite, the loopback socket in front of it). */
   url: string;
+  /** PGlite only: the data directory on disk (absent for an in-memory database). */
+  dataDir?: string;
   close: () => Promise<void>;
 };
 
@@ -94,6 +96,7 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
     sql,
     kind: "pglite",
     url,
+    dataDir: dataDir.startsWith("memory://") ? undefined : dataDir,
     close: async () => {
       await sql.end({ timeout: 5 });
       await server.stop();

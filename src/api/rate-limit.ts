@@ -1,3 +1,5 @@
+import type { Server } from "bun";
+
 /** Outcome of one rate-limit check. */
 export type RateDecision = { ok: true } | { ok: false; retryAfterSeconds: number };
 
@@ -65,4 +67,21 @@ export function createRateLimiter(opts: RateLimiterOptions): RateLimiter {
     },
     size: () => buckets.size,
   };
+}
+
+/**
+ * Rate-limit key of a request: the first X-Forwarded-For hop when present (the service is meant to run behind a
+ * proxy that sets it), else the socket's address, else "unknown".
+ */
+export function clientKey(request: Request, server: Server<unknown> | null | undefined): string {
+  const forwarded = request.headers.get("x-forwarded-for");
+  if (forwarded) {
+    const first = forwarded.split(",")[0].trim();
+    if (first) return first;
+  }
+  try {
+    return server?.requestIP(request)?.address ?? "unknown";
+  } catch {
+    return "unknown";
+  }
 }

@@ -2,29 +2,12 @@
 import { Elysia } from "elysia";
 import type { Server } from "bun";
 import { ChainUnavailableError, InvalidParameterError, RateLimitedError } from "../errors";
-import { createRateLimiter } from "../rate-limit";
+import { clientKey, createRateLimiter } from "../rate-limit";
 import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } from "../docs/params";
 import { freshnessHeaders, isConfiguredChain, type RouteDeps } from "../health/freshness";
 import { CHECK_MODES, CheckQueryDoc, checkDetail, type CheckResult } from "./model";
 import { indexedCheck, onchainCheck, type CheckQuery, type IndexedAnswer } from "./service";
 import type { ResponseCache } from "../cache";
-
-/**
- * Rate-limit key of a request: the first X-Forwarded-For hop when present (the service is meant to run behind a
- * proxy that sets it), else the socket's address, else "unknown".
- */
-export function clientKey(request: Request, server: Server<unknown> | null | undefined): string {
-  const forwarded = request.headers.get("x-forwarded-for");
-  if (forwarded) {
-    const first = forwarded.split(",")[0].trim();
-    if (first) return first;
-  }
-  try {
-    return server?.requestIP(request)?.address ?? "unknown";
-  } catch {
-    return "unknown";
-  }
-}
 
 /** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
 export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer>) {

@@ -1,10 +1,11 @@
+import type { Server } from "bun";
 import { Elysia } from "elysia";
 import type { Hex } from "viem";
 import type { AppDeps } from "../../app";
 import { authenticate, type Principal } from "../../auth/principal";
 import { clearedSessionCookie, revokeSession, sessionCookie } from "../../auth/sessions";
 import { InvalidParameterError, MissingParameterError, RateLimitedError, UnauthenticatedError } from "../errors";
-import { createRateLimiter } from "../rate-limit";
+import { clientKey, createRateLimiter } from "../rate-limit";
 import {
   LogoutResponse,
   logoutDetail,
@@ -54,8 +55,8 @@ export function siweRoutes(deps: AppDeps) {
   const limiter = createRateLimiter({ perMinute: config.RATE_LIMIT_PER_MINUTE });
   let lastPurge = 0;
 
-  const limit = (request: Request, server: { requestIP(r: Request): { address: string } | null } | null) => {
-    const decision = limiter.check(server?.requestIP(request)?.address ?? "unknown");
+  const limit = (request: Request, server: Server<unknown> | null | undefined) => {
+    const decision = limiter.check(clientKey(request, server));
     if (!decision.ok) throw new RateLimitedError(decision.retryAfterSeconds);
   };
 

@@ -81,6 +81,8 @@ describe("findApiKey and revokeApiKey", () => {
 describe("listApiKeys", () => {
   test("lists all keys or one merchant's, never the secret or its hash", async () => {
     const a = await createApiKey(db.sql, { merchant: merchant2, label: "first" });
+    // Keys list by created_at; two inserts in the same clock tick would tie.
+    await Bun.sleep(5);
     const b = await createApiKey(db.sql, { merchant: merchant2 });
     await revokeApiKey(db.sql, b.id);
     const mine = await listApiKeys(db.sql, accounts.merchant2.address);

@@ -22,10 +22,10 @@ import { join } from "node:path";
 import { createDb } from "../src/db/client";
 import { migrate } from "../src/db/migrate";
 import { createNotifier } from "../src/db/notify";
-import { loadConfig } from "../src/config";
+import { loadConfig } from "../src/common/config";
 import { createChainRegistry } from "../src/chain/clients";
-import { createApp } from "../src/app";
-import { createApiCaches } from "../src/api/cache";
+import { createApp } from "../src/http/app";
+import { createApiCaches } from "../src/http/cache";
 
 const CHAIN = 31337;
 const ADMIN_KEY = "bench-admin-key-0123456789abcdef";

@@ -10,9 +10,9 @@ import { createPublicClient, decodeEventLog, http, type Address } from "viem";
 import { createDb } from "../src/db/client";
 import { migrate } from "../src/db/migrate";
 import { createIndexer } from "../src/indexer";
-import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../src/contracts/abis";
-import { createTestChain } from "../test/helpers/chain";
-import { runLoad, setupLoad } from "../test/indexer/fixtures/load";
+import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../src/chain/abis";
+import { createTestChain } from "../testkit/chain";
+import { runLoad, setupLoad } from "../testkit/load";
 
 const argEvents = process.argv.indexOf("--events");
 const wanted = argEvents > 0 ? Number(process.argv[argEvents + 1]) : 50_000;

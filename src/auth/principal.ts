@@ -1,6 +1,6 @@
 import type { Sql } from "../db/client";
-import type { Config } from "../config";
-import { ForbiddenError, UnauthenticatedError } from "../api/errors";
+import type { Config } from "../common/config";
+import { ForbiddenError, UnauthenticatedError } from "../http/errors";
 import { findApiKey } from "./api-keys";
 import { constantTimeEqual } from "./hash";
 import { findSession, readCookie, SESSION_COOKIE, SESSION_PREFIX } from "./sessions";

@@ -1,5 +1,5 @@
 import { createPublicClient, http, type PublicClient } from "viem";
-import type { Config } from "../config";
+import type { Config } from "../common/config";
 
 /** Public clients by chain id: the indexed chain plus `RPC_URL_<id>` extras. */
 export type ChainRegistry = {

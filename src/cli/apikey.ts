@@ -9,7 +9,7 @@
  *
  * Bad input or a failure: a message on stderr and exit code 1.
  */
-import { ConfigError, loadConfig } from "../config";
+import { ConfigError, loadConfig } from "../common/config";
 import { createDb, DataDirInUseError } from "../db/client";
 import { readControlFile, type ControlInfo } from "../db/control-file";
 import { migrate } from "../db/migrate";

@@ -14,7 +14,7 @@ import {
   type Hex,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { deployProtocol } from "../contracts/deploy";
+import { deployProtocol } from "../chain/deploy";
 
 class UsageError extends Error {}
 

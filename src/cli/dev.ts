@@ -24,14 +24,14 @@ import {
   type TransactionReceipt,
 } from "viem";
 import { startAnvil, type Anvil } from "../chain/anvil";
-import { ConfigError, loadConfig } from "../config";
-import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../contracts/abis";
-import { createModule, deployProtocol, deployToken, type DeployWallet } from "../contracts/deploy";
+import { ConfigError, loadConfig } from "../common/config";
+import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../chain/abis";
+import { createModule, deployProtocol, deployToken, type DeployWallet } from "../chain/deploy";
 import { createApiKey } from "../auth/api-keys";
 import { createDb, type Db } from "../db/client";
 import { migrate } from "../db/migrate";
-import { createLogger, type LogLevel } from "../log";
-import { exitOnSignals, startService, startErrorMessage, type Service } from "../main";
+import { createLogger, type LogLevel } from "../common/log";
+import { exitOnSignals, startService, startErrorMessage, type Service } from "../service";
 
 /** anvil's well-known dev key #4 (mnemonic "test … junk"): the demo keeper. Never use it on a real chain. */
 const DEV_KEEPER_KEY = "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a";

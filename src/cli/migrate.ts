@@ -2,7 +2,7 @@
  * `bun run migrate`: applies pending `sql/migrations` to DATABASE_URL (or the embedded PGlite under DATA_DIR)
  * and prints one JSON line `{"applied":[…]}`. A bad environment or a failing migration: message on stderr, exit 1.
  */
-import { ConfigError, loadConfig } from "../config";
+import { ConfigError, loadConfig } from "../common/config";
 import { createDb } from "../db/client";
 import { migrate } from "../db/migrate";
 

@@ -1,5 +1,5 @@
 import { toEventSelector, type AbiEvent, type Hex } from "viem";
-import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../contracts/abis";
+import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../chain/abis";
 
 /** A log exactly as `eth_getLogs` returns it (hex quantities). */
 export type RawLog = {

@@ -1,7 +1,7 @@
 import type { PublicClient } from "viem";
 import { decodeLog, moduleTopics, type DecodedEvent, type RawLog } from "./decode";
 import { RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
-import { getHeaders, getLogs, type Header, type RetryPolicy } from "./rpc";
+import { getHeaders, getLogs, type Header, type RetryPolicy } from "../chain/rpc";
 import type { Cursor } from "./store";
 
 /** Default: above this many modules, module logs are fetched by topic (no address list) and filtered here. */

@@ -1,8 +1,8 @@
 import type { PublicClient } from "viem";
-import { ConfigError, type Config } from "../config";
+import { ConfigError, type Config } from "../common/config";
 import type { Db, Sql } from "../db/client";
 import type { Notifier } from "../db/notify";
-import type { Logger } from "../log";
+import type { Logger } from "../common/log";
 import { deriveBatch, subscriptionsToLoad, type SubState } from "./derive";
 import {
   CursorMovedError,
@@ -16,7 +16,7 @@ import {
 import { fetchLogs, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
 import { createLeaderLock } from "./lock";
 import { findAncestor, rollback } from "./reorg";
-import { defaultRetry, getHead, getHeader, getHeaders, RangeSizer, type Header, type RetryPolicy } from "./rpc";
+import { defaultRetry, getHead, getHeader, getHeaders, RangeSizer, type Header, type RetryPolicy } from "../chain/rpc";
 import {
   ensureChain,
   loadBlocks,

@@ -1,7 +1,7 @@
 import type { PublicClient } from "viem";
 import type { Sql } from "../db/client";
 import { applyToSubscription, planKey, subscriptionFromCreated, type PlanInfo, type SubState } from "./derive";
-import { getHeaders, type RetryPolicy } from "./rpc";
+import { getHeaders, type RetryPolicy } from "../chain/rpc";
 import { loadBlocks, loadSubscriptionEvents, upsertBlocked, upsertSubscriptions, type Cursor, type Tx } from "./store";
 
 /**

@@ -4,7 +4,7 @@ import type { DecodedEvent } from "./decode";
 import { BulkWriteError } from "./errors";
 import type { ActivityRow, BlockedRow, ChainEvent, ModuleRow, PlanInfo, PlanRow, SubState } from "./derive";
 import { planKey } from "./derive";
-import type { Header } from "./rpc";
+import type { Header } from "../chain/rpc";
 import type { TokenMeta } from "./tokens";
 
 /** A transaction (or the pool) to run queries on. */

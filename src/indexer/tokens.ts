@@ -1,5 +1,5 @@
 import { BaseError, hexToString, type PublicClient } from "viem";
-import { withRetry, type RetryPolicy } from "./rpc";
+import { withRetry, type RetryPolicy } from "../chain/rpc";
 
 /** What the indexer records about a token; null where the token does not answer. */
 export type TokenMeta = { address: string; symbol: string | null; decimals: number | null };

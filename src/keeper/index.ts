@@ -14,9 +14,9 @@ import {
   type Transport,
   type WalletClient,
 } from "viem";
-import { subscriptionProcessorAbi } from "../contracts/abis";
+import { subscriptionProcessorAbi } from "../chain/abis";
 import type { Sql } from "../db/client";
-import { silentLogger, type Logger } from "../log";
+import { silentLogger, type Logger } from "../common/log";
 import {
   claimSubscription,
   findDueSubscriptions,

@@ -9,8 +9,8 @@ import {
 } from "../../src/auth/api-keys";
 import { hashSecret } from "../../src/auth/hash";
 import type { Db } from "../../src/db/client";
-import { accounts } from "../helpers/accounts";
-import { createTestDb } from "../helpers/db";
+import { accounts } from "../../testkit/accounts";
+import { createTestDb } from "../../testkit/db";
 
 let db: Db;
 const merchant = accounts.merchant.address.toLowerCase();

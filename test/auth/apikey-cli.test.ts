@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { findApiKey, listApiKeys } from "../../src/auth/api-keys";
 import { createDb, type Db } from "../../src/db/client";
-import { accounts } from "../helpers/accounts";
-import { createTestDb, testDbKind } from "../helpers/db";
+import { accounts } from "../../testkit/accounts";
+import { createTestDb, testDbKind } from "../../testkit/db";
 
 const root = join(import.meta.dir, "..", "..");
 const merchant = accounts.merchant.address.toLowerCase();

@@ -1,12 +1,12 @@
 /** authenticate/assertCanRead called directly (the HTTP matrix is test/api/auth.test.ts). */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ForbiddenError, UnauthenticatedError } from "../../src/api/errors";
+import { ForbiddenError, UnauthenticatedError } from "../../src/http/errors";
 import { createApiKey } from "../../src/auth/api-keys";
 import { assertCanRead, authenticate, credentialOf, type Principal } from "../../src/auth/principal";
 import { createSession, readCookie } from "../../src/auth/sessions";
-import { loadConfig } from "../../src/config";
+import { loadConfig } from "../../src/common/config";
 import type { Db } from "../../src/db/client";
-import { createTestDb } from "../helpers/db";
+import { createTestDb } from "../../testkit/db";
 
 let db: Db;
 const merchant = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";

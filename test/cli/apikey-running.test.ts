@@ -6,10 +6,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadConfig } from "../../src/config";
-import { startService, type Service } from "../../src/main";
-import { accounts } from "../helpers/accounts";
-import { freePort, root } from "./helpers";
+import { loadConfig } from "../../src/common/config";
+import { startService, type Service } from "../../src/service";
+import { accounts } from "../../testkit/accounts";
+import { freePort, root } from "../../testkit/cli";
 
 let service: Service;
 let dataDir: string;

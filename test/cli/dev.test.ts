@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, portOpen, spawnBun, type Child } from "./helpers";
+import { freePort, portOpen, spawnBun, type Child } from "../../testkit/cli";
 
 let dataDir: string;
 let child: Child | undefined;

@@ -6,8 +6,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
 import type { Address } from "viem";
 import { createDb, type Db } from "../../src/db/client";
-import { createTestChain, type TestChain } from "../helpers/chain";
-import { spawnBun, until, type Child } from "./helpers";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { spawnBun, until, type Child } from "../../testkit/cli";
 
 const BASE = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const NAME = `failover_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 6)}`;

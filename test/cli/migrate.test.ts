@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { listMigrations } from "../../src/db/migrate";
-import { spawnBun } from "./helpers";
+import { spawnBun } from "../../testkit/cli";
 
 const base = process.env.DATABASE_URL;
 const name = `migrate_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 6)}`;

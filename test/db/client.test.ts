@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDb, DataDirInUseError, type Db } from "../../src/db/client";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
-import { createTestDb, testDbKind } from "../helpers/db";
+import { createTestDb, testDbKind } from "../../testkit/db";
 
 let db: Db;
 

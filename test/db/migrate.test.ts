@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Db } from "../../src/db/client";
 import { listMigrations, migrate, MigrationError } from "../../src/db/migrate";
-import { createTestDb, testDbKind } from "../helpers/db";
+import { createTestDb, testDbKind } from "../../testkit/db";
 
 let db: Db;
 

@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { decodeEventLog, type Address, type Log } from "viem";
 import { publicClientFor } from "../../src/chain/clients";
-import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/contracts/abis";
+import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/chain/abis";
 import type { Db } from "../../src/db/client";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
 import { createIndexer } from "../../src/indexer";
-import { createTestChain, type TestChain } from "../helpers/chain";
-import { createTestDb } from "../helpers/db";
-import { indexOnce } from "../helpers/indexer";
-import { dumpChainData } from "./fixtures/compare";
-import { runScenario, type Scenario } from "./fixtures/scenario";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { createTestDb } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
+import { dumpChainData } from "../../testkit/compare";
+import { runScenario, type Scenario } from "../../testkit/scenario";
 
 const abi = [...subscriptionProcessorAbi, ...subscriptionModuleAbi];
 const reasons = ["None", "InsufficientAllowance", "InsufficientBalance", "TransferFailed", "AllowanceExpired"];

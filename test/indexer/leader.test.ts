@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { publicClientFor } from "../../src/chain/clients";
 import { createDb, type Db } from "../../src/db/client";
 import { createIndexer, type Indexer } from "../../src/indexer";
-import { createTestChain, type TestChain } from "../helpers/chain";
-import { createTestDb, testDbKind } from "../helpers/db";
-import { indexOnce } from "../helpers/indexer";
-import { spawnIndexer } from "./fixtures/child";
-import { clearChainData, dumpChainData } from "./fixtures/compare";
-import { runLoad, setupLoad, type Load } from "./fixtures/load";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { createTestDb, testDbKind } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
+import { spawnIndexer } from "../../testkit/indexer-child";
+import { clearChainData, dumpChainData } from "../../testkit/compare";
+import { runLoad, setupLoad, type Load } from "../../testkit/load";
 
 let chain: TestChain;
 let load: Load;

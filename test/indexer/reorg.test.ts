@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { encodeFunctionData, getContractAddress, type Address, type Hex } from "viem";
 import { publicClientFor } from "../../src/chain/clients";
-import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/contracts/abis";
+import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/chain/abis";
 import type { Db } from "../../src/db/client";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
 import { createIndexer, type Indexer } from "../../src/indexer";
-import { createTestChain, type TestChain, type WalletName } from "../helpers/chain";
-import { createTestDb } from "../helpers/db";
-import { indexOnce } from "../helpers/indexer";
-import { clearChainData, dumpChainData } from "./fixtures/compare";
-import { runScenario, type Scenario } from "./fixtures/scenario";
+import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
+import { createTestDb } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
+import { clearChainData, dumpChainData } from "../../testkit/compare";
+import { runScenario, type Scenario } from "../../testkit/scenario";
 
 type Call = { from: WalletName; to: Address; data: Hex };
 

@@ -5,12 +5,12 @@ import { join } from "node:path";
 import { publicClientFor } from "../../src/chain/clients";
 import { createDb, type Db } from "../../src/db/client";
 import { createIndexer } from "../../src/indexer";
-import { createTestChain, type TestChain } from "../helpers/chain";
-import { createTestDb, testDbKind } from "../helpers/db";
-import { indexOnce } from "../helpers/indexer";
-import { spawnIndexer } from "./fixtures/child";
-import { dumpChainData } from "./fixtures/compare";
-import { runLoad, setupLoad } from "./fixtures/load";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { createTestDb, testDbKind } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
+import { spawnIndexer } from "../../testkit/indexer-child";
+import { dumpChainData } from "../../testkit/compare";
+import { runLoad, setupLoad } from "../../testkit/load";
 
 let chain: TestChain;
 let fresh: Db;

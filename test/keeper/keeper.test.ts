@@ -5,15 +5,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createPublicClient, createWalletClient, http, maxUint256, type Address, type Hash } from "viem";
 import { publicClientFor } from "../../src/chain/clients";
-import { subscriptionModuleAbi, testTokenAbi } from "../../src/contracts/abis";
+import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
 import type { Db } from "../../src/db/client";
 import { createNotifier } from "../../src/db/notify";
-import { createIndexer } from "../../src/indexer/index";
-import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper/index";
-import { createLogger } from "../../src/log";
-import { accounts } from "../helpers/accounts";
-import { createTestChain, type TestChain, type WalletName } from "../helpers/chain";
-import { createTestDb } from "../helpers/db";
+import { createIndexer } from "../../src/indexer";
+import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper";
+import { createLogger } from "../../src/common/log";
+import { accounts } from "../../testkit/accounts";
+import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
+import { createTestDb } from "../../testkit/db";
 
 const LONG = 1; // plan: 30-day interval, for tests without time travel
 const SHORT = 2; // plan: 1000 s interval, 500 s grace, for the retry tests

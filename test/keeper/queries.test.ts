@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
 import { claimSubscription, findDueSubscriptions, releaseClaim } from "../../src/keeper/queries";
-import { createTestDb } from "../helpers/db";
+import { createTestDb } from "../../testkit/db";
 
 const CHAIN = 31337;
 const MODULE = "0x00000000000000000000000000000000000000aa";

@@ -1,0 +1,107 @@
+import { OptionalKind, Type as T, type Static, type TSchema } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+
+/** Thrown when an environment variable is missing or malformed; the message names it. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+const Address = T.String({ pattern: "^0x[0-9a-fA-F]{40}$", description: "0x + 40 hex" });
+const PrivateKey = T.String({ pattern: "^0x[0-9a-fA-F]{64}$", description: "0x + 64 hex" });
+const Url = T.String({ pattern: "^(https?|wss?)://", description: "an http(s) or ws(s) URL" });
+const PgUrl = T.String({ pattern: "^postgres(ql)?://", description: "a postgres:// URL" });
+const Uint = (min = 0) => T.Integer({ minimum: min, description: `an integer >= ${min}` });
+const Role = T.Union([T.Literal("api"), T.Literal("indexer"), T.Literal("keeper")]);
+
+/** Every variable the service reads, with its schema and default. */
+const EnvSchema = {
+  DATABASE_URL: T.Optional(PgUrl),
+  DATABASE_READ_URL: T.Optional(PgUrl),
+  DATA_DIR: T.String({ default: "./.data", minLength: 1 }),
+  RPC_URL: T.Optional(Url),
+  CHAIN_ID: T.Optional(Uint(1)),
+  PROCESSOR_ADDRESS: T.Optional(Address),
+  START_BLOCK: Uint(0),
+  CONFIRMATIONS: Uint(0),
+  POLL_INTERVAL_MS: Uint(10),
+  KEEPER_PRIVATE_KEY: T.Optional(PrivateKey),
+  KEEPER_RETRY_SCHEDULE: T.String({ default: "3600,21600,86400", pattern: "^\\d+(,\\d+)*$" }),
+  ADMIN_API_KEY: T.Optional(T.String({ minLength: 16, description: "at least 16 characters" })),
+  SIWE_DOMAIN: T.Optional(T.String({ minLength: 1 })),
+  SESSION_TTL_S: Uint(60),
+  PORT: T.Integer({ minimum: 0, maximum: 65535, description: "a port number" }),
+  HOST: T.String({ default: "0.0.0.0" }),
+  ROLES: T.Array(Role, { minItems: 1, description: "api, indexer, keeper (comma-separated)" }),
+  READY_MAX_LAG_BLOCKS: Uint(0),
+  RATE_LIMIT_PER_MINUTE: Uint(1),
+  RPC_TIMEOUT_MS: Uint(100),
+  LOG_LEVEL: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")]),
+} satisfies Record<string, TSchema>;
+
+const defaults: Record<string, string> = {
+  START_BLOCK: "0",
+  CONFIRMATIONS: "0",
+  POLL_INTERVAL_MS: "1000",
+  SESSION_TTL_S: "86400",
+  PORT: "3000",
+  ROLES: "api,indexer,keeper",
+  READY_MAX_LAG_BLOCKS: "20",
+  RATE_LIMIT_PER_MINUTE: "6000",
+  RPC_TIMEOUT_MS: "5000",
+  LOG_LEVEL: "info",
+};
+
+type Env = { [K in keyof typeof EnvSchema]: Static<(typeof EnvSchema)[K]> };
+
+/** The parsed configuration of one process. */
+export type Config = Env & {
+  /** Extra RPC endpoints for `onchain` checks, by chain id (from `RPC_URL_<chainId>`). */
+  extraRpcUrls: Record<number, string>;
+  /** Keeper retry delays after a failed charge, in seconds. */
+  retrySchedule: number[];
+};
+
+// Values that may hold credentials (URLs with passwords, keys) are never echoed in errors.
+const SECRET = /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|KEEPER_PRIVATE_KEY|ADMIN_API_KEY)$/;
+
+function parseOne(name: string, schema: TSchema, raw: string | undefined): unknown {
+  if (raw === undefined || raw === "") {
+    if (defaults[name] !== undefined) raw = defaults[name];
+    else if ("default" in schema) return schema.default;
+    else if (OptionalKind in schema) return undefined;
+    else throw new ConfigError(`${name} is required`);
+  }
+  let value: unknown = raw;
+  if (schema.type === "array")
+    value = raw!
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+  else if (schema.type === "integer") value = /^-?\d+$/.test(raw!) ? Number(raw) : raw;
+  if (!Value.Check(schema, value)) {
+    const shown = SECRET.test(name) ? name : `${name}=${JSON.stringify(raw)}`;
+    throw new ConfigError(`${shown} is invalid: expected ${schema.description ?? schema.type}`);
+  }
+  return value;
+}
+
+/** Parses the environment once; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const out: Record<string, unknown> = {};
+  for (const [name, schema] of Object.entries(EnvSchema)) out[name] = parseOne(name, schema, env[name]);
+  const extraRpcUrls: Record<number, string> = {};
+  for (const [name, raw] of Object.entries(env)) {
+    const m = /^RPC_URL_(\d+)$/.exec(name);
+    if (!m || !raw) continue;
+    extraRpcUrls[Number(m[1])] = parseOne(name, Url, raw) as string;
+  }
+  const cfg = out as Env;
+  if (cfg.PROCESSOR_ADDRESS) cfg.PROCESSOR_ADDRESS = cfg.PROCESSOR_ADDRESS.toLowerCase();
+  return { ...cfg, extraRpcUrls, retrySchedule: cfg.KEEPER_RETRY_SCHEDULE.split(",").map(Number) };
+}
+
+/** Checks what running the given roles needs beyond the schema (an RPC and a processor to index). */
+export function requireChain(cfg: Config): asserts cfg is Config & { RPC_URL: string; PROCESSOR_ADDRESS: string } {
+  if (!cfg.RPC_URL) throw new ConfigError("RPC_URL is required");
+  if (!cfg.PROCESSOR_ADDRESS) throw new ConfigError("PROCESSOR_ADDRESS is required");
+}

@@ -1,0 +1,30 @@
+import { Elysia } from "elysia";
+import type { AppDeps, RouteDeps } from "./deps";
+import { errorHandler } from "./plugins/error-handler";
+import { siweRoutes } from "./features/siwe";
+import { activityRoutes } from "./features/activity";
+import { subscriptionRoutes } from "./features/subscriptions";
+import { checkRoutes } from "./features/check";
+import { healthRoutes } from "./features/health";
+import { createChainState } from "./chain-state";
+import { docsRoutes } from "./features/docs";
+import { createApiCaches } from "./cache";
+
+/** Builds the HTTP app: every `/v0` feature plus health and docs. */
+export function createApp(deps: AppDeps) {
+  const chainState = createChainState({ sql: deps.sql, notifier: deps.notifier });
+  const routeDeps: RouteDeps = { ...deps, chainState };
+  const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
+  return new Elysia()
+    .use(errorHandler)
+    .use(docsRoutes())
+    .use(healthRoutes(routeDeps))
+    .use(siweRoutes(deps))
+    .use(activityRoutes(routeDeps, caches.activity))
+    .use(subscriptionRoutes(routeDeps))
+    .use(checkRoutes(routeDeps, caches.check))
+    .onStop(async () => {
+      await chainState.stop();
+      if (!deps.caches) await caches.stop();
+    });
+}

@@ -1,0 +1,125 @@
+/**
+ * What the API knows about each indexed chain (the `chains` rows), cached in memory so that freshness headers and
+ * chain_id checks cost no round trip: refreshed after every batch the indexer announces, and at most `ttlMs` old.
+ */
+import type { Sql } from "../db/client";
+import type { Notifier } from "../db/notify";
+import type { AppDeps, RouteDeps } from "./deps";
+import { DEADLINE_FAST_MS, withDeadline } from "./deadline";
+import { InvalidParameterError } from "./errors";
+
+/** One `chains` row as the API uses it. */
+export type ChainRow = {
+  chainId: number;
+  indexedBlock: string | null;
+  indexedTime: Date | null;
+  headBlock: string | null;
+  headSeenAt: Date | null;
+};
+
+/** Cached view of the `chains` table. */
+export type ChainState = {
+  /** The row of `chainId` (undefined when the chain has no row yet), at most `ttlMs` old. */
+  get: (chainId: number) => Promise<ChainRow | undefined>;
+  /** Forgets the cache; the next `get` reads the table. */
+  invalidate: () => void;
+  /** Stops listening to the notifier. */
+  stop: () => Promise<void>;
+};
+
+/** Reads every `chains` row (a handful: one per indexed chain). */
+export async function readChains(sql: Sql): Promise<ChainRow[]> {
+  const rows = await withDeadline(
+    sql<
+      {
+        chain_id: string;
+        indexed_block: string | null;
+        indexed_time: Date | null;
+        head_block: string | null;
+        head_seen_at: Date | null;
+      }[]
+    >`
+      select chain_id, indexed_block, indexed_time, head_block, head_seen_at from chains`,
+    DEADLINE_FAST_MS,
+  );
+  return rows.map((r) => ({
+    chainId: Number(r.chain_id),
+    indexedBlock: r.indexed_block,
+    indexedTime: r.indexed_time,
+    headBlock: r.head_block,
+    headSeenAt: r.head_seen_at,
+  }));
+}
+
+/** Creates the cache; subscribes to the notifier when there is one (a failure to subscribe only disables it). */
+export function createChainState(opts: { sql: Sql; notifier?: Notifier; ttlMs?: number }): ChainState {
+  const ttlMs = opts.ttlMs ?? 1000;
+  let rows = new Map<number, ChainRow>();
+  let loadedAt = -Infinity;
+  let inflight: Promise<void> | undefined;
+  let unsubscribe: (() => Promise<void>) | undefined;
+  let stopped = false;
+
+  const refresh = () =>
+    (inflight ??= readChains(opts.sql)
+      .then((list) => {
+        rows = new Map(list.map((r) => [r.chainId, r]));
+        loadedAt = performance.now();
+      })
+      .finally(() => {
+        inflight = undefined;
+      }));
+
+  opts.notifier
+    ?.subscribe(() => {
+      loadedAt = -Infinity;
+    })
+    .then(async (unsub) => {
+      if (stopped) await unsub();
+      else unsubscribe = unsub;
+    })
+    .catch(() => {
+      // The TTL still bounds staleness without notifications.
+    });
+
+  return {
+    get: async (chainId) => {
+      if (performance.now() - loadedAt > ttlMs) await refresh();
+      return rows.get(chainId);
+    },
+    invalidate: () => {
+      loadedAt = -Infinity;
+    },
+    stop: async () => {
+      stopped = true;
+      await unsubscribe?.();
+    },
+  };
+}
+
+/** Freshness headers of a chain: `X-Indexed-Block` and `X-Indexed-At` (omitted before the first indexed batch). */
+export function freshnessHeaders(
+  headers: Record<string, string | number>,
+  row: { indexedBlock: string | null; indexedTime: Date | null } | undefined,
+): void {
+  if (!row?.indexedBlock) return;
+  headers["x-indexed-block"] = row.indexedBlock;
+  if (row.indexedTime) headers["x-indexed-at"] = row.indexedTime.toISOString();
+}
+
+/**
+ * Resolves the chain a request reads: it must be configured (RPC_URL / CHAIN_ID / RPC_URL_<id>) or have indexed
+ * data; anything else is a 400 on `chain_id`. Returns its cached row (undefined before the first batch).
+ */
+export async function resolveChain(deps: RouteDeps, chainId: number): Promise<ChainRow | undefined> {
+  const row = await deps.chainState.get(chainId);
+  if (!row && !isConfiguredChain(deps, chainId)) {
+    throw new InvalidParameterError("chain_id", `chain ${chainId} is not indexed by this service`);
+  }
+  return row;
+}
+
+/** Whether the process is configured for `chainId` (the indexed chain or an extra RPC endpoint). */
+export function isConfiguredChain(deps: Pick<AppDeps, "chains">, chainId: number): boolean {
+  return deps.chains.defaultChainId === chainId || deps.chains.chainIds().includes(chainId);
+}

@@ -1,0 +1,130 @@
+/** `GET /v0/activity/:merchant`, `/v0/payments/:merchant` (CHARGE) and `/v0/failures/:merchant` (FAIL). */
+import { Elysia } from "elysia";
+import { InvalidParameterError } from "../../errors";
+import {
+  parseAddress,
+  parseChainId,
+  parseEnum,
+  parseEventId,
+  parseLimit,
+  parseSince,
+  parseToken,
+  requireReader,
+  type RawParams,
+} from "../../params";
+import { nextLink } from "../../paging";
+import { freshnessHeaders, resolveChain } from "../../chain-state";
+import { type RouteDeps } from "../../deps";
+import {
+  ACTIVITY_TYPES,
+  ActivityQueryDoc,
+  details,
+  MerchantParamsDoc,
+  TypedQueryDoc,
+  type ActivityType,
+} from "./model";
+import {
+  activityPosition,
+  eventId,
+  listActivity,
+  toActivityRecord,
+  type ActivityPage,
+  type ActivityQuery,
+} from "./service";
+import type { ResponseCache } from "../../cache";
+
+const encoder = new TextEncoder();
+
+/**
+ * Cache key of a page: every input of the query, normalized as the query uses it. The token stays as sent (JS and
+ * Postgres may lowercase exotic characters differently); JSON keeps free text from running into other fields.
+ */
+function pageKey(q: ActivityQuery, cursor: ReturnType<typeof parseEventId>): string {
+  const after = cursor && `${cursor.chainId}:${cursor.txHash}:${cursor.logIndex}`;
+  return JSON.stringify([q.chainId, q.merchant, q.type, q.since?.getTime(), q.order, q.limit, after, q.token]);
+}
+
+type Ctx = { params: unknown; query: unknown; request: Request; set: { headers: Record<string, string | number> } };
+
+/**
+ * Activity routes. Pages go through `cache` when given, keyed by merchant and normalized query; the credential is
+ * checked on every request before the cache is read, and the `Link` header is rebuilt from each request's URL.
+ */
+export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPage>) {
+  /** Reads and serializes one page; the freshness row is read first, so it never claims more than the page holds. */
+  const load = async (q: ActivityQuery, cursor: ReturnType<typeof parseEventId>) => {
+    const chain = await deps.chainState.get(q.chainId);
+    if (cursor) {
+      const position =
+        cursor.chainId === q.chainId
+          ? await activityPosition(deps.sql, { ...cursor, merchant: q.merchant, chainId: q.chainId })
+          : undefined;
+      if (!position) {
+        throw new InvalidParameterError(
+          "starting_after",
+          `starting_after does not name an activity record of this merchant on chain ${q.chainId}`,
+        );
+      }
+      q.after = position;
+    }
+    const rows = await listActivity(deps.sql, q);
+    let nextAfter: string | null = null;
+    if (q.limit !== undefined && rows.length > q.limit) {
+      rows.length = q.limit;
+      nextAfter = eventId(rows[rows.length - 1]);
+    }
+    const body = encoder.encode(JSON.stringify(rows.map(toActivityRecord)));
+    const page: ActivityPage = {
+      body,
+      nextAfter,
+      indexedBlock: chain?.indexedBlock ?? null,
+      indexedTime: chain?.indexedTime ?? null,
+    };
+    return { value: page };
+  };
+
+  /** One handler for the three routes; `fixedType` pins the type of payments and failures. */
+  const handler = (fixedType?: ActivityType) => async (ctx: Ctx) => {
+    const params = ctx.params as RawParams;
+    const query = ctx.query as RawParams;
+    const merchant = parseAddress(params, "merchant");
+    const chainId = parseChainId(query, deps.chains.defaultChainId);
+    const type = fixedType ?? parseEnum(query, "type", ACTIVITY_TYPES, undefined);
+    const limit = parseLimit(query);
+    const since = parseSince(query);
+    const token = parseToken(query);
+    const order = parseEnum(query, "order", ["asc", "desc"] as const, "asc");
+    const cursor = parseEventId(query);
+    await requireReader(deps, ctx.request, merchant);
+    freshnessHeaders(ctx.set.headers, await resolveChain(deps, chainId));
+
+    const q: ActivityQuery = { merchant, chainId, type, since, token, order, limit };
+    const page = cache
+      ? await cache.get(pageKey(q, cursor), chainId, () => load(q, cursor))
+      : (await load(q, cursor)).value;
+    const headers = ctx.set.headers;
+    delete headers["x-indexed-block"];
+    delete headers["x-indexed-at"];
+    freshnessHeaders(headers, page);
+    if (page.nextAfter) headers.link = nextLink(ctx.request.url, page.nextAfter);
+    headers["content-type"] = "application/json;charset=utf-8";
+    return page.body;
+  };
+
+  return new Elysia({ name: "activity" })
+    .get("/v0/activity/:merchant", handler(), {
+      params: MerchantParamsDoc,
+      query: ActivityQueryDoc,
+      detail: details.activity,
+    })
+    .get("/v0/payments/:merchant", handler("CHARGE"), {
+      params: MerchantParamsDoc,
+      query: TypedQueryDoc,
+      detail: details.payments,
+    })
+    .get("/v0/failures/:merchant", handler("FAIL"), {
+      params: MerchantParamsDoc,
+      query: TypedQueryDoc,
+      detail: details.failures,
+    });
+}

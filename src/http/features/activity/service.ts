@@ -1,0 +1,132 @@
+/** Activity records (CHARGE, FAIL, REFILL) of a merchant, in chain order. */
+import type { Sql } from "../../../db/client";
+import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
+import type { ActivityRecord, ActivityType } from "./model";
+
+/** An activity row as {@link listActivity} selects it. */
+export type ActivityRow = {
+  chain_id: string;
+  block_number: string;
+  log_index: number;
+  tx_hash: string;
+  /** Block timestamp, already ISO 8601 UTC with milliseconds (formatted by Postgres: no Date per row). */
+  timestamp: string;
+  module: string;
+  subscription_id: string;
+  type: ActivityType;
+  amount: string;
+  fee: string | null;
+  reason: string | null;
+  keeper: string | null;
+  symbol: string | null;
+  decimals: number | null;
+};
+
+/** A serialized page of activity records, as the activity routes send (and cache) it. */
+export type ActivityPage = {
+  /** UTF-8 JSON array of the page's records. */
+  body: Uint8Array;
+  /** event_id of the page's last record when `limit` cut the page (the `Link` header's cursor), else null. */
+  nextAfter: string | null;
+  /** The chain's freshness row as read before the page (`X-Indexed-Block`, `X-Indexed-At`). */
+  indexedBlock: string | null;
+  indexedTime: Date | null;
+};
+
+/** Filters and page of an activity list. */
+export type ActivityQuery = {
+  merchant: string;
+  chainId: number;
+  type?: ActivityType;
+  since?: Date;
+  /** Exact, case-insensitive token symbol. */
+  token?: string;
+  order: "asc" | "desc";
+  limit?: number;
+  /** Chain position of the `starting_after` event. */
+  after?: { blockNumber: string; logIndex: number };
+};
+
+/**
+ * Chain position of the merchant's first record at or after `since` (activity_merchant_time_idx, index only): the
+ * lower bound that spares a `since` query the merchant's older history. Exact because block timestamps increase
+ * with block numbers (an EVM consensus rule); `block_time >= since` stays in the query as the filter of record.
+ */
+function sinceBound(sql: Sql, q: ActivityQuery) {
+  return sql`select b.block_number, b.log_index from activity b
+    where b.merchant = ${q.merchant} and b.chain_id = ${q.chainId} and b.block_time >= ${q.since!}
+    order by b.block_time, b.block_number, b.log_index limit 1`;
+}
+
+/**
+ * One indexed scan of activity_merchant_idx (activity_merchant_type_idx with a type) in (block_number, log_index)
+ * order, token metadata left joined; `limit + 1` rows at most so the caller can tell a cut page. A record without
+ * a token (the indexer may leave it empty on failures) takes the token of its subscription's plan.
+ */
+export async function listActivity(sql: Sql, q: ActivityQuery): Promise<ActivityRow[]> {
+  const desc = q.order === "desc";
+  const dir = desc ? sql`desc` : sql`asc`;
+  return withDeadline(
+    sql<ActivityRow[]>`
+      select a.chain_id, a.block_number, a.log_index, a.tx_hash,
+        to_char(a.block_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as timestamp,
+        a.module, a.subscription_id, a.type, a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals
+      from activity a
+      left join tokens t on t.chain_id = a.chain_id and t.address = coalesce(a.token, (
+        select p.token from subscriptions s
+        join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+        where s.chain_id = a.chain_id and s.subscription_id = a.subscription_id))
+      where a.merchant = ${q.merchant} and a.chain_id = ${q.chainId}
+      ${q.type ? sql`and a.type = ${q.type}` : sql``}
+      ${q.since ? sql`and a.block_time >= ${q.since} and (a.block_number, a.log_index) >= (${sinceBound(sql, q)})` : sql``}
+      ${q.token ? sql`and lower(t.symbol) = lower(${q.token})` : sql``}
+      ${
+        q.after
+          ? desc
+            ? sql`and (a.block_number, a.log_index) < (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)`
+            : sql`and (a.block_number, a.log_index) > (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)`
+          : sql``
+      }
+      order by a.block_number ${dir}, a.log_index ${dir}
+      ${q.limit ? sql`limit ${q.limit + 1}` : sql``}`,
+    DEADLINE_LIST_MS,
+  );
+}
+
+/** Chain position of an activity record of the merchant (for `starting_after`), or undefined. */
+export async function activityPosition(
+  sql: Sql,
+  q: { merchant: string; chainId: number; txHash: string; logIndex: number },
+): Promise<{ blockNumber: string; logIndex: number } | undefined> {
+  const [row] = await withDeadline(
+    sql<{ block_number: string; log_index: number }[]>`
+      select block_number, log_index from activity
+      where chain_id = ${q.chainId} and tx_hash = ${q.txHash} and log_index = ${q.logIndex} and merchant = ${q.merchant}`,
+    DEADLINE_FAST_MS,
+  );
+  return row && { blockNumber: row.block_number, logIndex: row.log_index };
+}
+
+/** `<chain_id>:<tx_hash>:<log_index>`. */
+export function eventId(r: { chain_id: string; tx_hash: string; log_index: number }): string {
+  return `${r.chain_id}:${r.tx_hash}:${r.log_index}`;
+}
+
+/** The API record of a row (api.md 2.1; service.md "Activity records" fixes the per-type nulls). */
+export function toActivityRecord(r: ActivityRow): ActivityRecord {
+  return {
+    event_id: eventId(r),
+    allocation_id: `${r.chain_id}:${r.module}:${r.subscription_id}`,
+    module_address: r.module,
+    tx_hash: r.tx_hash,
+    block_number: r.block_number,
+    type: r.type,
+    amount_charged: r.type === "FAIL" ? "0" : r.amount,
+    token_decimals: r.decimals,
+    currency: r.symbol,
+    reason: r.type === "FAIL" ? (r.reason as ActivityRecord["reason"]) : null,
+    keeper_address: r.type === "REFILL" ? null : r.keeper,
+    fee_paid: r.type === "CHARGE" ? r.fee : null,
+    timestamp: r.timestamp,
+  };
+}

@@ -1,0 +1,174 @@
+/** Authorization check result (api.md 2.3) and the documentation of `GET /v0/auth/check`. */
+import { Type as t, type Static } from "@sinclair/typebox";
+import { documented, ParamDocs } from "../../params";
+import { errorEnvelopeWith, responses } from "../docs";
+import { SubscriptionStatusSchema } from "../subscriptions/model";
+
+/** Check modes. */
+export const CHECK_MODES = ["indexed", "onchain", "both"] as const;
+
+/** indexed (the index), onchain (the contract) or both. */
+export type CheckMode = (typeof CHECK_MODES)[number];
+
+/** One allocation of the wallet for a requested plan. */
+export const CheckDetail = t.Object({
+  allocation_id: t.String({ description: "`<chain_id>:<module>:<subscription_id>`" }),
+  plan_id_on_chain: t.String({ description: "On-chain uint32 plan id (decimal)" }),
+  status: SubscriptionStatusSchema,
+  next_charge_date: t.Union([t.String({ format: "date-time" }), t.Null()], {
+    description: "Next scheduled charge (ISO 8601); null when none is queued",
+  }),
+  times_executed: t.Integer({ description: "Successful payment executions" }),
+});
+
+/** The index's answer. */
+export const IndexedResult = t.Object({
+  authorized: t.Boolean({ description: "Some requested plan has an ACTIVE allocation" }),
+  matching_plan_ids: t.Array(t.String(), {
+    description: "Requested plan ids whose allocation is ACTIVE, in request order",
+  }),
+  details: t.Array(CheckDetail, {
+    description:
+      "Every allocation of the wallet on this module for the requested plans, whatever its status, newest first",
+  }),
+  indexed_block: t.Union([t.String(), t.Null()], {
+    description: "Newest block of the chain the index had committed when it answered (null before the first batch)",
+  }),
+});
+
+/** The contract's answer. */
+export const OnchainResult = t.Object({
+  authorized: t.Boolean({ description: "The contract's answer" }),
+  method: t.Union([t.Literal("isActive"), t.Literal("isActiveAny")], {
+    description: "isActive for one plan, isActiveAny for several",
+  }),
+});
+
+/** The check result. */
+export const CheckResult = t.Object({
+  authorized: t.Boolean({ description: "Authorized for any requested plan; in mode both, the on-chain answer" }),
+  mode: t.Union(
+    CHECK_MODES.map((m) => t.Literal(m)),
+    { description: "The mode used" },
+  ),
+  wallet: t.String({ description: "The wallet checked, lowercase" }),
+  module_address: t.String({ description: "The module checked, lowercase" }),
+  chain_id: t.Integer({ description: "The chain checked" }),
+  plan_ids: t.Array(t.String(), { description: "The plan ids checked (deduplicated, in request order)" }),
+  indexed: t.Optional(
+    t.Object(IndexedResult.properties, { description: "The index's answer; present in modes indexed and both" }),
+  ),
+  onchain: t.Optional(
+    t.Object(OnchainResult.properties, { description: "The contract's answer; present in modes onchain and both" }),
+  ),
+});
+
+/** A check result. */
+export type CheckResult = Static<typeof CheckResult>;
+/** The indexed part of a check result. */
+export type IndexedResult = Static<typeof IndexedResult>;
+/** The on-chain part of a check result. */
+export type OnchainResult = Static<typeof OnchainResult>;
+
+/** Query of the route (documentation only; parsed in index.ts). */
+export const CheckQueryDoc = t.Object({
+  module_address: documented(
+    t.String({
+      pattern: "^0x[0-9a-fA-F]{40}$",
+      description: "Subscription module contract address (any letter case)",
+      examples: ["0xa16e02e87b7454126e5e10d957a927a7f5b5d2be"],
+    }),
+  ),
+  wallet: documented(
+    t.String({
+      pattern: "^0x[0-9a-fA-F]{40}$",
+      description: "Wallet to check (any letter case)",
+      examples: ["0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"],
+    }),
+  ),
+  plan_ids: documented(
+    t.String({
+      pattern: "^[0-9]{1,10}(,[0-9]{1,10})*$",
+      description:
+        "Comma-separated on-chain plan ids (uint32, decimal), at most 100. Repeated ids are checked once, keeping " +
+        "the first position.",
+      examples: ["1,2"],
+    }),
+  ),
+  mode: t.Optional(
+    documented(
+      t.Union(
+        CHECK_MODES.map((m) => t.Literal(m)),
+        {
+          default: "indexed",
+          description:
+            "indexed: the index (about a millisecond; may lag the chain by a few seconds). onchain: the contract's " +
+            "isActive/isActiveAny through the RPC (authoritative). both: both in parallel; `authorized` is the on-chain answer.",
+        },
+      ),
+    ),
+  ),
+  chain_id: t.Optional(ParamDocs.chainId),
+});
+
+const example: CheckResult = {
+  authorized: true,
+  mode: "both",
+  wallet: "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+  module_address: "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+  chain_id: 31337,
+  plan_ids: ["1", "2"],
+  indexed: {
+    authorized: true,
+    matching_plan_ids: ["1"],
+    details: [
+      {
+        allocation_id: "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:7",
+        plan_id_on_chain: "1",
+        status: "ACTIVE",
+        next_charge_date: "2026-12-20T10:00:00.000Z",
+        times_executed: 3,
+      },
+      {
+        allocation_id: "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:2",
+        plan_id_on_chain: "2",
+        status: "CANCELLED",
+        next_charge_date: null,
+        times_executed: 1,
+      },
+    ],
+    indexed_block: "1042",
+  },
+  onchain: { authorized: true, method: "isActiveAny" },
+};
+
+/** OpenAPI detail of `GET /v0/auth/check`. */
+export const checkDetail = {
+  tags: ["authorization"],
+  summary: "Check authorization",
+  description:
+    "Whether `wallet` is currently authorized (has an ACTIVE subscription) for any of `plan_ids` on " +
+    "`module_address`. Public: no credential needed; rate limited per client address (X-Forwarded-For first hop, " +
+    "else the socket address). `chain_id` must be a chain this service indexes or has an RPC endpoint for " +
+    "(`onchain`/`both` need an RPC endpoint).",
+  security: [],
+  responses: responses({ description: "The check result", schema: CheckResult, example }, [400, 429, 502, 503], {
+    400: {
+      code: "invalid_parameter",
+      message: "plan_ids must be comma-separated decimal uint32 plan ids, e.g. 1,2",
+      param: "plan_ids",
+    },
+    502: {
+      description:
+        "Mode onchain or both: the chain's RPC failed or timed out. In mode both the body also carries the indexed " +
+        "answer under `error.indexed`.",
+      message: "the RPC call to chain 31337 timed out",
+      extra: { indexed: example.indexed },
+      schema: errorEnvelopeWith({
+        indexed: t.Optional(
+          t.Object(IndexedResult.properties, { description: "Mode both: the index's answer, which did succeed" }),
+        ),
+      }),
+    },
+  }),
+};

@@ -1,0 +1,145 @@
+/** The two answers of the authorization check: from the index and from the contract. */
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  ContractFunctionZeroDataError,
+  type Address,
+  type PublicClient,
+} from "viem";
+import type { Sql } from "../../../db/client";
+import { subscriptionModuleAbi } from "../../../chain/abis";
+import { ChainUnavailableError, InvalidParameterError } from "../../errors";
+import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
+import { allocationId, chainNow, nextChargeDate, statusJoins, statusSql } from "../subscriptions/service";
+import type { SubscriptionStatus } from "../subscriptions/model";
+import type { IndexedResult, OnchainResult } from "./model";
+
+/** What the check asks. */
+export type CheckQuery = { chainId: number; module: string; wallet: string; planIds: string[] };
+
+type CheckRow = {
+  known_chain_id: string | null;
+  indexed_block: string | null;
+  indexed_time: Date | null;
+  chain_id: string | null;
+  module: string;
+  subscription_id: string | null;
+  plan_id: string;
+  times_executed: string;
+  next_charge_at: string;
+  max_executions: string;
+  paused: boolean;
+  cancelled: boolean;
+  is_blocked: boolean;
+  status: SubscriptionStatus;
+  /** Seconds from the statement's "now" until the row stops being ACTIVE with no event (numeric, as a string). */
+  active_left_s: string | null;
+};
+
+/** The indexed answer plus the chain's freshness row as the same statement saw it. */
+export type IndexedAnswer = {
+  /** Whether the chain has a `chains` row (it has been indexed). */
+  chainIndexed: boolean;
+  indexedBlock: string | null;
+  indexedTime: Date | null;
+  result: IndexedResult;
+  /**
+   * Milliseconds, from the statement's "now", until the answer changes with no new batch: the first ACTIVE row
+   * turns EXPIRED at last_paid_at + interval + grace + 1 s. Infinity when no row is ACTIVE (nothing else moves
+   * with time).
+   */
+  validForMs: number;
+};
+
+/**
+ * One statement over subscriptions_check_idx (chain, module, subscriber, plan) with the chain's freshness row
+ * folded in: the status uses the same snapshot's "now" and `indexed_block`, at one round trip.
+ */
+export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnswer> {
+  const rows = await withDeadline(
+    sql<CheckRow[]>`
+      select n.known_chain_id, n.indexed_block, n.indexed_time,
+        s.chain_id, s.module, s.subscription_id, s.plan_id, s.times_executed, s.next_charge_at, s.max_executions,
+        s.paused, s.cancelled, coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status,
+        ${activeLeft(sql)} as active_left_s
+      from ${chainNow(sql, q.chainId)}
+      left join subscriptions s on s.chain_id = ${q.chainId} and s.module = ${q.module}
+        and s.subscriber = ${q.wallet} and s.plan_id = any(${q.planIds}::bigint[])
+      ${statusJoins(sql)}
+      order by s.block_number desc, s.log_index desc`,
+    DEADLINE_FAST_MS,
+  );
+  const head = rows[0];
+  const allocations = rows.filter((r) => r.subscription_id !== null) as (CheckRow & {
+    chain_id: string;
+    subscription_id: string;
+  })[];
+  const left = allocations.filter((r) => r.status === "ACTIVE").map((r) => Number(r.active_left_s) * 1000);
+  const matching = q.planIds.filter((p) => allocations.some((r) => r.plan_id === p && r.status === "ACTIVE"));
+  return {
+    chainIndexed: head?.known_chain_id != null,
+    indexedBlock: head?.indexed_block ?? null,
+    indexedTime: head?.indexed_time ?? null,
+    result: {
+      authorized: matching.length > 0,
+      matching_plan_ids: matching,
+      details: allocations.map((r) => ({
+        allocation_id: allocationId(r),
+        plan_id_on_chain: r.plan_id,
+        status: r.status,
+        next_charge_date: nextChargeDate(r),
+        times_executed: Number(r.times_executed),
+      })),
+      indexed_block: head?.indexed_block ?? null,
+    },
+    validForMs: Math.min(Infinity, ...left),
+  };
+}
+
+/**
+ * Seconds left until an ACTIVE row turns EXPIRED with no event: status is EXPIRED once floor(now) > paid_until,
+ * i.e. from now = paid_until + 1 on; "now" is {@link chainNow}'s (the later of the wall clock and the indexed block
+ * time) but unrounded, so the answer's cache entry ends exactly at the boundary, never after it.
+ */
+function activeLeft(sql: Sql) {
+  return sql`(s.last_paid_at + coalesce(p.interval_s, 0) + coalesce(p.grace_s, 0) + 1
+    - extract(epoch from greatest(now(), n.indexed_time)))`;
+}
+
+/**
+ * The contract's answer: `isActive(wallet, plan)` for one plan, `isActiveAny(wallet, plans)` for several, at the
+ * latest block. An address without module code is a 400 on module_address; any transport failure is a 502.
+ */
+export async function onchainCheck(client: PublicClient, q: CheckQuery): Promise<OnchainResult> {
+  const method = q.planIds.length === 1 ? "isActive" : "isActiveAny";
+  try {
+    const authorized =
+      method === "isActive"
+        ? await client.readContract({
+            address: q.module as Address,
+            abi: subscriptionModuleAbi,
+            functionName: "isActive",
+            args: [q.wallet as Address, Number(q.planIds[0])],
+          })
+        : await client.readContract({
+            address: q.module as Address,
+            abi: subscriptionModuleAbi,
+            functionName: "isActiveAny",
+            args: [q.wallet as Address, q.planIds.map(Number)],
+          });
+    return { authorized, method };
+  } catch (err) {
+    const notAModule =
+      err instanceof BaseError &&
+      err.walk((e) => e instanceof ContractFunctionZeroDataError || e instanceof ContractFunctionRevertedError);
+    if (notAModule) {
+      throw new InvalidParameterError(
+        "module_address",
+        `module_address has no subscription module on chain ${q.chainId} (the call returned no data or reverted)`,
+      );
+    }
+    // The RPC URL may carry a provider key: never echo the underlying error.
+    const kind = err instanceof BaseError && /timed? ?out/i.test(err.name + err.shortMessage) ? "timed out" : "failed";
+    throw new ChainUnavailableError(`the RPC call to chain ${q.chainId} ${kind}`);
+  }
+}

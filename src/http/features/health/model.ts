@@ -1,0 +1,87 @@
+/** Documentation of /healthz and /readyz. */
+import { Type as t } from "@sinclair/typebox";
+import { errorEnvelopeWith, errorResponse, jsonSchema, requestIdHeader } from "../docs";
+
+const ChainReadiness = t.Object({
+  chain_id: t.Integer({ description: "The chain" }),
+  indexed_block: t.Union([t.String(), t.Null()], {
+    description: "Newest block the index has committed (decimal); null before the first batch",
+  }),
+  indexed_at: t.Union([t.String({ format: "date-time" }), t.Null()], { description: "Timestamp of that block" }),
+  head_block: t.Union([t.String(), t.Null()], { description: "Chain head the indexer last observed (decimal)" }),
+  head_seen_at: t.Union([t.String({ format: "date-time" }), t.Null()], {
+    description: "When the indexer last observed the head",
+  }),
+  lag_blocks: t.Union([t.String(), t.Null()], { description: "head_block - indexed_block (decimal)" }),
+});
+
+const chainExample = {
+  chain_id: 31337,
+  indexed_block: "1042",
+  indexed_at: "2026-11-20T10:00:00.000Z",
+  head_block: "1042",
+  head_seen_at: "2026-11-20T10:00:00.512Z",
+  lag_blocks: "0",
+};
+
+/** OpenAPI detail of /healthz. */
+export const healthDetail = {
+  tags: ["operations"],
+  summary: "Liveness",
+  description: "200 while the process serves HTTP. Reads nothing (not even the database), so it never fails.",
+  responses: {
+    200: {
+      description: "The process is up",
+      headers: requestIdHeader,
+      content: {
+        "application/json": {
+          schema: jsonSchema(t.Object({ status: t.Literal("ok", { description: "Always ok" }) })),
+          example: { status: "ok" },
+        },
+      },
+    },
+  },
+};
+
+/** OpenAPI detail of /readyz. */
+export const readyDetail = {
+  tags: ["operations"],
+  summary: "Readiness",
+  description:
+    "200 when the database answers and the indexed chain is within READY_MAX_LAG_BLOCKS of the chain head the " +
+    "indexer last observed, observed recently (within max(30 s, 10 poll intervals)); 503 otherwise, with the reasons.",
+  responses: {
+    200: {
+      description: "Ready",
+      headers: requestIdHeader,
+      content: {
+        "application/json": {
+          schema: jsonSchema(
+            t.Object({
+              status: t.Literal("ready", { description: "Always ready" }),
+              chains: t.Array(ChainReadiness, { description: "The indexed chain's progress" }),
+            }),
+          ),
+          example: { status: "ready", chains: [chainExample] },
+        },
+      },
+    },
+    503: errorResponse(503, {
+      description:
+        "Not ready: the database does not answer, or the index lags. `error.reasons` says why (absent when the " +
+        "database is down).",
+      message: "not ready",
+      extra: {
+        reasons: ["chain 31337 is 57 blocks behind the head (at most 20)"],
+        chains: [{ ...chainExample, indexed_block: "985", lag_blocks: "57" }],
+      },
+      schema: errorEnvelopeWith(
+        {
+          reasons: t.Optional(t.Array(t.String(), { description: "Why the service is not ready" })),
+          chains: t.Optional(t.Array(ChainReadiness, { description: "The indexed chain's progress" })),
+        },
+        "The error envelope, with the reasons.",
+      ),
+    }),
+  },
+};

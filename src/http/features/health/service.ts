@@ -1,0 +1,63 @@
+/** Readiness: the database answers and the index keeps up with the chain head. */
+import type { Sql } from "../../../db/client";
+import type { Config } from "../../../common/config";
+import { readChains, type ChainRow } from "../../chain-state";
+
+/** Per-chain readiness facts, as /readyz reports them. */
+export type ChainReadiness = {
+  chain_id: number;
+  indexed_block: string | null;
+  indexed_at: string | null;
+  head_block: string | null;
+  head_seen_at: string | null;
+  lag_blocks: string | null;
+};
+
+/** The verdict of {@link readiness}. */
+export type Readiness = { ready: boolean; reasons: string[]; chains: ChainReadiness[] };
+
+/** How old `head_seen_at` may be: ten poll intervals, and never less than 30 s. */
+export function headStaleAfterMs(config: Pick<Config, "POLL_INTERVAL_MS">): number {
+  return Math.max(30_000, 10 * config.POLL_INTERVAL_MS);
+}
+
+function describe(r: ChainRow): ChainReadiness {
+  const lag = r.headBlock !== null && r.indexedBlock !== null ? BigInt(r.headBlock) - BigInt(r.indexedBlock) : null;
+  return {
+    chain_id: r.chainId,
+    indexed_block: r.indexedBlock,
+    indexed_at: r.indexedTime?.toISOString() ?? null,
+    head_block: r.headBlock,
+    head_seen_at: r.headSeenAt?.toISOString() ?? null,
+    lag_blocks: lag === null ? null : String(lag < 0n ? 0n : lag),
+  };
+}
+
+/**
+ * Ready when the database answers and the indexed chain (`chainId`) is within READY_MAX_LAG_BLOCKS of the head the
+ * indexer last observed, and that observation is recent. Throws what the database throws when it is down.
+ */
+export async function readiness(
+  sql: Sql,
+  config: Pick<Config, "READY_MAX_LAG_BLOCKS" | "POLL_INTERVAL_MS">,
+  chainId: number,
+  now = Date.now(),
+): Promise<Readiness> {
+  const rows = await readChains(sql);
+  const chains = rows.map(describe);
+  const row = rows.find((r) => r.chainId === chainId);
+  const reasons: string[] = [];
+  if (!row || row.indexedBlock === null) reasons.push(`chain ${chainId} has not been indexed yet`);
+  else {
+    const lag = row.headBlock === null ? null : BigInt(row.headBlock) - BigInt(row.indexedBlock);
+    if (lag === null) reasons.push(`the indexer has not observed the head of chain ${chainId}`);
+    else if (lag > BigInt(config.READY_MAX_LAG_BLOCKS)) {
+      reasons.push(`chain ${chainId} is ${lag} blocks behind the head (at most ${config.READY_MAX_LAG_BLOCKS})`);
+    }
+    const staleMs = headStaleAfterMs(config);
+    if (!row.headSeenAt || now - row.headSeenAt.getTime() > staleMs) {
+      reasons.push(`the indexer has not observed the head of chain ${chainId} in the last ${staleMs / 1000} s`);
+    }
+  }
+  return { ready: reasons.length === 0, reasons, chains };
+}

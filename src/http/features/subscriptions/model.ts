@@ -1,0 +1,139 @@
+/** Subscription records (api.md 2.2) and the documentation of the subscriptions routes. */
+import { Type as t, type Static } from "@sinclair/typebox";
+import { documented, ParamDocs } from "../../params";
+import { responses } from "../docs";
+
+/** Statuses in precedence order (service.md "Status"). */
+export const SUBSCRIPTION_STATUSES = ["BLOCKED", "CANCELLED", "PAUSED", "PENDING", "EXPIRED", "ACTIVE"] as const;
+
+/** A computed subscription status. */
+export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
+
+/** Schema of a computed status. */
+export const SubscriptionStatusSchema = t.Union(
+  SUBSCRIPTION_STATUSES.map((s) => t.Literal(s)),
+  {
+    description:
+      "Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, " +
+      "PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE.",
+  },
+);
+
+/** One subscription allocation. */
+export const SubscriptionRecord = t.Object({
+  allocation_id: t.String({ description: "`<chain_id>:<module>:<subscription_id>`" }),
+  on_chain_id: t.String({ description: "Subscription id on the chain (uint256, decimal)" }),
+  module_address: t.String({ description: "Subscription module contract (lowercase)" }),
+  user_address: t.String({ description: "Subscriber wallet (lowercase)" }),
+  plan_id: t.String({ description: "`<chain_id>:<module>:<plan_id>`" }),
+  status: SubscriptionStatusSchema,
+  total_spent: t.String({ description: "Cumulative amount charged, token base units (decimal)" }),
+  times_executed: t.Integer({ description: "Successful payment executions" }),
+  next_charge_date: t.Union([t.String({ format: "date-time" }), t.Null()], {
+    description:
+      "Next scheduled charge; null when none is queued (cancelled, paused, blocked, or every execution used). " +
+      "May lie in the past (PENDING or EXPIRED).",
+  }),
+  expires_at: t.Union([t.String(), t.Null()], {
+    description: "Token-allowance expiry in unix seconds (decimal string); null when it never expires",
+  }),
+  remaining_executions: t.Union([t.Integer(), t.Null()], { description: "Executions left; null means unlimited" }),
+  created_at: t.String({ format: "date-time", description: "Block timestamp of the subscription" }),
+  is_blocked: t.Boolean({ description: "Whether the merchant has blocked the subscriber on this module" }),
+});
+
+/** A subscription record. */
+export type SubscriptionRecord = Static<typeof SubscriptionRecord>;
+
+const example: SubscriptionRecord = {
+  allocation_id: "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+  on_chain_id: "1",
+  module_address: "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+  user_address: "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+  plan_id: "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+  status: "ACTIVE",
+  total_spent: "30000000",
+  times_executed: 3,
+  next_charge_date: "2026-12-20T10:00:00.000Z",
+  expires_at: "1798761600",
+  remaining_executions: 9,
+  created_at: "2026-09-21T10:00:00.000Z",
+  is_blocked: false,
+};
+
+/** Query of the list route (documentation only; parsed in index.ts). */
+export const ListQueryDoc = t.Object({
+  chain_id: t.Optional(ParamDocs.chainId),
+  status: t.Optional(
+    documented(
+      t.Union(
+        SUBSCRIPTION_STATUSES.map((s) => t.Literal(s)),
+        { description: "Only subscriptions with this computed status" },
+      ),
+    ),
+  ),
+  limit: t.Optional(ParamDocs.limit),
+  starting_after: t.Optional(
+    documented(
+      t.String({
+        description: "An allocation_id: the page starts right after it (creation order).",
+        examples: ["31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1"],
+      }),
+    ),
+  ),
+});
+
+/** Query of the single-subscription route. */
+export const GetQueryDoc = t.Object({ chain_id: t.Optional(ParamDocs.chainId) });
+
+/** Path of the list route. */
+export const ListParamsDoc = t.Object({ merchant: ParamDocs.merchant });
+
+/** Path of the single-subscription route. */
+export const GetParamsDoc = t.Object({
+  merchant: ParamDocs.merchant,
+  id: documented(
+    t.String({ pattern: "^[0-9]{1,78}$", description: "On-chain subscription id (decimal uint256)", examples: ["1"] }),
+  ),
+});
+
+/** OpenAPI detail of `GET /v0/subscriptions/:merchant`. */
+export const listDetail = {
+  tags: ["subscriptions"],
+  summary: "List subscriptions",
+  description:
+    "Every subscription allocation on the modules the merchant owns, oldest first (creation block and log " +
+    "index), with the status computed at query time. Filter by `status`; page with `limit` and `starting_after`.",
+  security: [{ bearer: [] }],
+  responses: responses(
+    {
+      description: "Subscription records (an empty array when the merchant has none)",
+      schema: t.Array(SubscriptionRecord),
+      example: [example],
+      link: true,
+    },
+    [400, 401, 403, 503],
+  ),
+};
+
+/** OpenAPI detail of `GET /v0/subscriptions/:merchant/:id`. */
+export const getDetail = {
+  tags: ["subscriptions"],
+  summary: "Get a subscription",
+  description:
+    "One subscription by its on-chain id, on `chain_id` (default: the indexed chain). 404 when it does not exist " +
+    "or belongs to another merchant's module.",
+  security: [{ bearer: [] }],
+  responses: responses(
+    { description: "The subscription record", schema: SubscriptionRecord, example },
+    [400, 401, 403, 404, 503],
+    {
+      400: { message: "id must be a decimal integer from 0 to 2^256 - 1", param: "id" },
+      404: {
+        description: "No subscription with this id on the merchant's modules on that chain.",
+        message: "no subscription 99 of this merchant on chain 31337",
+        param: "id",
+      },
+    },
+  ),
+};

@@ -1,0 +1,173 @@
+/** Subscription allocations of a merchant, with the status computed at query time (service.md "Status"). */
+import type { Sql } from "../../../db/client";
+import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
+import type { SubscriptionRecord, SubscriptionStatus } from "./model";
+
+/**
+ * `n`: the chain's freshness row and the API's "now" in whole unix seconds — the later of the wall clock and the
+ * newest indexed block's timestamp, so a chain whose clock was moved forward agrees with the contracts. Always one
+ * row, also before the chain's first batch (then `indexed_block` is null and now is the wall clock).
+ */
+export function chainNow(sql: Sql, chainId: number) {
+  return sql`(
+    select c.chain_id as known_chain_id, c.indexed_block, c.indexed_time,
+      floor(extract(epoch from greatest(now(), c.indexed_time)))::bigint as now_s
+    from (select 1) one left join chains c on c.chain_id = ${chainId}
+  ) n`;
+}
+
+/**
+ * THE status expression, first match wins: BLOCKED, CANCELLED, PAUSED, PENDING, EXPIRED, ACTIVE. Expects the
+ * aliases `s` (subscriptions), `p` (plans), `b` (blocked_subscribers, left joined) and `n` ({@link chainNow}).
+ * ACTIVE is exactly the contract's `isActive`: active while now <= last_paid_at + interval + grace_period.
+ */
+export function statusSql(sql: Sql) {
+  return sql`(case
+    when coalesce(b.blocked, false) then 'BLOCKED'
+    when s.cancelled then 'CANCELLED'
+    when s.paused then 'PAUSED'
+    when s.times_executed = 0 then 'PENDING'
+    when n.now_s > s.last_paid_at + coalesce(p.interval_s, 0) + coalesce(p.grace_s, 0) then 'EXPIRED'
+    else 'ACTIVE'
+  end)`;
+}
+
+/** The joins {@link statusSql} needs, from `subscriptions s`. */
+export function statusJoins(sql: Sql) {
+  return sql`
+    left join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+    left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber`;
+}
+
+/** A subscription row as the queries below select it. */
+export type SubscriptionRow = {
+  chain_id: string;
+  subscription_id: string;
+  module: string;
+  subscriber: string;
+  plan_id: string;
+  max_executions: string;
+  times_executed: string;
+  total_spent: string;
+  created_at: string;
+  next_charge_at: string;
+  allowance_expiry: string;
+  paused: boolean;
+  cancelled: boolean;
+  is_blocked: boolean;
+  status: SubscriptionStatus;
+};
+
+function columns(sql: Sql) {
+  return sql`s.chain_id, s.subscription_id, s.module, s.subscriber, s.plan_id, s.max_executions, s.times_executed,
+    s.total_spent, s.created_at, s.next_charge_at, s.allowance_expiry, s.paused, s.cancelled,
+    coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status`;
+}
+
+/** ISO 8601 (ms, UTC) of unix seconds held as a decimal string; clamped to the range a JS Date can show. */
+export function isoFromUnix(seconds: string | number): string {
+  const ms = Math.min(Math.max(Number(seconds) * 1000, -8.64e15), 8.64e15);
+  return new Date(ms).toISOString();
+}
+
+/**
+ * The next scheduled charge: null when none is queued (cancelled, paused, blocked, or every execution used),
+ * otherwise the contract's nextChargeAt, also when it lies in the past.
+ */
+export function nextChargeDate(r: {
+  is_blocked: boolean;
+  cancelled: boolean;
+  paused: boolean;
+  max_executions: string;
+  times_executed: string;
+  next_charge_at: string;
+}): string | null {
+  if (r.is_blocked || r.cancelled || r.paused) return null;
+  if (BigInt(r.max_executions) > 0n && BigInt(r.times_executed) >= BigInt(r.max_executions)) return null;
+  return isoFromUnix(r.next_charge_at);
+}
+
+/** `<chain_id>:<module>:<subscription_id>`. */
+export function allocationId(r: { chain_id: string; module: string; subscription_id: string }): string {
+  return `${r.chain_id}:${r.module}:${r.subscription_id}`;
+}
+
+/** The API record of a row (api.md 2.2). */
+export function toSubscriptionRecord(r: SubscriptionRow): SubscriptionRecord {
+  const max = BigInt(r.max_executions);
+  const times = BigInt(r.times_executed);
+  return {
+    allocation_id: allocationId(r),
+    on_chain_id: r.subscription_id,
+    module_address: r.module,
+    user_address: r.subscriber,
+    plan_id: `${r.chain_id}:${r.module}:${r.plan_id}`,
+    status: r.status,
+    total_spent: r.total_spent,
+    times_executed: Number(times),
+    next_charge_date: nextChargeDate(r),
+    expires_at: r.allowance_expiry === "0" ? null : r.allowance_expiry,
+    remaining_executions: max === 0n ? null : Number(max > times ? max - times : 0n),
+    created_at: isoFromUnix(r.created_at),
+    is_blocked: r.is_blocked,
+  };
+}
+
+/** Filters and page of a subscription list. */
+export type SubscriptionQuery = {
+  merchant: string;
+  chainId: number;
+  status?: SubscriptionStatus;
+  limit?: number;
+  /** Creation position of the `starting_after` allocation. */
+  after?: { blockNumber: string; logIndex: number };
+};
+
+/** A merchant's allocations in creation order; `limit + 1` rows at most so the caller can tell a cut page. */
+export async function listSubscriptions(sql: Sql, q: SubscriptionQuery): Promise<SubscriptionRow[]> {
+  return withDeadline(
+    sql<SubscriptionRow[]>`
+      select ${columns(sql)}
+      from subscriptions s
+      cross join ${chainNow(sql, q.chainId)}
+      ${statusJoins(sql)}
+      where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId}
+      ${q.after ? sql`and (s.block_number, s.log_index) > (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)` : sql``}
+      ${q.status ? sql`and ${statusSql(sql)} = ${q.status}` : sql``}
+      order by s.block_number, s.log_index
+      ${q.limit ? sql`limit ${q.limit + 1}` : sql``}`,
+    DEADLINE_LIST_MS,
+  );
+}
+
+/** One allocation of the merchant by on-chain id, or undefined (unknown, or another merchant's). */
+export async function getSubscription(
+  sql: Sql,
+  q: { merchant: string; chainId: number; subscriptionId: string },
+): Promise<SubscriptionRow | undefined> {
+  const [row] = await withDeadline(
+    sql<SubscriptionRow[]>`
+      select ${columns(sql)}
+      from subscriptions s
+      cross join ${chainNow(sql, q.chainId)}
+      ${statusJoins(sql)}
+      where s.chain_id = ${q.chainId} and s.subscription_id = ${q.subscriptionId} and s.merchant = ${q.merchant}`,
+    DEADLINE_FAST_MS,
+  );
+  return row;
+}
+
+/** Creation position of an allocation of the merchant (for `starting_after`), or undefined. */
+export async function subscriptionPosition(
+  sql: Sql,
+  q: { merchant: string; chainId: number; module: string; subscriptionId: string },
+): Promise<{ blockNumber: string; logIndex: number } | undefined> {
+  const [row] = await withDeadline(
+    sql<{ block_number: string; log_index: number }[]>`
+      select block_number, log_index from subscriptions
+      where chain_id = ${q.chainId} and subscription_id = ${q.subscriptionId}
+        and module = ${q.module} and merchant = ${q.merchant}`,
+    DEADLINE_FAST_MS,
+  );
+  return row && { blockNumber: row.block_number, logIndex: row.log_index };
+}

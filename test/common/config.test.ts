@@ -1,0 +1,87 @@
+import { describe, expect, test } from "bun:test";
+import { ConfigError, loadConfig, requireChain } from "../../src/common/config";
+
+describe("loadConfig", () => {
+  test("defaults match service.md", () => {
+    const c = loadConfig({});
+    expect(c.DATABASE_URL).toBeUndefined();
+    expect(c.DATA_DIR).toBe("./.data");
+    expect(c.START_BLOCK).toBe(0);
+    expect(c.CONFIRMATIONS).toBe(0);
+    expect(c.POLL_INTERVAL_MS).toBe(1000);
+    expect(c.PORT).toBe(3000);
+    expect(c.ROLES).toEqual(["api", "indexer", "keeper"]);
+    expect(c.KEEPER_PRIVATE_KEY).toBeUndefined();
+    expect(c.retrySchedule).toEqual([3600, 21600, 86400]);
+    expect(c.extraRpcUrls).toEqual({});
+  });
+
+  test("parses every typed value and lowercases the processor address", () => {
+    const c = loadConfig({
+      PORT: "8080",
+      ROLES: "api, keeper",
+      CONFIRMATIONS: "12",
+      CHAIN_ID: "8453",
+      PROCESSOR_ADDRESS: "0xAbCdEf0000000000000000000000000000000001",
+      RPC_URL_10: "https://op.example",
+      RPC_URL_8453: "https://base.example",
+      KEEPER_RETRY_SCHEDULE: "60,120",
+    });
+    expect(c.PORT).toBe(8080);
+    expect(c.ROLES).toEqual(["api", "keeper"]);
+    expect(c.CONFIRMATIONS).toBe(12);
+    expect(c.CHAIN_ID).toBe(8453);
+    expect(c.PROCESSOR_ADDRESS).toBe("0xabcdef0000000000000000000000000000000001");
+    expect(c.extraRpcUrls).toEqual({ 10: "https://op.example", 8453: "https://base.example" });
+    expect(c.retrySchedule).toEqual([60, 120]);
+  });
+
+  const bad: [string, string][] = [
+    ["PORT", "abc"],
+    ["PORT", "70000"],
+    ["ROLES", "api,web"],
+    ["ROLES", ","],
+    ["CONFIRMATIONS", "-1"],
+    ["START_BLOCK", "1.5"],
+    ["POLL_INTERVAL_MS", "0"],
+    ["CHAIN_ID", "0"],
+    ["PROCESSOR_ADDRESS", "0x12"],
+    ["KEEPER_PRIVATE_KEY", "0x1234"],
+    ["ADMIN_API_KEY", "short"],
+    ["RPC_URL", "localhost:8545"],
+    ["RPC_URL_5", "nope"],
+    ["DATABASE_URL", "mysql://x"],
+    ["LOG_LEVEL", "verbose"],
+    ["KEEPER_RETRY_SCHEDULE", "1h,6h"],
+  ];
+  test.each(bad)("%s=%p stops start-up with a message naming the variable", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(name);
+  });
+
+  test("secret values are never echoed in errors", () => {
+    const secret = "postgres://user:hunter2-secret@db:5432/x";
+    try {
+      loadConfig({ DATABASE_URL: secret.replace("postgres", "mysql") });
+      throw new Error("no error");
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      expect(String(err)).not.toContain("hunter2");
+    }
+    try {
+      loadConfig({ ADMIN_API_KEY: "tiny-secret" });
+      throw new Error("no error");
+    } catch (err) {
+      expect(String(err)).not.toContain("tiny-secret");
+    }
+  });
+
+  test("requireChain names what the indexer and keeper need", () => {
+    expect(() => requireChain(loadConfig({}))).toThrow("RPC_URL is required");
+    expect(() => requireChain(loadConfig({ RPC_URL: "http://127.0.0.1:8545" }))).toThrow(
+      "PROCESSOR_ADDRESS is required",
+    );
+    const ok = loadConfig({ RPC_URL: "http://127.0.0.1:8545", PROCESSOR_ADDRESS: "0x" + "1".repeat(40) });
+    expect(() => requireChain(ok)).not.toThrow();
+  });
+});

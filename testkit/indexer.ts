@@ -1,0 +1,70 @@
+import { publicClientFor } from "../src/chain/clients";
+import type { Db, Sql } from "../src/db/client";
+import type { Notifier } from "../src/db/notify";
+import { createIndexer, type IndexerStatus, type IndexerTuning } from "../src/indexer";
+
+/** Options of {@link indexOnce}. */
+export type IndexOnceOptions = {
+  db?: Pick<Db, "kind">;
+  startBlock?: number | bigint;
+  confirmations?: number;
+  chainId?: number;
+  timeoutMs?: number;
+  tuning?: IndexerTuning;
+  notifier?: Notifier;
+};
+
+/**
+ * Runs the indexer on `sql` until it has caught up with the chain's current head (reorgs included), then stops
+ * it. Returns its final status; throws (with the indexer's last error) when it cannot catch up in time.
+ */
+export async function indexOnce(
+  sql: Sql,
+  rpcUrl: string,
+  processor: string,
+  opts: IndexOnceOptions = {},
+): Promise<IndexerStatus> {
+  const client = publicClientFor(rpcUrl);
+  const chainId = opts.chainId ?? (await client.getChainId());
+  const confirmations = opts.confirmations ?? 0;
+  const indexer = createIndexer({
+    sql,
+    db: opts.db,
+    client,
+    config: {
+      PROCESSOR_ADDRESS: processor.toLowerCase(),
+      START_BLOCK: Number(opts.startBlock ?? 0),
+      CONFIRMATIONS: confirmations,
+      POLL_INTERVAL_MS: 20,
+      chainId,
+    },
+    tuning: opts.tuning,
+    notifier: opts.notifier,
+  });
+  const head = await client.getBlockNumber({ cacheTime: 0 });
+  const target = head - BigInt(confirmations);
+  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  await indexer.start();
+  try {
+    // A completed poll after start (which checks for reorgs) that reached the target on the chain's own branch.
+    for (;;) {
+      const s = indexer.status();
+      if (
+        s.lastSuccessAt !== null &&
+        (s.indexedBlock !== null ? BigInt(s.indexedBlock) >= target : target < BigInt(opts.startBlock ?? 0))
+      ) {
+        const [row] = await sql<{ indexed_block: string | null; indexed_hash: string | null }[]>`
+          select indexed_block, indexed_hash from chains where chain_id = ${chainId}`;
+        if (!row?.indexed_block) return s;
+        const block = await client.getBlock({ blockNumber: BigInt(row.indexed_block) }).catch(() => null);
+        if (block && block.hash.toLowerCase() === row.indexed_hash) return s;
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`indexOnce: block ${target} not indexed in time (status ${JSON.stringify(s)})`);
+      }
+      await Bun.sleep(10);
+    }
+  } finally {
+    await indexer.stop();
+  }
+}

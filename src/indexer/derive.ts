@@ -1,3 +1,5 @@
+import { moduleOfEvent } from "../domain/attribution";
+import { failureReasonName } from "../domain/failure-reasons";
 import type { ArgValue } from "./decode";
 
 /** An event as both the live path (decoded logs) and a replay (rows of `events`) see it. */
@@ -75,14 +77,6 @@ export type ActivityRow = {
   fee: string | null;
   reason: string | null;
   keeper: string;
-};
-
-/** `FailureReason` numbering of contracts.md. */
-export const failureReasons: Record<number, string> = {
-  1: "InsufficientAllowance",
-  2: "InsufficientBalance",
-  3: "TransferFailed",
-  4: "AllowanceExpired",
 };
 
 /** Events that change a subscription's row after its creation. */
@@ -241,9 +235,7 @@ export function deriveBatch(
     }
     if (ev.subscriptionId === null) continue; // KeeperSet, FeeSet
     const sub = subs.get(ev.subscriptionId);
-    // Processor events name the module in their args; module events are emitted by it.
-    const module =
-      ev.name.startsWith("Subscription") || ev.name === "AllowanceExpiryUpdated" ? ev.address : String(a.module);
+    const module = moduleOfEvent(ev) ?? "";
     if (SUBSCRIPTION_UPDATES.has(ev.name)) {
       if (sub && sub.module === module) {
         applyToSubscription(sub, ev, plans.get(planKey(sub.module, sub.planId)));
@@ -285,7 +277,7 @@ export function deriveBatch(
           token: plan?.token ?? null,
           amount: "0",
           fee: null,
-          reason: failureReasons[Number(a.reason)] ?? `Unknown(${a.reason})`,
+          reason: failureReasonName(Number(a.reason)) ?? `Unknown(${a.reason})`,
           keeper: String(a.keeper),
         });
       } else {

@@ -1,3 +1,4 @@
+import { moduleOfEvent } from "../domain/attribution";
 import type { PublicClient } from "viem";
 import type { Sql } from "../db/client";
 import { applyToSubscription, planKey, subscriptionFromCreated, type PlanInfo, type SubState } from "./derive";
@@ -90,10 +91,7 @@ export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null)
         continue;
       }
       const sub = states.get(id);
-      const module =
-        ev.name.startsWith("Subscription") || ev.name === "AllowanceExpiryUpdated"
-          ? ev.address
-          : String(ev.args.module);
+      const module = moduleOfEvent(ev);
       if (sub && sub.module === module) applyToSubscription(sub, ev, plans.get(planKey(sub.module, sub.planId)));
     }
     await upsertSubscriptions(tx, chainId, [...states.values()]);

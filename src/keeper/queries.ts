@@ -1,4 +1,5 @@
 import type { Sql } from "../db/client";
+import { paidUntilSql } from "../domain/status";
 
 /** A subscription the keeper should try to charge now. */
 export type DueSubscription = {
@@ -75,7 +76,7 @@ export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSu
         f.fails = 0
         or (
           (s.allowance_expiry = 0 or s.allowance_expiry >= ${now}::bigint)
-          and (s.last_paid_at = 0 or ${now}::bigint <= s.last_paid_at + p.interval_s + p.grace_s)
+          and (s.last_paid_at = 0 or ${now}::bigint <= ${paidUntilSql(sql)})
           and f.last_fail + (${schedule}::bigint[])[least(f.fails, ${last})] <= ${now}::bigint
         )
       )

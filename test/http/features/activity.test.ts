@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
-import { ActivityRecord, FAILURE_REASONS } from "../../../src/http/features/activity/model";
+import { ActivityRecord } from "../../../src/http/features/activity/model";
+import { FAILURE_REASONS } from "../../../src/domain/failure-reasons";
 import { createApiKey } from "../../../src/auth/api-keys";
 import {
   BIG_AMOUNT,

@@ -2,20 +2,13 @@
 import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
+import { FAILURE_REASONS } from "../../../domain/failure-reasons";
 
 /** Activity types. */
 export const ACTIVITY_TYPES = ["CHARGE", "FAIL", "REFILL"] as const;
 
 /** CHARGE (successful payment), FAIL (failed payment attempt) or REFILL (credit refill). */
 export type ActivityType = (typeof ACTIVITY_TYPES)[number];
-
-/** Failure reasons of the payment processor (contracts.md `FailureReason`). */
-export const FAILURE_REASONS = [
-  "InsufficientAllowance",
-  "InsufficientBalance",
-  "TransferFailed",
-  "AllowanceExpired",
-] as const;
 
 /** One activity record. */
 export const ActivityRecord = t.Object({

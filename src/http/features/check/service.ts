@@ -10,7 +10,8 @@ import type { Sql } from "../../../db/client";
 import { subscriptionModuleAbi } from "../../../chain/abis";
 import { ChainUnavailableError, InvalidParameterError } from "../../errors";
 import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
-import { allocationId, chainNow, nextChargeDate, statusJoins, statusSql } from "../subscriptions/service";
+import { allocationId, nextChargeDate } from "../subscriptions/service";
+import { chainNow, paidUntilSql, statusJoins, statusSql } from "../../../domain/status";
 import type { SubscriptionStatus } from "../subscriptions/model";
 import type { IndexedResult, OnchainResult } from "./model";
 
@@ -102,8 +103,7 @@ export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnsw
  * time) but unrounded, so the answer's cache entry ends exactly at the boundary, never after it.
  */
 function activeLeft(sql: Sql) {
-  return sql`(s.last_paid_at + coalesce(p.interval_s, 0) + coalesce(p.grace_s, 0) + 1
-    - extract(epoch from greatest(now(), n.indexed_time)))`;
+  return sql`(${paidUntilSql(sql)} + 1 - extract(epoch from greatest(now(), n.indexed_time)))`;
 }
 
 /**

@@ -3,11 +3,9 @@ import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 
-/** Statuses in precedence order (service.md "Status"). */
-export const SUBSCRIPTION_STATUSES = ["BLOCKED", "CANCELLED", "PAUSED", "PENDING", "EXPIRED", "ACTIVE"] as const;
+import { SUBSCRIPTION_STATUSES } from "../../../domain/status";
 
-/** A computed subscription status. */
-export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
+export { SUBSCRIPTION_STATUSES, type SubscriptionStatus } from "../../../domain/status";
 
 /** Schema of a computed status. */
 export const SubscriptionStatusSchema = t.Union(

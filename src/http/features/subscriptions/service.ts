@@ -1,43 +1,8 @@
 /** Subscription allocations of a merchant, with the status computed at query time (service.md "Status"). */
 import type { Sql } from "../../../db/client";
+import { chainNow, statusJoins, statusSql } from "../../../domain/status";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import type { SubscriptionRecord, SubscriptionStatus } from "./model";
-
-/**
- * `n`: the chain's freshness row and the API's "now" in whole unix seconds — the later of the wall clock and the
- * newest indexed block's timestamp, so a chain whose clock was moved forward agrees with the contracts. Always one
- * row, also before the chain's first batch (then `indexed_block` is null and now is the wall clock).
- */
-export function chainNow(sql: Sql, chainId: number) {
-  return sql`(
-    select c.chain_id as known_chain_id, c.indexed_block, c.indexed_time,
-      floor(extract(epoch from greatest(now(), c.indexed_time)))::bigint as now_s
-    from (select 1) one left join chains c on c.chain_id = ${chainId}
-  ) n`;
-}
-
-/**
- * THE status expression, first match wins: BLOCKED, CANCELLED, PAUSED, PENDING, EXPIRED, ACTIVE. Expects the
- * aliases `s` (subscriptions), `p` (plans), `b` (blocked_subscribers, left joined) and `n` ({@link chainNow}).
- * ACTIVE is exactly the contract's `isActive`: active while now <= last_paid_at + interval + grace_period.
- */
-export function statusSql(sql: Sql) {
-  return sql`(case
-    when coalesce(b.blocked, false) then 'BLOCKED'
-    when s.cancelled then 'CANCELLED'
-    when s.paused then 'PAUSED'
-    when s.times_executed = 0 then 'PENDING'
-    when n.now_s > s.last_paid_at + coalesce(p.interval_s, 0) + coalesce(p.grace_s, 0) then 'EXPIRED'
-    else 'ACTIVE'
-  end)`;
-}
-
-/** The joins {@link statusSql} needs, from `subscriptions s`. */
-export function statusJoins(sql: Sql) {
-  return sql`
-    left join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
-    left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber`;
-}
 
 /** A subscription row as the queries below select it. */
 export type SubscriptionRow = {

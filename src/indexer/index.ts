@@ -32,6 +32,7 @@ import {
 } from "./store";
 import { readTokenMeta, type TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
+import type { IndexerHook } from "./hooks";
 
 /** One `eth_getLogs` range being fetched. */
 type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs> };
@@ -80,6 +81,8 @@ export type IndexerOptions = {
   notifier?: Notifier;
   log?: Logger;
   tuning?: IndexerTuning;
+  /** Work committed in the indexer's own transactions (webhook outbox, rollups). */
+  hooks?: IndexerHook[];
 };
 
 /** A running indexer of one chain. */
@@ -118,6 +121,20 @@ export function createIndexer(opts: IndexerOptions): Indexer {
   const batchLogs = tuning.targetLogs ?? 5_000;
   const sizer = new RangeSizer(BigInt(tuning.initialRange ?? 50), BigInt(tuning.maxRange ?? 100_000), batchLogs);
   const processor = config.PROCESSOR_ADDRESS?.toLowerCase() ?? "";
+  const hooks = opts.hooks ?? [];
+  const runBatchHooks = async (tx: Tx, rows: BatchRows, head: bigint, reorg: boolean) => {
+    const { batch } = rows;
+    const ctx = {
+      chainId,
+      fromBlock: batch.from,
+      toBlock: batch.to,
+      toTime: batch.toHeader.timestamp,
+      head,
+      rows,
+      reorg,
+    };
+    for (const h of hooks) await h.onBatch?.(tx, ctx);
+  };
   // Transactions in flight during a backfill: several on a server (the next batches' rows go in while one
   // commits), 1 on PGlite (one session).
   let depth = 1;
@@ -306,6 +323,7 @@ export function createIndexer(opts: IndexerOptions): Indexer {
       await writeBulk(tx, chainId, rows, useCopy);
       if (after) await after.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));
       await verifyCursor(tx, expected);
+      await runBatchHooks(tx, rows, head, false);
       await writeState(tx, chainId, rows, window);
       await moveCursor(tx, chainId, next, head);
     });
@@ -353,6 +371,7 @@ export function createIndexer(opts: IndexerOptions): Indexer {
       await verifyCursor(tx, old);
       const { events } = await rollback(tx, chainId, ancestor);
       log("warn", "indexer rolled back", { chainId, to: ancestor?.block ?? null, removedEvents: events });
+      for (const h of hooks) await h.onRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
       const caches = await loadCaches(tx, chainId);
       modules = caches.modules;
       plans = caches.plans;
@@ -362,6 +381,7 @@ export function createIndexer(opts: IndexerOptions): Indexer {
         const subs = await loadSubscriptions(tx, chainId, subscriptionsToLoad(batch.events));
         batchRows = { batch, derived: deriveBatch(batch.events, modules, plans, subs), tokens: metas };
         await writeBulk(tx, chainId, batchRows, useCopy);
+        await runBatchHooks(tx, batchRows, head, true);
         await writeState(tx, chainId, batchRows, window);
       }
       if (refill.length > 0) await saveBlocks(tx, chainId, refill, (next?.block ?? 0n) - window);
@@ -418,7 +438,11 @@ export function createIndexer(opts: IndexerOptions): Indexer {
       await Promise.allSettled(queue);
       throw err;
     }
-    if (expected === cursor) await touchHead(sql, chainId, head);
+    if (expected === cursor) {
+      await touchHead(sql, chainId, head);
+      const idle = { chainId, indexedBlock: cursor?.block ?? null, indexedTime: cursor?.time ?? null, head };
+      for (const h of hooks) await h.onIdle?.(sql, idle);
+    }
     const from = cursor ? cursor.block + 1n : startBlock;
     return from <= target;
   }

@@ -1,0 +1,42 @@
+import type { Sql } from "../db/client";
+import type { Tx } from "./store";
+import type { BatchRows } from "./write";
+
+/** One indexed batch, as hooks see it. Times are unix seconds. */
+export type BatchContext = {
+  chainId: number;
+  fromBlock: bigint;
+  toBlock: bigint;
+  /** Block timestamp of `toBlock`. */
+  toTime: number;
+  /** Chain head when the batch was fetched. */
+  head: bigint;
+  /** The batch's decoded events (`rows.batch.events`, chain order) and everything derived from them. */
+  rows: BatchRows;
+  /** True when the batch re-ingests the new branch right after a rollback. */
+  reorg: boolean;
+};
+
+/** A rollback: rows of every block above `ancestor` were deleted (null: the whole chain was). */
+export type RollbackContext = { chainId: number; ancestor: bigint | null };
+
+/** The indexer caught up: nothing left below head − CONFIRMATIONS. */
+export type IdleContext = { chainId: number; indexedBlock: bigint | null; indexedTime: number | null; head: bigint };
+
+/**
+ * Work that must commit atomically with the index (a transactional outbox, rollups). Hooks run inside the
+ * indexer's transactions, in registration order; a hook that throws aborts the batch, which is then retried.
+ */
+export type IndexerHook = {
+  name: string;
+  /**
+   * Inside the batch's transaction, after the previous batch committed and this batch's `events` and `activity`
+   * rows were written, but before the state tables (modules, plans, tokens, subscriptions, blocked_subscribers)
+   * move to the batch's end: queried from `tx`, they still hold the state as of `fromBlock - 1`.
+   */
+  onBatch?(tx: Tx, ctx: BatchContext): Promise<void>;
+  /** Inside the rollback's transaction, after the rows above the ancestor were deleted and the state rebuilt. */
+  onRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
+  /** After a poll that found nothing to index, outside any transaction (lock what you need). */
+  onIdle?(sql: Sql, ctx: IdleContext): Promise<void>;
+};

@@ -3,18 +3,10 @@
  * `{"chainId":…,"processor":"0x…","startBlock":"…"}`. FEE_BPS (default 100, at most 1000) and FEE_RECIPIENT
  * (default the deployer) set the protocol fee. Any bad input or failure: a message on stderr and exit code 1.
  */
-import {
-  createPublicClient,
-  createWalletClient,
-  defineChain,
-  http,
-  isAddress,
-  webSocket,
-  type Address,
-  type Hex,
-} from "viem";
+import { createPublicClient, createWalletClient, http, isAddress, webSocket, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { deployProtocol } from "../chain/deploy";
+import { chainDefinition } from "../chain/define";
 
 class UsageError extends Error {}
 
@@ -50,12 +42,7 @@ async function main(): Promise<void> {
     .catch((err: { shortMessage?: string; message?: string }) => {
       throw new UsageError(`RPC_URL ${env.rpcUrl} did not answer: ${err.shortMessage ?? err.message}`);
     });
-  const chain = defineChain({
-    id: chainId,
-    name: `chain-${chainId}`,
-    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-    rpcUrls: { default: { http: [env.rpcUrl] } },
-  });
+  const chain = chainDefinition(chainId, env.rpcUrl);
   const publicClient = createPublicClient({ chain, transport, cacheTime: 0 });
   const walletClient = createWalletClient({ chain, transport, account });
   const { processor, startBlock } = await deployProtocol({

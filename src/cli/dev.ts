@@ -12,7 +12,6 @@ import {
   createPublicClient,
   createTestClient,
   createWalletClient,
-  defineChain,
   http,
   maxUint256,
   parseEventLogs,
@@ -25,6 +24,7 @@ import {
 } from "viem";
 import { startAnvil, type Anvil } from "../chain/anvil";
 import { ConfigError, loadConfig } from "../common/config";
+import { chainDefinition } from "../chain/define";
 import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../chain/abis";
 import { createModule, deployProtocol, deployToken, type DeployWallet } from "../chain/deploy";
 import { createApiKey } from "../auth/api-keys";
@@ -107,12 +107,7 @@ function portArg(raw: string | undefined, name: string): number | undefined {
  * #0 deployer, #1 merchant, #4 keeper, and twenty subscribers from #2, #3, #5, #7, #9 and #10–#24.
  */
 export async function seedDemo(rpcUrl: string, chainId: number): Promise<Seeded> {
-  const chain: Chain = defineChain({
-    id: chainId,
-    name: "anvil",
-    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-    rpcUrls: { default: { http: [rpcUrl] } },
-  });
+  const chain: Chain = chainDefinition(chainId, rpcUrl, "anvil");
   const transport = http(rpcUrl, { retryCount: 0 });
   const pc = createPublicClient({ chain, transport, cacheTime: 0, pollingInterval: 5 }) as PublicClient;
   const test = createTestClient({ chain, transport, mode: "anvil" });

@@ -2,7 +2,6 @@ import {
   BaseError,
   ContractFunctionRevertedError,
   TransactionReceiptNotFoundError,
-  defineChain,
   encodeFunctionData,
   getAbiItem,
   getAddress,
@@ -15,6 +14,7 @@ import {
   type WalletClient,
 } from "viem";
 import { subscriptionProcessorAbi } from "../chain/abis";
+import { chainDefinition } from "../chain/define";
 import type { Sql } from "../db/client";
 import { silentLogger, type Logger } from "../common/log";
 import {
@@ -156,14 +156,7 @@ export function createKeeper(opts: KeeperOptions): Keeper {
   if (wallet.chain && wallet.chain.id !== chainId) {
     throw new KeeperConfigError(`keeper wallet is on chain ${wallet.chain.id}, the service on chain ${chainId}`);
   }
-  const chain =
-    wallet.chain ??
-    defineChain({
-      id: chainId,
-      name: `chain-${chainId}`,
-      nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
-      rpcUrls: { default: { http: [] } },
-    });
+  const chain = wallet.chain ?? chainDefinition(chainId);
 
   // Sent and not yet reflected by the index, by subscription id (unique per chain).
   const inFlight = new Map<string, InFlight>();

@@ -1,0 +1,54 @@
+import type { ChainRegistry } from "../chain/clients";
+import type { Config } from "../common/config";
+import type { Logger } from "../common/log";
+import type { Db } from "../db/client";
+import type { Notifier } from "../db/notify";
+import type { IndexerHook } from "../indexer/hooks";
+import type { Indexer } from "../indexer";
+import type { Keeper, KeeperOptions } from "../keeper";
+
+/** Options for `startService`: everything defaults to what `bun start` does. */
+export type ServiceOptions = {
+  log?: Logger;
+  /** An open database to use instead of opening DATABASE_URL / DATA_DIR; `stop` closes it too. */
+  db?: Db;
+  /** Keeper tuning (tests use short timeouts). */
+  keeper?: Partial<Omit<KeeperOptions, "sql" | "client" | "wallet" | "config" | "log">>;
+  /** How long `stop` lets in-flight HTTP requests finish before cutting them (default 10 s). */
+  drainTimeoutMs?: number;
+};
+
+/** A started service. */
+export type Service = {
+  /** Base URL of the HTTP API (loopback address), or null when the `api` role is off. */
+  url: string | null;
+  port: number | null;
+  roles: string[];
+  chainId: number;
+  db: Db;
+  notifier: Notifier;
+  indexer?: Indexer;
+  keeper?: Keeper;
+  /** Graceful stop: HTTP drained, indexer batch and keeper pass finished, database closed. Idempotent. */
+  stop: () => Promise<void>;
+};
+
+/** What every role gets when it starts; roles publish what they started on `service`. */
+export type RoleContext = {
+  config: Config;
+  opts: ServiceOptions;
+  db: Db;
+  notifier: Notifier;
+  chains: ChainRegistry;
+  chainId: number;
+  log: Logger;
+  service: Service;
+  /** Hooks registered by earlier roles, run inside the indexer's transactions. */
+  indexerHooks: IndexerHook[];
+};
+
+/** A part of the service that ROLES can switch on: `start` returns its stop, or null when it stays off. */
+export type Role = {
+  name: string;
+  start: (ctx: RoleContext) => Promise<(() => Promise<void>) | null>;
+};

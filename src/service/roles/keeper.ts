@@ -1,0 +1,40 @@
+import { createWalletClient, http } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { publicClientFor } from "../../chain/clients";
+import { chainDefinition } from "../../chain/define";
+import { requireChain } from "../../common/config";
+import { createKeeper } from "../../keeper";
+import type { Role } from "../context";
+
+/** Role `keeper`: charges due subscriptions; stays off without KEEPER_PRIVATE_KEY. */
+export const keeperRole: Role = {
+  name: "keeper",
+  async start({ config, opts, db, chains, chainId, log, service }) {
+    if (!config.KEEPER_PRIVATE_KEY) {
+      log("info", "keeper off: KEEPER_PRIVATE_KEY is not set", {});
+      return null;
+    }
+    requireChain(config);
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(config.KEEPER_PRIVATE_KEY as `0x${string}`),
+      chain: chainDefinition(chainId, config.RPC_URL),
+      transport: http(config.RPC_URL, { timeout: config.RPC_TIMEOUT_MS, retryCount: 0 }),
+    });
+    const keeper = createKeeper({
+      ...opts.keeper,
+      sql: db.sql,
+      client: chains.get(chainId) ?? publicClientFor(config.RPC_URL, config.RPC_TIMEOUT_MS),
+      wallet,
+      config: {
+        chainId,
+        PROCESSOR_ADDRESS: config.PROCESSOR_ADDRESS,
+        POLL_INTERVAL_MS: config.POLL_INTERVAL_MS,
+        retrySchedule: config.retrySchedule,
+      },
+      log,
+    });
+    await keeper.start();
+    service.keeper = keeper;
+    return () => keeper.stop();
+  },
+};

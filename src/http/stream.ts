@@ -7,6 +7,7 @@
  * for the whole response: every other query of the process waits behind a slow download. Keyset chunks do not.
  */
 import { Type as t } from "@sinclair/typebox";
+import type { OpenAPIV3 } from "openapi-types";
 import { csvChunks, type CsvColumn } from "./csv";
 import { documented, parseEnum, type RawParams } from "./params";
 import { createLogger, type LogLevel } from "../common/log";
@@ -42,6 +43,24 @@ export const FormatParamDoc = documented(
     },
   ),
 );
+
+/** Adds the `text/csv` body of `format=csv` (with `example`) to a route's documented 200 response. */
+export function withCsvContent(responses: OpenAPIV3.ResponsesObject, example: string): OpenAPIV3.ResponsesObject {
+  const ok = responses[200] as OpenAPIV3.ResponseObject;
+  ok.content = {
+    ...ok.content,
+    "text/csv": {
+      schema: {
+        type: "string",
+        description:
+          "format=csv: RFC 4180, CRLF line ends, a header row; empty cells for null; cells starting with =, +, -, @, " +
+          "tab or CR prefixed with a single quote. Sent with Content-Disposition: attachment.",
+      },
+      example,
+    },
+  };
+  return responses;
+}
 
 /**
  * Batches of a keyset scan: `first` (rows already read, if any), then `read(after, size)` from the last row's
@@ -146,13 +165,15 @@ export async function streamResponse(
 }
 
 /** What a streamed or paged list response needs. */
-export type ListResponse<T, R> = {
+export type ListResponse<T, C> = {
   format: ListFormat;
   batches: AsyncIterable<readonly T[]>;
-  /** The API record of a row (the JSON element, and what the CSV columns read). */
-  toRecord: (row: T) => R;
-  /** The CSV columns of a record. */
-  columns: readonly CsvColumn<R>[];
+  /** The API record of a row (the JSON element). */
+  toRecord: (row: T) => unknown;
+  /** What the CSV columns read from a row (the record, plus what the decimal columns need). */
+  toCsvRow: (row: T) => C;
+  /** The CSV columns. */
+  columns: readonly CsvColumn<C>[];
   /** Attachment name of the CSV, e.g. `activity-<merchant>-<chain>.csv`. */
   filename: string;
   /** Headers already decided (freshness, Link). */
@@ -170,10 +191,10 @@ export function listContentHeaders(format: ListFormat, filename: string): Record
 }
 
 /** Streams a list as JSON or CSV (see {@link streamResponse}). */
-export function listResponse<T, R>(r: ListResponse<T, R>): Promise<Response> {
+export function listResponse<T, C>(r: ListResponse<T, C>): Promise<Response> {
   const chunks =
     r.format === "csv"
-      ? csvDocumentChunks(r.columns, mapBatches(r.batches, r.toRecord))
+      ? csvDocumentChunks(r.columns, mapBatches(r.batches, r.toCsvRow))
       : jsonArrayChunks(r.batches, r.toRecord);
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(r.headers)) headers[k] = String(v);

@@ -1,11 +1,11 @@
 /** Activity records (CHARGE, FAIL, REFILL) of a merchant, in chain order. */
 import type { Sql } from "../../../db/client";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
-import type { ActivityRecord, ActivityType } from "./model";
+import { ACTIVITY_CSV_COLUMNS, type ActivityRecord, type ActivityType } from "./model";
 import type { RouteDeps } from "../../deps";
 import type { Loaded } from "../../cache";
 import { InvalidParameterError } from "../../errors";
-import { formatUnits, csvText, type CsvColumn } from "../../csv";
+import { csvText } from "../../csv";
 import { keysetBatches, listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 
 /** An activity row as {@link listActivity} selects it. */
@@ -144,29 +144,6 @@ export function toActivityRecord(r: ActivityRow): ActivityRecord {
   };
 }
 
-/** The CSV columns of an activity record: the JSON fields, then the amounts in token units (exact decimals). */
-export const ACTIVITY_CSV_COLUMNS: readonly CsvColumn<ActivityRecord>[] = [
-  ...(
-    [
-      "event_id",
-      "allocation_id",
-      "module_address",
-      "tx_hash",
-      "block_number",
-      "type",
-      "amount_charged",
-      "token_decimals",
-      "currency",
-      "reason",
-      "keeper_address",
-      "fee_paid",
-      "timestamp",
-    ] as const
-  ).map((name) => ({ name, value: (r: ActivityRecord) => r[name] })),
-  { name: "amount_charged_decimal", value: (r) => formatUnits(r.amount_charged, r.token_decimals) },
-  { name: "fee_paid_decimal", value: (r) => formatUnits(r.fee_paid, r.token_decimals) },
-];
-
 /**
  * Thrown by {@link loadActivityPage} when a list without `limit` has more than one chunk of records: it is streamed
  * instead of served (and cached) as one page. Carries what was read, so the stream starts from it.
@@ -241,6 +218,7 @@ export function streamActivity(
     format: opts.format,
     batches,
     toRecord: toActivityRecord,
+    toCsvRow: toActivityRecord,
     columns: ACTIVITY_CSV_COLUMNS,
     filename: opts.filename,
     headers: opts.headers,

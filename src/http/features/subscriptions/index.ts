@@ -31,18 +31,22 @@ import {
   toSubscriptionRecord,
   type SubscriptionQuery,
 } from "./service";
+import { streamSubscriptions, subscriptionsCsvPage } from "./service";
+import { parseFormat } from "../../stream";
 
 /** Subscription routes. */
 export function subscriptionRoutes(deps: RouteDeps) {
   return new Elysia({ prefix: "/v0/subscriptions", name: "subscriptions" })
     .get(
       "/:merchant",
-      async ({ params, query, request, set }) => {
+      async (ctx) => {
+        const { params, query, request, set } = ctx;
         const merchant = parseAddress(params as RawParams, "merchant");
         const chainId = parseChainId(query as RawParams, deps.chains.defaultChainId);
         const status = parseEnum(query as RawParams, "status", SUBSCRIPTION_STATUSES, undefined);
         const limit = parseLimit(query as RawParams);
         const cursor = parseAllocationId(query as RawParams);
+        const format = parseFormat(query as RawParams);
         await requireReader(deps, request, merchant);
         freshnessHeaders(set.headers, await resolveChain(deps, chainId));
 
@@ -60,11 +64,14 @@ export function subscriptionRoutes(deps: RouteDeps) {
           }
           q.after = position;
         }
+        const requestId = (ctx as { requestId?: string }).requestId;
+        if (limit === undefined) return streamSubscriptions(deps, q, { format, headers: set.headers, requestId });
         const rows = await listSubscriptions(deps.sql, q);
         if (limit !== undefined && rows.length > limit) {
           rows.length = limit;
           set.headers.link = nextLink(request.url, allocationId(rows[rows.length - 1]));
         }
+        if (format === "csv") return subscriptionsCsvPage(rows, merchant, chainId, set.headers);
         return rows.map(toSubscriptionRecord);
       },
       { params: ListParamsDoc, query: ListQueryDoc, detail: listDetail },

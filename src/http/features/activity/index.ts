@@ -59,9 +59,9 @@ export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPa
     const limit = parseLimit(query);
     const since = parseSince(query);
     const token = parseToken(query);
+    const format = parseFormat(query);
     const order = parseEnum(query, "order", ["asc", "desc"] as const, "asc");
     const cursor = parseEventId(query);
-    const format = parseFormat(query);
     await requireReader(deps, ctx.request, merchant);
     freshnessHeaders(ctx.set.headers, await resolveChain(deps, chainId));
 

@@ -39,14 +39,13 @@ export function subscriptionRoutes(deps: RouteDeps) {
   return new Elysia({ prefix: "/v0/subscriptions", name: "subscriptions" })
     .get(
       "/:merchant",
-      async (ctx) => {
-        const { params, query, request, set } = ctx;
+      async ({ params, query, request, set }) => {
         const merchant = parseAddress(params as RawParams, "merchant");
         const chainId = parseChainId(query as RawParams, deps.chains.defaultChainId);
         const status = parseEnum(query as RawParams, "status", SUBSCRIPTION_STATUSES, undefined);
+        const format = parseFormat(query as RawParams);
         const limit = parseLimit(query as RawParams);
         const cursor = parseAllocationId(query as RawParams);
-        const format = parseFormat(query as RawParams);
         await requireReader(deps, request, merchant);
         freshnessHeaders(set.headers, await resolveChain(deps, chainId));
 
@@ -64,8 +63,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
           }
           q.after = position;
         }
-        const requestId = (ctx as { requestId?: string }).requestId;
-        if (limit === undefined) return streamSubscriptions(deps, q, { format, headers: set.headers, requestId });
+        if (limit === undefined) return streamSubscriptions(deps, q, { format, headers: set.headers });
         const rows = await listSubscriptions(deps.sql, q);
         if (limit !== undefined && rows.length > limit) {
           rows.length = limit;

@@ -5,6 +5,7 @@ import { ACTIVITY_CSV_COLUMNS, type ActivityRecord, type ActivityType } from "./
 import type { RouteDeps } from "../../deps";
 import type { Loaded } from "../../cache";
 import { InvalidParameterError } from "../../errors";
+import { AppError } from "../../../common/errors";
 import { csvText } from "../../csv";
 import { keysetBatches, listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 
@@ -148,8 +149,7 @@ export function toActivityRecord(r: ActivityRow): ActivityRecord {
  * Thrown by {@link loadActivityPage} when a list without `limit` has more than one chunk of records: it is streamed
  * instead of served (and cached) as one page. Carries what was read, so the stream starts from it.
  */
-export class ListOverflow extends Error {
-  override name = "ListOverflow";
+export class ListOverflow extends AppError {
   constructor(
     readonly query: ActivityQuery,
     readonly first: ActivityRow[],

@@ -8,11 +8,14 @@
  * allocations) per request (cold: mostly cache misses) and over a hot set of 1,000 wallets (the gating pattern,
  * served by the cache), both also at 4 connections; a 1000-record activity page of the largest merchant (1M
  * records) after a random cursor among its newest 100,000 records per request (cold) and the same page repeated
- * (cached), the cold one also at 1 connection. Before each run it waits (up to 10 min, polling every 30 s) for the 1-minute load average to drop
+ * (cached), the cold one also at 1 connection; then the big merchant's whole activity log without `limit`
+ * (streamed, as JSON and as CSV): time, bytes, the server's peak RSS, and the hot auth check's p50/p99 from 4
+ * closed loops during the download (and alone for 5 s before it). Before each run it waits (up to 10 min, polling every 30 s) for the 1-minute load average to drop
  * below 0.7, so other jobs on the machine do not skew the numbers; the load at each start is printed. A summary
  * table ends the output, with the cache hit ratio of every run and which targets are met. The database is dropped
  * at the end. Env: BENCH_POOL (postgres.js pool of the server, default 4), BENCH_DURATION (seconds, 10),
- * BENCH_CONNECTIONS (64), BENCH_MAX_LOAD (0.7), BENCH_REUSE=<database> / BENCH_KEEP=1 (see main).
+ * BENCH_CONNECTIONS (64), BENCH_MAX_LOAD (0.7), BENCH_REUSE=<database> / BENCH_KEEP=1 (see main), BENCH_ONLY=stream
+ * (only the whole-log lines, no wrk runs).
  */
 import postgres from "postgres";
 import { spawn } from "bun";
@@ -336,6 +339,13 @@ async function main(): Promise<void> {
         `${((await cursorPage.json()) as unknown[]).length} records`,
     );
 
+    if (process.env.BENCH_ONLY === "stream") {
+      for (const format of ["json", "csv"] as const) {
+        printStream(await streamRun(origin, server.pid, format, ADMIN_KEY));
+      }
+      return;
+    }
+
     const auth = [`Authorization: Bearer ${ADMIN_KEY}`];
     const activityUrl = `${origin}/v0/activity/${BIG_MERCHANT}?limit=1000`;
     // Warm-up (not reported): JIT, prepared statements, caches.
@@ -361,9 +371,16 @@ async function main(): Promise<void> {
       await wrk("activity 1000, cold (distinct pages)", origin, { script: coldPage, connections: 1, ...activity }),
     );
 
+    const streams: StreamResult[] = [];
+    for (const format of ["json", "csv"] as const) {
+      await waitForQuiet(`whole activity log (${format})`);
+      streams.push(await streamRun(origin, server.pid, format, ADMIN_KEY));
+    }
+
     const settings = postgres(url.toString(), { max: 1, onnotice: () => {} });
     const [{ shared_buffers }] = await settings`select current_setting('shared_buffers') as shared_buffers`;
     await settings.end();
+    for (const r of streams) printStream(r);
     report(results, {
       startLoad,
       setup:
@@ -378,6 +395,123 @@ async function main(): Promise<void> {
     else await admin.unsafe(`drop database if exists ${name} with (force)`);
     await admin.end();
   }
+}
+
+type StreamResult = {
+  format: string;
+  seconds: number;
+  bytes: number;
+  records: number;
+  complete: boolean;
+  rssBeforeMb: number;
+  rssPeakMb: number;
+  checks: number;
+  checkP50: number;
+  checkP99: number;
+  baselineP50: number;
+  baselineP99: number;
+  load: number;
+};
+
+/** Resident set size of `pid` in MB (VmRSS). */
+function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** Runs `checkers` closed loops of hot indexed checks until `until` resolves; returns the latencies (ms). */
+async function checkLoop(origin: string, until: Promise<unknown>, checkers = 4): Promise<number[]> {
+  const latencies: number[] = [];
+  let done = false;
+  until.finally(() => (done = true));
+  const loop = async (k: number) => {
+    for (let i = k; !done; i += checkers) {
+      const w = (i * 7919) % 1000;
+      const t = performance.now();
+      const res = await fetch(
+        `${origin}/v0/auth/check?module_address=${moduleAddress((w % 1000) + 1)}&wallet=${walletAddress(w)}&plan_ids=1,2,3`,
+      );
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`check answered ${res.status}`);
+      latencies.push(performance.now() - t);
+    }
+  };
+  await Promise.all(Array.from({ length: checkers }, (_, k) => loop(k)));
+  return latencies;
+}
+
+const percentile = (xs: number[], p: number) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+};
+
+/**
+ * The big merchant's whole activity log (1,000,000 records, no `limit`: streamed) downloaded as fast as this client
+ * reads, while 4 closed loops of hot authorization checks run; the server's RSS is sampled every 50 ms. The check
+ * latency is also measured alone for 5 s first (the baseline of the same client on the same machine).
+ */
+async function streamRun(
+  origin: string,
+  serverPid: number,
+  format: "json" | "csv",
+  key: string,
+): Promise<StreamResult> {
+  const baseline = await checkLoop(origin, Bun.sleep(5_000));
+  const load = loadAverage();
+  const rssBefore = rssMb(serverPid);
+  let rssPeak = rssBefore;
+  const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, rssMb(serverPid))), 50);
+  const t0 = performance.now();
+  const download = (async () => {
+    const res = await fetch(`${origin}/v0/activity/${BIG_MERCHANT}${format === "csv" ? "?format=csv" : ""}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    if (res.status !== 200) throw new Error(`the activity log answered ${res.status}`);
+    const reader = res.body!.getReader();
+    let bytes = 0;
+    let records = 0;
+    let last = 0;
+    const marker = format === "csv" ? 10 : 123; // one LF per CSV record (and the header), one "{" per JSON record
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      bytes += value.length;
+      for (let i = 0; i < value.length; i++) if (value[i] === marker) records++;
+      last = value[value.length - 1] ?? last;
+    }
+    return {
+      bytes,
+      records: format === "csv" ? records - 1 : records,
+      complete: last === (format === "csv" ? 10 : 93),
+    };
+  })();
+  const [during, result] = await Promise.all([checkLoop(origin, download), download]);
+  const seconds = (performance.now() - t0) / 1000;
+  clearInterval(sampler);
+  return {
+    format,
+    seconds,
+    ...result,
+    rssBeforeMb: rssBefore,
+    rssPeakMb: rssPeak,
+    checks: during.length,
+    checkP50: percentile(during, 50),
+    checkP99: percentile(during, 99),
+    baselineP50: percentile(baseline, 50),
+    baselineP99: percentile(baseline, 99),
+    load,
+  };
+}
+
+function printStream(r: StreamResult): void {
+  console.log(
+    `whole activity log of the 1M-record merchant (${r.format}, streamed): ${r.records} records, ` +
+      `${(r.bytes / 1e6).toFixed(0)} MB in ${r.seconds.toFixed(1)} s (${(r.bytes / 1e6 / r.seconds).toFixed(0)} MB/s)` +
+      `${r.complete ? "" : " INCOMPLETE"}; server RSS ${r.rssBeforeMb.toFixed(0)} MB before, peak ` +
+      `${r.rssPeakMb.toFixed(0)} MB; auth check (hot, 4 closed loops) during it: p50 ${r.checkP50.toFixed(2)} ms, ` +
+      `p99 ${r.checkP99.toFixed(2)} ms over ${r.checks} checks (alone: p50 ${r.baselineP50.toFixed(2)} ms, ` +
+      `p99 ${r.baselineP99.toFixed(2)} ms); load ${r.load.toFixed(2)}`,
+  );
 }
 
 /** Prints the summary table and the verdict on each target. */

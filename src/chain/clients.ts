@@ -6,6 +6,8 @@ export type ChainRegistry = {
   defaultChainId: number;
   get: (chainId: number) => PublicClient | undefined;
   chainIds: () => number[];
+  /** The RPC URL of a chain, for a subsystem that needs its own client (and budget) on it. */
+  rpcUrl?: (chainId: number) => string | undefined;
 };
 
 /** Thrown when the chain id of `RPC_URL` cannot be read or disagrees with `CHAIN_ID`. */
@@ -21,6 +23,7 @@ export function publicClientFor(url: string, timeoutMs = 5000): PublicClient {
 /** Builds the registry; reads the chain id from `RPC_URL` when `CHAIN_ID` is unset. */
 export async function createChainRegistry(config: Config): Promise<ChainRegistry> {
   const clients = new Map<number, PublicClient>();
+  const urls = new Map<number, string>();
   let defaultChainId = config.CHAIN_ID;
   if (config.RPC_URL) {
     const client = publicClientFor(config.RPC_URL, config.RPC_TIMEOUT_MS);
@@ -30,10 +33,17 @@ export async function createChainRegistry(config: Config): Promise<ChainRegistry
     }
     defaultChainId = actual;
     clients.set(actual, client);
+    urls.set(actual, config.RPC_URL);
   }
   if (defaultChainId === undefined) throw new ChainIdMismatchError("set CHAIN_ID or RPC_URL");
   for (const [id, url] of Object.entries(config.extraRpcUrls)) {
     if (!clients.has(Number(id))) clients.set(Number(id), publicClientFor(url, config.RPC_TIMEOUT_MS));
+    if (!urls.has(Number(id))) urls.set(Number(id), url);
   }
-  return { defaultChainId, get: (id) => clients.get(id), chainIds: () => [...clients.keys()] };
+  return {
+    defaultChainId,
+    get: (id) => clients.get(id),
+    chainIds: () => [...clients.keys()],
+    rpcUrl: (id) => urls.get(id),
+  };
 }

@@ -35,6 +35,7 @@ const EnvSchema = {
   READY_MAX_LAG_BLOCKS: Uint(0),
   RATE_LIMIT_PER_MINUTE: Uint(1),
   RPC_TIMEOUT_MS: Uint(100),
+  ONCHAIN_CHECK_CONCURRENCY: T.Integer({ minimum: 1, default: 32, description: "an integer >= 1" }),
   LOG_LEVEL: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")]),
 } satisfies Record<string, TSchema>;
 

@@ -45,7 +45,7 @@ type Expected = {
   errors: number[];
 };
 
-const merchantQuery = ["chain_id", "limit", "since", "token", "order", "starting_after"];
+const merchantQuery = ["chain_id", "limit", "since", "token", "order", "starting_after", "format"];
 const EXPECTED: Expected[] = [
   {
     method: "get",
@@ -76,7 +76,7 @@ const EXPECTED: Expected[] = [
     path: "/v0/subscriptions/{merchant}",
     auth: true,
     pathParams: ["merchant"],
-    query: ["chain_id", "status", "limit", "starting_after"],
+    query: ["chain_id", "status", "limit", "starting_after", "format"],
     errors: [400, 401, 403, 503],
   },
   {

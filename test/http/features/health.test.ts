@@ -81,22 +81,22 @@ describe("/docs", () => {
     const routes: Record<string, { path: string[]; query: string[]; required?: string[]; errors: string[] }> = {
       "/v0/activity/{merchant}": {
         path: ["merchant"],
-        query: ["chain_id", "limit", "since", "token", "order", "starting_after", "type"],
+        query: ["chain_id", "limit", "since", "token", "order", "starting_after", "type", "format"],
         errors: ["400", "401", "403", "503"],
       },
       "/v0/payments/{merchant}": {
         path: ["merchant"],
-        query: ["chain_id", "limit", "since", "token", "order", "starting_after"],
+        query: ["chain_id", "limit", "since", "token", "order", "starting_after", "format"],
         errors: ["400", "401", "403", "503"],
       },
       "/v0/failures/{merchant}": {
         path: ["merchant"],
-        query: ["chain_id", "limit", "since", "token", "order", "starting_after"],
+        query: ["chain_id", "limit", "since", "token", "order", "starting_after", "format"],
         errors: ["400", "401", "403", "503"],
       },
       "/v0/subscriptions/{merchant}": {
         path: ["merchant"],
-        query: ["chain_id", "status", "limit", "starting_after"],
+        query: ["chain_id", "status", "limit", "starting_after", "format"],
         errors: ["400", "401", "403", "503"],
       },
       "/v0/subscriptions/{merchant}/{id}": {

@@ -1,6 +1,5 @@
 /** `GET /v0/activity/:merchant`, `/v0/payments/:merchant` (CHARGE) and `/v0/failures/:merchant` (FAIL). */
 import { Elysia } from "elysia";
-import { InvalidParameterError } from "../../errors";
 import {
   parseAddress,
   parseChainId,
@@ -23,26 +22,21 @@ import {
   TypedQueryDoc,
   type ActivityType,
 } from "./model";
-import {
-  activityPosition,
-  eventId,
-  listActivity,
-  toActivityRecord,
-  type ActivityPage,
-  type ActivityQuery,
-} from "./service";
+import { ListOverflow, loadActivityPage, streamActivity, type ActivityPage, type ActivityQuery } from "./service";
 import type { ResponseCache } from "../../cache";
-
-const encoder = new TextEncoder();
+import { listContentHeaders, parseFormat, type ListFormat } from "../../stream";
 
 /**
  * Cache key of a page: every input of the query, normalized as the query uses it. The token stays as sent (JS and
  * Postgres may lowercase exotic characters differently); JSON keeps free text from running into other fields.
  */
-function pageKey(q: ActivityQuery, cursor: ReturnType<typeof parseEventId>): string {
+function pageKey(q: ActivityQuery, cursor: ReturnType<typeof parseEventId>, format: ListFormat): string {
   const after = cursor && `${cursor.chainId}:${cursor.txHash}:${cursor.logIndex}`;
-  return JSON.stringify([q.chainId, q.merchant, q.type, q.since?.getTime(), q.order, q.limit, after, q.token]);
+  return JSON.stringify([q.chainId, q.merchant, q.type, q.since?.getTime(), q.order, q.limit, after, q.token, format]);
 }
+
+/** First word of the CSV attachment name of each route. */
+const ROUTE_NAMES = { ALL: "activity", CHARGE: "payments", FAIL: "failures", REFILL: "activity" } as const;
 
 type Ctx = { params: unknown; query: unknown; request: Request; set: { headers: Record<string, string | number> } };
 
@@ -51,37 +45,9 @@ type Ctx = { params: unknown; query: unknown; request: Request; set: { headers: 
  * checked on every request before the cache is read, and the `Link` header is rebuilt from each request's URL.
  */
 export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPage>) {
-  /** Reads and serializes one page; the freshness row is read first, so it never claims more than the page holds. */
-  const load = async (q: ActivityQuery, cursor: ReturnType<typeof parseEventId>) => {
-    const chain = await deps.chainState.get(q.chainId);
-    if (cursor) {
-      const position =
-        cursor.chainId === q.chainId
-          ? await activityPosition(deps.sql, { ...cursor, merchant: q.merchant, chainId: q.chainId })
-          : undefined;
-      if (!position) {
-        throw new InvalidParameterError(
-          "starting_after",
-          `starting_after does not name an activity record of this merchant on chain ${q.chainId}`,
-        );
-      }
-      q.after = position;
-    }
-    const rows = await listActivity(deps.sql, q);
-    let nextAfter: string | null = null;
-    if (q.limit !== undefined && rows.length > q.limit) {
-      rows.length = q.limit;
-      nextAfter = eventId(rows[rows.length - 1]);
-    }
-    const body = encoder.encode(JSON.stringify(rows.map(toActivityRecord)));
-    const page: ActivityPage = {
-      body,
-      nextAfter,
-      indexedBlock: chain?.indexedBlock ?? null,
-      indexedTime: chain?.indexedTime ?? null,
-    };
-    return { value: page };
-  };
+  /** Reads and serializes one page (see loadActivityPage); a list without `limit` longer than a chunk streams. */
+  const load = (q: ActivityQuery, cursor: ReturnType<typeof parseEventId>, format: ListFormat) =>
+    loadActivityPage(deps, q, cursor, format);
 
   /** One handler for the three routes; `fixedType` pins the type of payments and failures. */
   const handler = (fixedType?: ActivityType) => async (ctx: Ctx) => {
@@ -93,21 +59,29 @@ export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPa
     const limit = parseLimit(query);
     const since = parseSince(query);
     const token = parseToken(query);
+    const format = parseFormat(query);
     const order = parseEnum(query, "order", ["asc", "desc"] as const, "asc");
     const cursor = parseEventId(query);
     await requireReader(deps, ctx.request, merchant);
     freshnessHeaders(ctx.set.headers, await resolveChain(deps, chainId));
 
     const q: ActivityQuery = { merchant, chainId, type, since, token, order, limit };
-    const page = cache
-      ? await cache.get(pageKey(q, cursor), chainId, () => load(q, cursor))
-      : (await load(q, cursor)).value;
     const headers = ctx.set.headers;
+    const page = await (
+      cache
+        ? cache.get(pageKey(q, cursor, format), chainId, () => load(q, cursor, format))
+        : load(q, cursor, format).then((p) => p.value)
+    ).catch((err) => (err instanceof ListOverflow ? err : Promise.reject(err)));
     delete headers["x-indexed-block"];
     delete headers["x-indexed-at"];
-    freshnessHeaders(headers, page);
+    freshnessHeaders(headers, page instanceof ListOverflow ? page.chain : page);
+    const filename = `${ROUTE_NAMES[fixedType ?? "ALL"]}-${merchant}-${chainId}.csv`;
+    if (page instanceof ListOverflow) {
+      const requestId = (ctx as { requestId?: string }).requestId;
+      return streamActivity(deps, page, { format, filename, headers, requestId });
+    }
     if (page.nextAfter) headers.link = nextLink(ctx.request.url, page.nextAfter);
-    headers["content-type"] = "application/json;charset=utf-8";
+    Object.assign(headers, listContentHeaders(format, filename));
     return page.body;
   };
 

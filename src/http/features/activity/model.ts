@@ -3,6 +3,8 @@ import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 import { FAILURE_REASONS } from "../../../domain/failure-reasons";
+import { csvText, formatUnits, type CsvColumn } from "../../csv";
+import { FormatParamDoc, withCsvContent } from "../../stream";
 
 /** Activity types. */
 export const ACTIVITY_TYPES = ["CHARGE", "FAIL", "REFILL"] as const;
@@ -79,7 +81,31 @@ const refill: ActivityRecord = {
   timestamp: "2026-12-21T08:30:00.000Z",
 };
 
+/** The CSV columns of an activity record: the JSON fields, then the amounts in token units (exact decimals). */
+export const ACTIVITY_CSV_COLUMNS: readonly CsvColumn<ActivityRecord>[] = [
+  ...(
+    [
+      "event_id",
+      "allocation_id",
+      "module_address",
+      "tx_hash",
+      "block_number",
+      "type",
+      "amount_charged",
+      "token_decimals",
+      "currency",
+      "reason",
+      "keeper_address",
+      "fee_paid",
+      "timestamp",
+    ] as const
+  ).map((name) => ({ name, value: (r: ActivityRecord) => r[name] })),
+  { name: "amount_charged_decimal", value: (r) => formatUnits(r.amount_charged, r.token_decimals) },
+  { name: "fee_paid_decimal", value: (r) => formatUnits(r.fee_paid, r.token_decimals) },
+];
+
 const commonQuery = {
+  format: t.Optional(FormatParamDoc),
   chain_id: t.Optional(ParamDocs.chainId),
   limit: t.Optional(ParamDocs.limit),
   since: t.Optional(
@@ -151,14 +177,17 @@ export const details = {
       "Charges, failed charges and credit refills on the merchant's modules, in chain order (oldest first, or " +
       "newest first with `order=desc`). A merchant with no modules gets `[]`.",
     security: [{ bearer: [] }],
-    responses: responses(
-      {
-        description: "Activity records",
-        schema: t.Array(ActivityRecord),
-        example: [charge, failure, refill],
-        link: true,
-      },
-      errors,
+    responses: withCsvContent(
+      responses(
+        {
+          description: "Activity records",
+          schema: t.Array(ActivityRecord),
+          example: [charge, failure, refill],
+          link: true,
+        },
+        errors,
+      ),
+      csvText(ACTIVITY_CSV_COLUMNS, [charge, failure, refill]),
     ),
   },
   payments: {
@@ -166,9 +195,12 @@ export const details = {
     summary: "Payments only",
     description: "The activity log restricted to successful charges (type CHARGE), for revenue reporting.",
     security: [{ bearer: [] }],
-    responses: responses(
-      { description: "CHARGE records", schema: t.Array(ActivityRecord), example: [charge], link: true },
-      errors,
+    responses: withCsvContent(
+      responses(
+        { description: "CHARGE records", schema: t.Array(ActivityRecord), example: [charge], link: true },
+        errors,
+      ),
+      csvText(ACTIVITY_CSV_COLUMNS, [charge]),
     ),
   },
   failures: {
@@ -178,9 +210,12 @@ export const details = {
       "The activity log restricted to failed charge attempts (type FAIL); `reason` is one of " +
       `${FAILURE_REASONS.join(", ")}.`,
     security: [{ bearer: [] }],
-    responses: responses(
-      { description: "FAIL records", schema: t.Array(ActivityRecord), example: [failure], link: true },
-      errors,
+    responses: withCsvContent(
+      responses(
+        { description: "FAIL records", schema: t.Array(ActivityRecord), example: [failure], link: true },
+        errors,
+      ),
+      csvText(ACTIVITY_CSV_COLUMNS, [failure]),
     ),
   },
 };

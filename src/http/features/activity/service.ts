@@ -1,7 +1,13 @@
 /** Activity records (CHARGE, FAIL, REFILL) of a merchant, in chain order. */
 import type { Sql } from "../../../db/client";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
-import type { ActivityRecord, ActivityType } from "./model";
+import { ACTIVITY_CSV_COLUMNS, type ActivityRecord, type ActivityType } from "./model";
+import type { RouteDeps } from "../../deps";
+import type { Loaded } from "../../cache";
+import { InvalidParameterError } from "../../errors";
+import { AppError } from "../../../common/errors";
+import { csvText } from "../../csv";
+import { keysetBatches, listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 
 /** An activity row as {@link listActivity} selects it. */
 export type ActivityRow = {
@@ -45,6 +51,8 @@ export type ActivityQuery = {
   limit?: number;
   /** Chain position of the `starting_after` event. */
   after?: { blockNumber: string; logIndex: number };
+  /** Only records at or below this block: the indexed block the response's freshness headers name. */
+  maxBlock?: string;
 };
 
 /**
@@ -58,12 +66,17 @@ function sinceBound(sql: Sql, q: ActivityQuery) {
     order by b.block_time, b.block_number, b.log_index limit 1`;
 }
 
+/** The records of `q`: `limit + 1` rows at most so the caller can tell a cut page (all of them without a limit). */
+export function listActivity(sql: Sql, q: ActivityQuery): Promise<ActivityRow[]> {
+  return selectActivity(sql, q, q.limit ? q.limit + 1 : undefined);
+}
+
 /**
  * One indexed scan of activity_merchant_idx (activity_merchant_type_idx with a type) in (block_number, log_index)
- * order, token metadata left joined; `limit + 1` rows at most so the caller can tell a cut page. A record without
- * a token (the indexer may leave it empty on failures) takes the token of its subscription's plan.
+ * order, token metadata left joined; `rows` rows at most. A record without a token (the indexer may leave it empty
+ * on failures) takes the token of its subscription's plan.
  */
-export async function listActivity(sql: Sql, q: ActivityQuery): Promise<ActivityRow[]> {
+export async function selectActivity(sql: Sql, q: ActivityQuery, rows: number | undefined): Promise<ActivityRow[]> {
   const desc = q.order === "desc";
   const dir = desc ? sql`desc` : sql`asc`;
   return withDeadline(
@@ -78,6 +91,7 @@ export async function listActivity(sql: Sql, q: ActivityQuery): Promise<Activity
         where s.chain_id = a.chain_id and s.subscription_id = a.subscription_id))
       where a.merchant = ${q.merchant} and a.chain_id = ${q.chainId}
       ${q.type ? sql`and a.type = ${q.type}` : sql``}
+      ${q.maxBlock !== undefined ? sql`and a.block_number <= ${q.maxBlock}::bigint` : sql``}
       ${q.since ? sql`and a.block_time >= ${q.since} and (a.block_number, a.log_index) >= (${sinceBound(sql, q)})` : sql``}
       ${q.token ? sql`and lower(t.symbol) = lower(${q.token})` : sql``}
       ${
@@ -88,7 +102,7 @@ export async function listActivity(sql: Sql, q: ActivityQuery): Promise<Activity
           : sql``
       }
       order by a.block_number ${dir}, a.log_index ${dir}
-      ${q.limit ? sql`limit ${q.limit + 1}` : sql``}`,
+      ${rows ? sql`limit ${rows}` : sql``}`,
     DEADLINE_LIST_MS,
   );
 }
@@ -129,4 +143,86 @@ export function toActivityRecord(r: ActivityRow): ActivityRecord {
     fee_paid: r.type === "CHARGE" ? r.fee : null,
     timestamp: r.timestamp,
   };
+}
+
+/**
+ * Thrown by {@link loadActivityPage} when a list without `limit` has more than one chunk of records: it is streamed
+ * instead of served (and cached) as one page. Carries what was read, so the stream starts from it.
+ */
+export class ListOverflow extends AppError {
+  constructor(
+    readonly query: ActivityQuery,
+    readonly first: ActivityRow[],
+    readonly chain: { indexedBlock: string | null; indexedTime: Date | null },
+  ) {
+    super("the list is longer than one chunk: stream it");
+  }
+}
+
+/**
+ * Reads and serializes one page (a cache entry); the freshness row is read first and bounds the records
+ * (`block_number <= indexed block`), so the page never holds more than its headers claim. Without `limit`, reads
+ * one chunk plus one record: a list that fits is a page, a longer one throws {@link ListOverflow}.
+ */
+export async function loadActivityPage(
+  deps: Pick<RouteDeps, "sql" | "chainState">,
+  query: ActivityQuery,
+  cursor: { chainId: number; txHash: string; logIndex: number } | undefined,
+  format: ListFormat,
+): Promise<Loaded<ActivityPage>> {
+  const chain = await deps.chainState.get(query.chainId);
+  const q: ActivityQuery = { ...query, maxBlock: chain?.indexedBlock ?? undefined };
+  if (cursor) {
+    const position =
+      cursor.chainId === q.chainId
+        ? await activityPosition(deps.sql, { ...cursor, merchant: q.merchant, chainId: q.chainId })
+        : undefined;
+    if (!position) {
+      throw new InvalidParameterError(
+        "starting_after",
+        `starting_after does not name an activity record of this merchant on chain ${q.chainId}`,
+      );
+    }
+    q.after = position;
+  }
+  const freshness = { indexedBlock: chain?.indexedBlock ?? null, indexedTime: chain?.indexedTime ?? null };
+  const cap = q.limit ?? STREAM_CHUNK_ROWS;
+  const rows = await selectActivity(deps.sql, q, cap + 1);
+  let nextAfter: string | null = null;
+  if (rows.length > cap) {
+    if (q.limit === undefined) throw new ListOverflow(q, rows, freshness);
+    rows.length = cap;
+    nextAfter = eventId(rows[rows.length - 1]);
+  }
+  const records = rows.map(toActivityRecord);
+  const text = format === "csv" ? csvText(ACTIVITY_CSV_COLUMNS, records) : JSON.stringify(records);
+  return { value: { body: new TextEncoder().encode(text), nextAfter, ...freshness } };
+}
+
+/**
+ * Streams the whole list of an overflowing query (JSON array or CSV), continuing after the rows already read, in
+ * chunks bounded by the same indexed block.
+ */
+export function streamActivity(
+  deps: Pick<RouteDeps, "sql" | "config">,
+  overflow: ListOverflow,
+  opts: { format: ListFormat; filename: string; headers: Record<string, string | number>; requestId?: string },
+): Promise<Response> {
+  const q = overflow.query;
+  const batches = keysetBatches({
+    first: overflow.first,
+    read: (after, size) => selectActivity(deps.sql, { ...q, after }, size),
+    position: (r) => ({ blockNumber: r.block_number, logIndex: r.log_index }),
+  });
+  return listResponse({
+    format: opts.format,
+    batches,
+    toRecord: toActivityRecord,
+    toCsvRow: toActivityRecord,
+    columns: ACTIVITY_CSV_COLUMNS,
+    filename: opts.filename,
+    headers: opts.headers,
+    logLevel: deps.config.LOG_LEVEL,
+    logFields: { route: "activity", merchant: q.merchant, chain_id: q.chainId, request_id: opts.requestId },
+  });
 }

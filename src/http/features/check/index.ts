@@ -7,12 +7,17 @@ import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } f
 import { freshnessHeaders, isConfiguredChain } from "../../chain-state";
 import { type RouteDeps } from "../../deps";
 import { CHECK_MODES, CheckQueryDoc, checkDetail, type CheckResult } from "./model";
-import { indexedCheck, onchainCheck, type CheckQuery, type IndexedAnswer } from "./service";
+import { createOnchainChecker, indexedCheck, type CheckQuery, type IndexedAnswer } from "./service";
 import type { ResponseCache } from "../../cache";
 
 /** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
 export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer>) {
   const limiter = createRateLimiter({ perMinute: deps.config.RATE_LIMIT_PER_MINUTE });
+  const checker = createOnchainChecker({
+    chains: deps.chains,
+    concurrency: deps.config.ONCHAIN_CHECK_CONCURRENCY,
+    timeoutMs: deps.config.RPC_TIMEOUT_MS,
+  });
 
   // Body and headers of mode indexed, rendered once per answer object: a cached answer is only served for its own
   // key, which fixes every other input of the body (chain, module, wallet, plan ids), so every hit sends these bytes.
@@ -72,11 +77,11 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer
         );
       }
       if (mode === "onchain") {
-        const onchain = await onchainCheck(client, q);
+        const onchain = await checker.check(q);
         return { authorized: onchain.authorized, ...base, onchain } satisfies CheckResult;
       }
 
-      const [ix, oc] = await Promise.allSettled([indexed(q), onchainCheck(client, q)]);
+      const [ix, oc] = await Promise.allSettled([indexed(q), checker.check(q)]);
       if (ix.status === "rejected") throw ix.reason;
       freshnessHeaders(set.headers, ix.value);
       if (oc.status === "rejected") {

@@ -158,6 +158,11 @@ export const checkDetail = {
       message: "plan_ids must be comma-separated decimal uint32 plan ids, e.g. 1,2",
       param: "plan_ids",
     },
+    503: {
+      description:
+        "The database is unreachable (`unavailable`), or in mode onchain/both the chain already has " +
+        "ONCHAIN_CHECK_CONCURRENCY distinct on-chain checks in flight (`chain_busy`); retry after Retry-After.",
+    },
     502: {
       description:
         "Mode onchain or both: the chain's RPC failed or timed out. In mode both the body also carries the indexed " +

@@ -8,7 +8,8 @@ import {
 } from "viem";
 import type { Sql } from "../../../db/client";
 import { subscriptionModuleAbi } from "../../../chain/abis";
-import { ChainUnavailableError, InvalidParameterError } from "../../errors";
+import { ApiError, ChainUnavailableError, InvalidParameterError } from "../../errors";
+import { publicClientFor, type ChainRegistry } from "../../../chain/clients";
 import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
 import { allocationId, nextChargeDate } from "../subscriptions/service";
 import { chainNow, paidUntilSql, statusJoins, statusSql } from "../../../domain/status";
@@ -142,4 +143,76 @@ export async function onchainCheck(client: PublicClient, q: CheckQuery): Promise
     const kind = err instanceof BaseError && /timed? ?out/i.test(err.name + err.shortMessage) ? "timed out" : "failed";
     throw new ChainUnavailableError(`the RPC call to chain ${q.chainId} ${kind}`);
   }
+}
+
+/** 503: the chain's on-chain checks in flight are at ONCHAIN_CHECK_CONCURRENCY; `Retry-After: 1`. */
+export class ChainBusyError extends ApiError {
+  constructor(chainId: number) {
+    super(
+      503,
+      "api_error",
+      "chain_busy",
+      `too many on-chain checks in flight on chain ${chainId}, retry shortly`,
+      undefined,
+      { "retry-after": "1" },
+    );
+  }
+}
+
+/** On-chain checks with their own RPC budget. */
+export type OnchainChecker = {
+  /** The contract's answer (see {@link onchainCheck}); ChainBusyError when the chain's cap is reached. */
+  check: (q: CheckQuery) => Promise<OnchainResult>;
+  /** Distinct RPC calls in flight on `chainId` (identical checks share one). */
+  inFlight: (chainId: number) => number;
+};
+
+/**
+ * The on-chain half of the public check, kept off the indexer's RPC budget: one viem client per chain of its own
+ * (built from the registry's URL; the registry's client only where it has no URL), at most `concurrency` distinct
+ * calls in flight per chain (one more is a 503 chain_busy, never a queue), and single flight: checks identical in
+ * (chain, module, wallet, plan ids) while one is in flight share its call and its answer (or error).
+ */
+export function createOnchainChecker(opts: {
+  chains: ChainRegistry;
+  concurrency: number;
+  timeoutMs: number;
+}): OnchainChecker {
+  const clients = new Map<number, PublicClient>();
+  const flights = new Map<string, Promise<OnchainResult>>();
+  const active = new Map<number, number>();
+
+  const clientOf = (chainId: number): PublicClient | undefined => {
+    let client = clients.get(chainId);
+    if (!client) {
+      const url = opts.chains.rpcUrl?.(chainId);
+      client = url ? publicClientFor(url, opts.timeoutMs) : opts.chains.get(chainId);
+      if (client) clients.set(chainId, client);
+    }
+    return client;
+  };
+
+  return {
+    check: (q) => {
+      const key = `${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}`;
+      const joined = flights.get(key);
+      if (joined) return joined;
+      const client = clientOf(q.chainId);
+      if (!client) {
+        return Promise.reject(
+          new InvalidParameterError("chain_id", `no RPC endpoint is configured for chain ${q.chainId}`),
+        );
+      }
+      const running = active.get(q.chainId) ?? 0;
+      if (running >= opts.concurrency) return Promise.reject(new ChainBusyError(q.chainId));
+      active.set(q.chainId, running + 1);
+      const flight = onchainCheck(client, q).finally(() => {
+        flights.delete(key);
+        active.set(q.chainId, (active.get(q.chainId) ?? 1) - 1);
+      });
+      flights.set(key, flight);
+      return flight;
+    },
+    inFlight: (chainId) => active.get(chainId) ?? 0,
+  };
 }

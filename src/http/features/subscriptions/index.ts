@@ -31,6 +31,8 @@ import {
   toSubscriptionRecord,
   type SubscriptionQuery,
 } from "./service";
+import { streamSubscriptions, subscriptionsCsvPage } from "./service";
+import { parseFormat } from "../../stream";
 
 /** Subscription routes. */
 export function subscriptionRoutes(deps: RouteDeps) {
@@ -41,6 +43,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
         const merchant = parseAddress(params as RawParams, "merchant");
         const chainId = parseChainId(query as RawParams, deps.chains.defaultChainId);
         const status = parseEnum(query as RawParams, "status", SUBSCRIPTION_STATUSES, undefined);
+        const format = parseFormat(query as RawParams);
         const limit = parseLimit(query as RawParams);
         const cursor = parseAllocationId(query as RawParams);
         await requireReader(deps, request, merchant);
@@ -60,11 +63,13 @@ export function subscriptionRoutes(deps: RouteDeps) {
           }
           q.after = position;
         }
+        if (limit === undefined) return streamSubscriptions(deps, q, { format, headers: set.headers });
         const rows = await listSubscriptions(deps.sql, q);
         if (limit !== undefined && rows.length > limit) {
           rows.length = limit;
           set.headers.link = nextLink(request.url, allocationId(rows[rows.length - 1]));
         }
+        if (format === "csv") return subscriptionsCsvPage(rows, merchant, chainId, set.headers);
         return rows.map(toSubscriptionRecord);
       },
       { params: ListParamsDoc, query: ListQueryDoc, detail: listDetail },

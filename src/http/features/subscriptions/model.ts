@@ -4,6 +4,8 @@ import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 
 import { SUBSCRIPTION_STATUSES } from "../../../domain/status";
+import { csvText, formatUnits, type CsvColumn } from "../../csv";
+import { FormatParamDoc, withCsvContent } from "../../stream";
 
 export { SUBSCRIPTION_STATUSES, type SubscriptionStatus } from "../../../domain/status";
 
@@ -59,8 +61,34 @@ const example: SubscriptionRecord = {
   is_blocked: false,
 };
 
+/** A subscription record plus the decimals of its plan's token (null when unknown), for the CSV. */
+export type SubscriptionCsvRow = SubscriptionRecord & { token_decimals: number | null };
+
+const FIELDS = [
+  "allocation_id",
+  "on_chain_id",
+  "module_address",
+  "user_address",
+  "plan_id",
+  "status",
+  "total_spent",
+  "times_executed",
+  "next_charge_date",
+  "expires_at",
+  "remaining_executions",
+  "created_at",
+  "is_blocked",
+] as const;
+
+/** The CSV columns of a subscription: the JSON fields, then `total_spent` in token units (exact decimal). */
+export const SUBSCRIPTION_CSV_COLUMNS: readonly CsvColumn<SubscriptionCsvRow>[] = [
+  ...FIELDS.map((name) => ({ name, value: (r: SubscriptionCsvRow) => r[name] })),
+  { name: "total_spent_decimal", value: (r) => formatUnits(r.total_spent, r.token_decimals) },
+];
+
 /** Query of the list route (documentation only; parsed in index.ts). */
 export const ListQueryDoc = t.Object({
+  format: t.Optional(FormatParamDoc),
   chain_id: t.Optional(ParamDocs.chainId),
   status: t.Optional(
     documented(
@@ -103,14 +131,17 @@ export const listDetail = {
     "Every subscription allocation on the modules the merchant owns, oldest first (creation block and log " +
     "index), with the status computed at query time. Filter by `status`; page with `limit` and `starting_after`.",
   security: [{ bearer: [] }],
-  responses: responses(
-    {
-      description: "Subscription records (an empty array when the merchant has none)",
-      schema: t.Array(SubscriptionRecord),
-      example: [example],
-      link: true,
-    },
-    [400, 401, 403, 503],
+  responses: withCsvContent(
+    responses(
+      {
+        description: "Subscription records (an empty array when the merchant has none)",
+        schema: t.Array(SubscriptionRecord),
+        example: [example],
+        link: true,
+      },
+      [400, 401, 403, 503],
+    ),
+    csvText(SUBSCRIPTION_CSV_COLUMNS, [{ ...example, token_decimals: 6 }]),
   ),
 };
 

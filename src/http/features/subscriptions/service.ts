@@ -2,7 +2,16 @@
 import type { Sql } from "../../../db/client";
 import { chainNow, statusJoins, statusSql } from "../../../domain/status";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
-import type { SubscriptionRecord, SubscriptionStatus } from "./model";
+import { freshnessHeaders } from "../../chain-state";
+import {
+  SUBSCRIPTION_CSV_COLUMNS,
+  type SubscriptionCsvRow,
+  type SubscriptionRecord,
+  type SubscriptionStatus,
+} from "./model";
+import type { RouteDeps } from "../../deps";
+import { keysetBatches, listContentHeaders, listResponse, type ListFormat } from "../../stream";
+import { csvText } from "../../csv";
 
 /** A subscription row as the queries below select it. */
 export type SubscriptionRow = {
@@ -21,6 +30,10 @@ export type SubscriptionRow = {
   cancelled: boolean;
   is_blocked: boolean;
   status: SubscriptionStatus;
+  /** List queries only: creation position (the keyset) and the plan token's decimals. */
+  block_number?: string;
+  log_index?: number;
+  token_decimals?: number | null;
 };
 
 function columns(sql: Sql) {
@@ -86,23 +99,91 @@ export type SubscriptionQuery = {
   limit?: number;
   /** Creation position of the `starting_after` allocation. */
   after?: { blockNumber: string; logIndex: number };
+  /** Only allocations created at or below this block: the indexed block the freshness headers name. */
+  maxBlock?: string;
 };
 
 /** A merchant's allocations in creation order; `limit + 1` rows at most so the caller can tell a cut page. */
-export async function listSubscriptions(sql: Sql, q: SubscriptionQuery): Promise<SubscriptionRow[]> {
+export function listSubscriptions(sql: Sql, q: SubscriptionQuery): Promise<SubscriptionRow[]> {
+  return selectSubscriptions(sql, q, q.limit ? q.limit + 1 : undefined);
+}
+
+/** A merchant's allocations in creation order (subscriptions_merchant_idx), `rows` at most. */
+export async function selectSubscriptions(
+  sql: Sql,
+  q: SubscriptionQuery,
+  rows: number | undefined,
+): Promise<SubscriptionRow[]> {
   return withDeadline(
     sql<SubscriptionRow[]>`
-      select ${columns(sql)}
+      select ${columns(sql)}, s.block_number, s.log_index, tk.decimals as token_decimals
       from subscriptions s
       cross join ${chainNow(sql, q.chainId)}
       ${statusJoins(sql)}
+      left join tokens tk on tk.chain_id = p.chain_id and tk.address = p.token
       where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId}
+      ${q.maxBlock !== undefined ? sql`and s.block_number <= ${q.maxBlock}::bigint` : sql``}
       ${q.after ? sql`and (s.block_number, s.log_index) > (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)` : sql``}
       ${q.status ? sql`and ${statusSql(sql)} = ${q.status}` : sql``}
       order by s.block_number, s.log_index
-      ${q.limit ? sql`limit ${q.limit + 1}` : sql``}`,
+      ${rows ? sql`limit ${rows}` : sql``}`,
     DEADLINE_LIST_MS,
   );
+}
+
+/** What the CSV columns read from a row. */
+export function toSubscriptionCsvRow(r: SubscriptionRow): SubscriptionCsvRow {
+  return { ...toSubscriptionRecord(r), token_decimals: r.token_decimals ?? null };
+}
+
+/** The CSV attachment name of a merchant's list on a chain. */
+export function subscriptionsFilename(merchant: string, chainId: number): string {
+  return `subscriptions-${merchant}-${chainId}.csv`;
+}
+
+/** A page of allocations as CSV (the route sets no other content headers). */
+export function subscriptionsCsvPage(
+  rows: SubscriptionRow[],
+  merchant: string,
+  chainId: number,
+  headers: Record<string, string | number>,
+): string {
+  Object.assign(headers, listContentHeaders("csv", subscriptionsFilename(merchant, chainId)));
+  return csvText(SUBSCRIPTION_CSV_COLUMNS, rows.map(toSubscriptionCsvRow));
+}
+
+/**
+ * Streams every allocation of `q` (JSON array or CSV) in keyset chunks. The freshness row is read first: it
+ * replaces the headers already set and bounds the chunks to allocations created at or below its block (the rows
+ * themselves are current: a later charge shows in total_spent).
+ */
+export async function streamSubscriptions(
+  deps: Pick<RouteDeps, "sql" | "config" | "chainState">,
+  query: SubscriptionQuery,
+  opts: { format: ListFormat; headers: Record<string, string | number>; requestId?: string },
+): Promise<Response> {
+  const chain = await deps.chainState.get(query.chainId);
+  const q: SubscriptionQuery = { ...query, maxBlock: chain?.indexedBlock ?? undefined };
+  const headers = opts.headers;
+  delete headers["x-indexed-block"];
+  delete headers["x-indexed-at"];
+  freshnessHeaders(headers, chain);
+  const batches = keysetBatches({
+    after: q.after,
+    read: (after, size) => selectSubscriptions(deps.sql, { ...q, after }, size),
+    position: (r) => ({ blockNumber: r.block_number!, logIndex: r.log_index! }),
+  });
+  return listResponse({
+    format: opts.format,
+    batches,
+    toRecord: toSubscriptionRecord,
+    toCsvRow: toSubscriptionCsvRow,
+    columns: SUBSCRIPTION_CSV_COLUMNS,
+    filename: subscriptionsFilename(q.merchant, q.chainId),
+    headers,
+    logLevel: deps.config.LOG_LEVEL,
+    logFields: { route: "subscriptions", merchant: q.merchant, chain_id: q.chainId, request_id: opts.requestId },
+  });
 }
 
 /** One allocation of the merchant by on-chain id, or undefined (unknown, or another merchant's). */

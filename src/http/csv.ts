@@ -1,0 +1,68 @@
+/**
+ * RFC 4180 CSV for the list routes: CRLF line ends, a field quoted (its quotes doubled) when it holds a comma, a
+ * quote, CR or LF, and cells a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, tab or CR)
+ * prefixed with a single quote `'`. Rows come in batches from any (async) iterator, so a writer over a keyset
+ * stream keeps one batch in memory.
+ */
+
+/** One column: its header and how a row renders in it (null and undefined are empty cells). */
+export type CsvColumn<T> = { name: string; value: (row: T) => string | number | boolean | null | undefined };
+
+/** The line end of RFC 4180. */
+export const CRLF = "\r\n";
+
+const NEEDS_QUOTES = /[",\r\n]/;
+const FORMULA_START = /^[=+\-@\t\r]/;
+
+/** One cell: formula-escaped, then quoted when RFC 4180 requires it. */
+export function csvCell(value: string | number | boolean | null | undefined): string {
+  if (value === null || value === undefined) return "";
+  let s = String(value);
+  if (FORMULA_START.test(s)) s = "'" + s;
+  return NEEDS_QUOTES.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+}
+
+/** The header line of `columns`, CRLF included. */
+export function csvHeader<T>(columns: readonly CsvColumn<T>[]): string {
+  return columns.map((c) => csvCell(c.name)).join(",") + CRLF;
+}
+
+/** The lines of `rows`, each ending in CRLF. */
+export function csvLines<T>(columns: readonly CsvColumn<T>[], rows: readonly T[]): string {
+  let out = "";
+  for (const row of rows) out += columns.map((c) => csvCell(c.value(row))).join(",") + CRLF;
+  return out;
+}
+
+/** A whole CSV document (header and rows) of rows held in memory: a page. */
+export function csvText<T>(columns: readonly CsvColumn<T>[], rows: readonly T[]): string {
+  return csvHeader(columns) + csvLines(columns, rows);
+}
+
+/**
+ * The CSV document of `batches` as text chunks: the header first, then one chunk per batch. Reads the next batch
+ * only when the consumer asks for the next chunk, so memory holds one batch whatever the number of rows.
+ */
+export async function* csvChunks<T>(
+  columns: readonly CsvColumn<T>[],
+  batches: AsyncIterable<readonly T[]> | Iterable<readonly T[]>,
+): AsyncGenerator<string> {
+  yield csvHeader(columns);
+  for await (const batch of batches) if (batch.length > 0) yield csvLines(columns, batch);
+}
+
+/**
+ * An amount in token base units as an exact decimal in token units, bigint arithmetic only: trailing zeros of the
+ * fraction are trimmed and a whole amount has no decimal point (1234500 with 6 decimals is "1.2345", 10000000 is
+ * "10", 0 is "0"). Empty when the amount or the decimals are unknown.
+ */
+export function formatUnits(amount: string | null | undefined, decimals: number | null | undefined): string {
+  if (amount === null || amount === undefined || decimals === null || decimals === undefined) return "";
+  const v = BigInt(amount);
+  const negative = v < 0n;
+  const abs = negative ? -v : v;
+  const unit = 10n ** BigInt(decimals);
+  const whole = abs / unit;
+  const frac = (abs % unit).toString().padStart(decimals, "0").replace(/0+$/, "");
+  return `${negative ? "-" : ""}${whole}${frac ? `.${frac}` : ""}`;
+}

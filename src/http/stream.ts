@@ -1,0 +1,206 @@
+/**
+ * Lists streamed in constant memory: rows read in keyset chunks (each chunk its own short query, so PGlite's single
+ * session and the Postgres pool are free between chunks), serialized as they come (a JSON array or CSV) into a
+ * pull-based ReadableStream body. The next chunk is read only when the client has taken the previous one.
+ *
+ * A server-side cursor (postgres.js `.cursor(n)`) works through PGlite's socket too, but it holds the one session
+ * for the whole response: every other query of the process waits behind a slow download. Keyset chunks do not.
+ */
+import { Type as t } from "@sinclair/typebox";
+import type { OpenAPIV3 } from "openapi-types";
+import { csvChunks, type CsvColumn } from "./csv";
+import { documented, parseEnum, type RawParams } from "./params";
+import { createLogger, type LogLevel } from "../common/log";
+import { describeError } from "../common/errors";
+
+/** Rows per chunk of a streamed list. */
+export const STREAM_CHUNK_ROWS = 1000;
+
+/** Chain position of a row in (block_number, log_index) order: the keyset of every streamed list. */
+export type Position = { blockNumber: string; logIndex: number };
+
+/** Output formats of the list routes. */
+export const LIST_FORMATS = ["json", "csv"] as const;
+
+/** json (an array) or csv (RFC 4180 with a header row). */
+export type ListFormat = (typeof LIST_FORMATS)[number];
+
+/** `format`: json (default) or csv; anything else is a 400 invalid_parameter. */
+export function parseFormat(params: RawParams): ListFormat {
+  return parseEnum(params, "format", LIST_FORMATS, "json");
+}
+
+/** OpenAPI schema of `format` (the parser above is the runtime check). */
+export const FormatParamDoc = documented(
+  t.Union(
+    LIST_FORMATS.map((f) => t.Literal(f)),
+    {
+      default: "json",
+      description:
+        "json (default): a JSON array. csv: RFC 4180 text (CRLF, a header row of the JSON field names plus the " +
+        "amounts in token units as exact decimals), served as an attachment. Both are streamed when `limit` is absent.",
+      examples: ["csv"],
+    },
+  ),
+);
+
+/** Adds the `text/csv` body of `format=csv` (with `example`) to a route's documented 200 response. */
+export function withCsvContent(responses: OpenAPIV3.ResponsesObject, example: string): OpenAPIV3.ResponsesObject {
+  const ok = responses[200] as OpenAPIV3.ResponseObject;
+  ok.content = {
+    ...ok.content,
+    "text/csv": {
+      schema: {
+        type: "string",
+        description:
+          "format=csv: RFC 4180, CRLF line ends, a header row; empty cells for null; cells starting with =, +, -, @, " +
+          "tab or CR prefixed with a single quote. Sent with Content-Disposition: attachment.",
+      },
+      example,
+    },
+  };
+  return responses;
+}
+
+/**
+ * Batches of a keyset scan: `first` (rows already read, if any), then `read(after, size)` from the last row's
+ * position until a chunk comes back short.
+ */
+export async function* keysetBatches<T>(opts: {
+  read: (after: Position | undefined, size: number) => Promise<T[]>;
+  position: (row: T) => Position;
+  after?: Position;
+  first?: T[];
+  size?: number;
+}): AsyncGenerator<T[]> {
+  const size = opts.size ?? STREAM_CHUNK_ROWS;
+  let after = opts.after;
+  let batch = opts.first ?? (await opts.read(after, size));
+  for (;;) {
+    if (batch.length > 0) yield batch;
+    if (batch.length < size) return;
+    after = opts.position(batch[batch.length - 1]);
+    batch = await opts.read(after, size);
+  }
+}
+
+/**
+ * A JSON array of `batches` as text chunks. The first chunk is yielded only once the first batch is read, so a
+ * failure of the first query still becomes an error response.
+ */
+export async function* jsonArrayChunks<T>(
+  batches: AsyncIterable<readonly T[]>,
+  toRecord: (row: T) => unknown,
+): AsyncGenerator<string> {
+  let out = "[";
+  let first = true;
+  for await (const batch of batches) {
+    for (const row of batch) {
+      out += (first ? "" : ",") + JSON.stringify(toRecord(row));
+      first = false;
+    }
+    yield out;
+    out = "";
+  }
+  yield out + "]";
+}
+
+/** A CSV document of `batches`, the header joined to the first batch (read before anything is sent, as above). */
+async function* csvDocumentChunks<T>(
+  columns: readonly CsvColumn<T>[],
+  batches: AsyncIterable<readonly T[]>,
+): AsyncGenerator<string> {
+  const gen = csvChunks(columns, batches);
+  const header = await gen.next();
+  const first = await gen.next();
+  yield (header.value ?? "") + (first.done ? "" : first.value);
+  if (!first.done) yield* gen;
+}
+
+/** `batches` with each row mapped. */
+async function* mapBatches<T, R>(batches: AsyncIterable<readonly T[]>, f: (row: T) => R): AsyncGenerator<R[]> {
+  for await (const batch of batches) yield batch.map(f);
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * A response whose body is `chunks`, pulled one at a time. The first chunk is awaited before the response exists,
+ * so its errors take the normal error path (a 4xx/5xx envelope). An error after that cannot change the status any
+ * more: it is logged and the body is aborted, so the client sees a truncated (unterminated) body, never a complete
+ * but short list. A client that goes away cancels the stream and no further chunk is read.
+ */
+export async function streamResponse(
+  chunks: AsyncGenerator<string>,
+  headers: Record<string, string>,
+  onError: (err: unknown) => void,
+): Promise<Response> {
+  const first = await chunks.next();
+  let pending: string | undefined = first.done ? undefined : first.value;
+  let finished = Boolean(first.done);
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        if (pending !== undefined) {
+          controller.enqueue(encoder.encode(pending));
+          pending = undefined;
+          if (finished) controller.close();
+          return;
+        }
+        const next = await chunks.next();
+        if (next.done) {
+          finished = true;
+          controller.close();
+        } else controller.enqueue(encoder.encode(next.value));
+      } catch (err) {
+        onError(err);
+        controller.error(err);
+      }
+    },
+    async cancel() {
+      await chunks.return(undefined);
+    },
+  });
+  return new Response(body, { headers });
+}
+
+/** What a streamed or paged list response needs. */
+export type ListResponse<T, C> = {
+  format: ListFormat;
+  batches: AsyncIterable<readonly T[]>;
+  /** The API record of a row (the JSON element). */
+  toRecord: (row: T) => unknown;
+  /** What the CSV columns read from a row (the record, plus what the decimal columns need). */
+  toCsvRow: (row: T) => C;
+  /** The CSV columns. */
+  columns: readonly CsvColumn<C>[];
+  /** Attachment name of the CSV, e.g. `activity-<merchant>-<chain>.csv`. */
+  filename: string;
+  /** Headers already decided (freshness, Link). */
+  headers: Record<string, string | number>;
+  /** Log level of the process and fields naming the request in the log line of an aborted stream. */
+  logLevel: LogLevel;
+  logFields: Record<string, unknown>;
+};
+
+/** The content headers of a list in `format`. */
+export function listContentHeaders(format: ListFormat, filename: string): Record<string, string> {
+  return format === "csv"
+    ? { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="${filename}"` }
+    : { "content-type": "application/json;charset=utf-8" };
+}
+
+/** Streams a list as JSON or CSV (see {@link streamResponse}). */
+export function listResponse<T, C>(r: ListResponse<T, C>): Promise<Response> {
+  const chunks =
+    r.format === "csv"
+      ? csvDocumentChunks(r.columns, mapBatches(r.batches, r.toCsvRow))
+      : jsonArrayChunks(r.batches, r.toRecord);
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries(r.headers)) headers[k] = String(v);
+  Object.assign(headers, listContentHeaders(r.format, r.filename));
+  const log = createLogger(r.logLevel);
+  return streamResponse(chunks, headers, (err) =>
+    log("error", "list stream aborted after its first byte", { ...r.logFields, err: describeError(err) }),
+  );
+}

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import type { Db } from "../../src/db/client";
+import type { Db, Sql } from "../../src/db/client";
 import { paidUntil, statusJoins, statusSql, subscriptionStatus, type StatusInput } from "../../src/domain/status";
 import { createTestDb } from "../../testkit/db";
 
@@ -23,9 +23,10 @@ async function sqlStatus(s: StatusInput, nowS: number): Promise<string> {
         ${s.cancelled}, 1, 0, '0x')`;
     await tx`insert into blocked_subscribers (chain_id, module, subscriber, blocked, block_number, log_index)
       values (1, '0xm', '0xw', ${s.blocked}, 1, 0)`;
+    const q = tx as unknown as Sql; // the fragments take the client type; a transaction renders them the same way
     const [row] = await tx<{ status: string }[]>`
-      select ${statusSql(tx)} as status
-      from subscriptions s ${statusJoins(tx)} cross join (select ${nowS}::bigint as now_s) n`;
+      select ${statusSql(q)} as status
+      from subscriptions s ${statusJoins(q)} cross join (select ${nowS}::bigint as now_s) n`;
     // Leave nothing behind: the next case starts from empty tables.
     await tx`delete from subscriptions`;
     await tx`delete from plans`;

@@ -8,8 +8,6 @@
  */
 import { Type as t, type TSchema, type TString } from "@sinclair/typebox";
 import { InvalidParameterError, MissingParameterError } from "./errors";
-import { assertCanRead, authenticate, type Principal } from "../auth/principal";
-import type { AppDeps } from "./deps";
 
 /** Raw query or path values as Elysia hands them over (a string, or null for undecodable path segments). */
 export type RawParams = Record<string, string | null | undefined>;
@@ -218,17 +216,3 @@ export const ParamDocs = {
     }),
   ),
 };
-
-/** Authenticates the request and checks it may read `merchant` (401 / 403 otherwise). */
-export async function requireReader(
-  deps: Pick<AppDeps, "sql" | "config">,
-  request: Request,
-  merchant: string,
-): Promise<Principal> {
-  const principal = await authenticate(deps.sql, deps.config, {
-    authorization: request.headers.get("authorization"),
-    cookie: request.headers.get("cookie"),
-  });
-  assertCanRead(principal, merchant);
-  return principal;
-}

@@ -41,7 +41,7 @@ const apps = (deps: { env?: Record<string, string>; chains?: ChainRegistry }) =>
   new Elysia().use(errorHandler).use(
     siweRoutes({
       sql: db.sql,
-      config: loadConfig({ CHAIN_ID: "31337", ...deps.env }),
+      config: loadConfig({ CHAIN_ID: "31337", SIWE_DOMAIN: "localhost", ...deps.env }),
       chains: deps.chains ?? chains,
     }),
   );
@@ -204,9 +204,14 @@ describe("POST /v0/siwe/verify with a plain wallet", () => {
     expect(ok.status).toBe(200);
   });
 
-  test("the request host is the domain by default", async () => {
+  test("the request's Host never replaces SIWE_DOMAIN", async () => {
     const signed = await signedSignIn(app, accounts.alice, { domain: "api.example.com" });
-    expect((await verify(signed, {}, "http://api.example.com")).status).toBe(200);
+    await expect401(await verify(signed, {}, "http://api.example.com"), "api.example.com");
+    await expect401(await verify(signed, { host: "api.example.com" }), "api.example.com");
+  });
+
+  test("without SIWE_DOMAIN the routes refuse to start, naming it", () => {
+    expect(() => siweRoutes({ sql: db.sql, config: loadConfig({ CHAIN_ID: "31337" }), chains })).toThrow("SIWE_DOMAIN");
   });
 
   test("a chain the service does not serve is refused", async () => {

@@ -1,8 +1,7 @@
 /** `GET /v0/auth/check`: is a wallet authorized for any of some plans on a module? Public, rate limited. */
 import { Elysia } from "elysia";
-import type { Server } from "bun";
-import { ChainUnavailableError, InvalidParameterError, RateLimitedError } from "../../errors";
-import { clientKey, createRateLimiter } from "../../rate-limit";
+import { ChainUnavailableError, InvalidParameterError } from "../../errors";
+import { rateLimitPlugin } from "../../plugins/rate-limit";
 import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } from "../../params";
 import { freshnessHeaders, isConfiguredChain } from "../../chain-state";
 import { type RouteDeps } from "../../deps";
@@ -12,8 +11,6 @@ import type { ResponseCache } from "../../cache";
 
 /** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
 export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer>) {
-  const limiter = createRateLimiter({ perMinute: deps.config.RATE_LIMIT_PER_MINUTE });
-
   // Body and headers of mode indexed, rendered once per answer object: a cached answer is only served for its own
   // key, which fixes every other input of the body (chain, module, wallet, plan ids), so every hit sends these bytes.
   const rendered = new WeakMap<IndexedAnswer, { body: string; headers: Record<string, string> }>();
@@ -33,12 +30,9 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer
     return answer;
   };
 
-  return new Elysia({ prefix: "/v0/auth", name: "check" }).get(
+  return new Elysia({ prefix: "/v0/auth", name: "check" }).use(rateLimitPlugin(deps.limiter)).get(
     "/check",
-    async ({ query, request, server, set }) => {
-      const decision = limiter.check(clientKey(request, server as Server<unknown> | null));
-      if (!decision.ok) throw new RateLimitedError(decision.retryAfterSeconds);
-
+    async ({ query, set }) => {
       const raw = query as RawParams;
       const q: CheckQuery = {
         module: parseAddress(raw, "module_address"),
@@ -93,6 +87,6 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer
         onchain: oc.value,
       } satisfies CheckResult;
     },
-    { query: CheckQueryDoc, detail: checkDetail },
+    { rateLimit: true, query: CheckQueryDoc, detail: checkDetail },
   );
 }

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps, RouteDeps } from "./deps";
 import { createAppLimiter } from "./deps";
 import { createErrorHandler } from "./plugins/error-handler";
-import { bodyLimit } from "./plugins/body-limit";
+import { bodyLimit, serveOptions } from "./plugins/body-limit";
 import { siweRoutes } from "./features/siwe";
 import { activityRoutes } from "./features/activity";
 import { subscriptionRoutes } from "./features/subscriptions";
@@ -19,7 +19,7 @@ export function createApp(deps: AppDeps) {
   const limiter = createAppLimiter(deps.config);
   const routeDeps: RouteDeps = { ...deps, chainState, limiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
-  return new Elysia()
+  return new Elysia({ serve: serveOptions })
     .use(createErrorHandler(deps.log ?? createLogger(deps.config.LOG_LEVEL)))
     .use(bodyLimit())
     .use(docsRoutes())

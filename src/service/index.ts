@@ -82,7 +82,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log("info", "migrations applied", { applied });
-    const notifier = createNotifier(db);
+    const notifier = createNotifier(db, log);
     const active: string[] = [];
     const service: Service = { url: null, port: null, roles: active, chainId, db, notifier, stop };
 

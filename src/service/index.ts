@@ -6,11 +6,11 @@
 import { createWalletClient, defineChain, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createApp } from "../http/app";
-import { controlRoutes } from "../http/features/control";
+import { startControlListener } from "../http/features/control";
 import { randomSecret } from "../auth/hash";
 import { writeControlFile } from "../db/control-file";
 import { createChainRegistry, publicClientFor } from "../chain/clients";
-import { ConfigError, loadConfig, requireChain, type Config } from "../common/config";
+import { ConfigError, loadConfig, requireApi, requireChain, type Config } from "../common/config";
 import { createDb, type Db } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier, type Notifier } from "../db/notify";
@@ -59,6 +59,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const roles = new Set(config.ROLES);
   const wantsChain = roles.has("indexer") || roles.has("keeper");
   if (wantsChain) requireChain(config);
+  if (roles.has("api")) requireApi(config);
   const chains = await createChainRegistry(config);
   const chainId = chains.defaultChainId;
 
@@ -143,20 +144,19 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     }
 
     if (roles.has("api")) {
-      const app = createApp({ sql: db.sql, config, chains, notifier });
-      // The embedded database admits one process: `bun run apikey` then manages keys through this one.
-      const controlDir = db.kind === "pglite" ? db.dataDir : undefined;
-      const controlToken = controlDir ? randomSecret("ctl_") : null;
-      if (controlToken) app.use(controlRoutes({ sql: db.sql, token: controlToken }));
+      const app = createApp({ sql: db.sql, config, chains, notifier, log });
       app.listen({ port: config.PORT, hostname: config.HOST });
       const port = app.server?.port ?? config.PORT;
-      if (controlDir && controlToken) {
-        const removeControlFile = writeControlFile(controlDir, {
-          pid: process.pid,
-          url: baseUrl(config.HOST, port),
-          token: controlToken,
+      // The embedded database admits one process: `bun run apikey` then manages keys through this one, over a
+      // listener of its own on the loopback interface (never the public one).
+      if (db.kind === "pglite" && db.dataDir) {
+        const token = randomSecret("ctl_");
+        const control = startControlListener({ sql: db.sql, token, log });
+        const removeControlFile = writeControlFile(db.dataDir, { pid: process.pid, url: control.url, token });
+        stoppers.unshift(async () => {
+          removeControlFile();
+          await control.stop();
         });
-        stoppers.unshift(async () => removeControlFile());
       }
       const drainMs = opts.drainTimeoutMs ?? 10_000;
       stoppers.push(async () => {

@@ -46,9 +46,11 @@ async function parseBody(bytes: Uint8Array, contentType: string): Promise<unknow
   }
   if (type === "application/x-www-form-urlencoded") return Object.fromEntries(new URLSearchParams(text()));
   if (type === "multipart/form-data") {
-    return new Response(new Blob([bytes as Uint8Array<ArrayBuffer>]), { headers: { "content-type": contentType } }).formData().catch((err: Error) => {
-      throw new ParseError(err);
-    });
+    return new Response(new Blob([bytes as Uint8Array<ArrayBuffer>]), { headers: { "content-type": contentType } })
+      .formData()
+      .catch((err: Error) => {
+        throw new ParseError(err);
+      });
   }
   return text();
 }

@@ -99,6 +99,10 @@ function authError(err: AuthError): ApiError {
 /** The envelope error of anything a request raised; unexpected ones are logged (no stack) and become a 500. */
 function toApiError(code: unknown, error: unknown, request: Request, requestId: string, log: Logger): ApiError {
   if (error instanceof ApiError) return error;
+  // Elysia wraps what a parser throws (e.g. the body limit's 413) in a ParseError.
+  if (code === "PARSE" && (error as { cause?: unknown }).cause instanceof ApiError) {
+    return (error as { cause: ApiError }).cause;
+  }
   if (error instanceof AuthError) return authError(error);
   if (code === "VALIDATION") return validationError(error as ValidationLike, request);
   if (code === "NOT_FOUND") return new NotFoundError(`no route ${request.method} ${new URL(request.url).pathname}`);

@@ -53,7 +53,7 @@ export async function authenticate(
 }
 
 /** What a credential may not read: the message of every 403 for another merchant's data. */
-export const FORBIDDEN_MERCHANT = "this credential cannot read that merchant's data";
+const FORBIDDEN_MERCHANT = "this credential cannot read that merchant's data";
 
 /**
  * Throws ForbiddenCredentialError unless the principal may read `merchant` (any case) on `chainId`: an API key reads

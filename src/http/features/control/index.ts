@@ -33,7 +33,7 @@ export function startControlListener(deps: { sql: Sql; token: string; log: Logge
  * single-process, so the CLI cannot open it): key management over HTTP, authorized by a random token that only
  * the data directory's owner can read (`control.json`, mode 0600). Hidden from the public docs.
  */
-export function controlRoutes(deps: { sql: Sql; token: string }) {
+function controlRoutes(deps: { sql: Sql; token: string }) {
   const guard = ({ request }: { request: Request }) => {
     const given = request.headers.get("authorization")?.match(/^Bearer (\S+)$/)?.[1] ?? "";
     if (!constantTimeEqual(given, deps.token)) throw new UnauthenticatedError();

@@ -56,6 +56,7 @@ async function serve(url: string, port: number): Promise<void> {
     CHAIN_ID: String(CHAIN),
     ADMIN_API_KEY: ADMIN_KEY,
     RATE_LIMIT_PER_MINUTE: "1000000000",
+    SIWE_DOMAIN: "localhost",
     LOG_LEVEL: "error",
   });
   const notifier = createNotifier(db);

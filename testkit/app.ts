@@ -33,6 +33,7 @@ export function testConfig(env: Record<string, string> = {}): Config {
     CHAIN_ID: String(CHAIN_A),
     ADMIN_API_KEY: ADMIN_KEY,
     RATE_LIMIT_PER_MINUTE: "1000000",
+    SIWE_DOMAIN: "localhost",
     ...env,
   });
 }

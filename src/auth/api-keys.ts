@@ -4,13 +4,13 @@ import type { Sql } from "../db/client";
 import { hashSecret, randomId, randomSecret } from "./hash";
 
 /** Every API key starts with this, so it is recognizable (and findable by secret scanners). */
-export const API_KEY_PREFIX = "sk_live_";
+const API_KEY_PREFIX = "sk_live_";
 
 /** How many leading characters of a key are kept in clear (`prefix` column) to tell keys apart. */
 const DISPLAY_PREFIX_LENGTH = API_KEY_PREFIX.length + 4;
 
 /** `last_used_at` is written at most once per this many seconds per key, not on every request. */
-export const LAST_USED_RESOLUTION_S = 60;
+const LAST_USED_RESOLUTION_S = 60;
 
 /** Longest accepted label. */
 const MAX_LABEL_LENGTH = 200;

@@ -1,6 +1,6 @@
 import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
-import { ForbiddenError, UnauthenticatedError } from "../http/errors";
+import { ForbiddenCredentialError, InvalidCredentialError } from "./errors";
 import { findApiKey } from "./api-keys";
 import { constantTimeEqual } from "./hash";
 import { findSession, readCookie, SESSION_COOKIE, SESSION_PREFIX } from "./sessions";
@@ -22,21 +22,22 @@ export function credentialOf(headers: { authorization?: string | null; cookie?: 
   const auth = headers.authorization?.trim();
   if (auth) {
     const m = /^Bearer +(\S+)$/i.exec(auth);
-    if (!m)
-      throw new UnauthenticatedError("malformed Authorization header: expected 'Bearer <API key or session token>'");
+    if (!m) {
+      throw new InvalidCredentialError("malformed Authorization header: expected 'Bearer <API key or session token>'");
+    }
     return m[1];
   }
   return readCookie(headers.cookie, SESSION_COOKIE);
 }
 
-/** Resolves the credential of a request (Bearer header, or the session cookie); throws UnauthenticatedError. */
+/** Resolves the credential of a request (Bearer header, or the session cookie); throws InvalidCredentialError. */
 export async function authenticate(
   sql: Sql,
   config: Config,
   headers: { authorization?: string | null; cookie?: string | null },
 ): Promise<Principal> {
   const token = credentialOf(headers);
-  if (!token) throw new UnauthenticatedError("missing credential: send 'Authorization: Bearer <API key>'");
+  if (!token) throw new InvalidCredentialError("missing credential: send 'Authorization: Bearer <API key>'");
   if (config.ADMIN_API_KEY && constantTimeEqual(token, config.ADMIN_API_KEY)) return { kind: "admin", merchant: null };
   if (token.length <= MAX_TOKEN_LENGTH) {
     if (token.startsWith("sk_")) {
@@ -48,11 +49,22 @@ export async function authenticate(
         return { kind: "session", merchant: s.address, sessionId: s.id, chainId: s.chainId, expiresAt: s.expiresAt };
     }
   }
-  throw new UnauthenticatedError(INVALID_CREDENTIAL);
+  throw new InvalidCredentialError(INVALID_CREDENTIAL);
 }
 
-/** Throws ForbiddenError unless the principal may read `merchant` (lowercase address). */
-export function assertCanRead(principal: Principal, merchant: string): void {
+/** What a credential may not read: the message of every 403 for another merchant's data. */
+const FORBIDDEN_MERCHANT = "this credential cannot read that merchant's data";
+
+/**
+ * Throws ForbiddenCredentialError unless the principal may read `merchant` (any case) on `chainId`: an API key reads
+ * its merchant on every chain, a SIWE session only on the chain its message was signed for, the admin everything.
+ */
+export function assertCanRead(principal: Principal, merchant: string, chainId?: number): void {
   if (principal.kind === "admin") return;
-  if (principal.merchant !== merchant.toLowerCase()) throw new ForbiddenError();
+  if (principal.merchant !== merchant.toLowerCase()) throw new ForbiddenCredentialError(FORBIDDEN_MERCHANT);
+  if (principal.kind === "session" && chainId !== undefined && chainId !== principal.chainId) {
+    throw new ForbiddenCredentialError(
+      `this session was signed for chain ${principal.chainId} and cannot read chain ${chainId}: sign in on that chain`,
+    );
+  }
 }

@@ -87,6 +87,14 @@ async function pickPort(explicit: number | undefined, preferred: number): Promis
   return (await portFree(preferred)) ? preferred : undefined;
 }
 
+/** A port free on the loopback interface now (the API's port must be known before start: SIWE_DOMAIN names it). */
+function anyFreePort(): number {
+  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = server.port;
+  server.stop(true);
+  return port;
+}
+
 /** Reads `--name value` or `--name=value` from argv. */
 function flag(argv: string[], name: string): string | undefined {
   for (let i = 0; i < argv.length; i++) {
@@ -338,7 +346,7 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
   const started = performance.now();
   const dataDir = opts.dataDir ?? process.env.DEV_DATA_DIR ?? "./.data/dev";
   const anvilPort = await pickPort(opts.anvilPort, 8545);
-  const apiPort = (await pickPort(opts.port, 3000)) ?? 0;
+  const apiPort = (await pickPort(opts.port, 3000)) || anyFreePort();
   rmSync(dataDir, { recursive: true, force: true });
 
   let anvil: Anvil | undefined;
@@ -362,7 +370,11 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
       )
         env[k] = v;
     }
+    const host = process.env.HOST ?? "127.0.0.1";
+    const shownHost = ["0.0.0.0", "::", ""].includes(host) ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
     Object.assign(env, {
+      // SIWE messages name the host the banner's URLs print.
+      SIWE_DOMAIN: process.env.SIWE_DOMAIN || `${shownHost}:${apiPort}`,
       RPC_URL: anvil.rpcUrl,
       CHAIN_ID: String(anvil.chainId),
       PROCESSOR_ADDRESS: seeded.processor,
@@ -372,7 +384,7 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
       ROLES: "api,indexer,keeper",
       DATA_DIR: dataDir,
       PORT: String(apiPort),
-      HOST: process.env.HOST ?? "127.0.0.1",
+      HOST: host,
       LOG_LEVEL: opts.logLevel ?? process.env.LOG_LEVEL ?? "warn",
     });
     const config = loadConfig(env);

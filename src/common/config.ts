@@ -27,13 +27,22 @@ const EnvSchema = {
   KEEPER_PRIVATE_KEY: T.Optional(PrivateKey),
   KEEPER_RETRY_SCHEDULE: T.String({ default: "3600,21600,86400", pattern: "^\\d+(,\\d+)*$" }),
   ADMIN_API_KEY: T.Optional(T.String({ minLength: 16, description: "at least 16 characters" })),
-  SIWE_DOMAIN: T.Optional(T.String({ minLength: 1 })),
+  SIWE_DOMAIN: T.Optional(
+    T.String({
+      pattern: "^(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?)(:[0-9]{1,5})?$",
+      description: "a host name with an optional port, e.g. api.example.com or 127.0.0.1:3000 (no scheme, no path)",
+    }),
+  ),
   SESSION_TTL_S: Uint(60),
   PORT: T.Integer({ minimum: 0, maximum: 65535, description: "a port number" }),
   HOST: T.String({ default: "0.0.0.0" }),
   ROLES: T.Array(Role, { minItems: 1, description: "api, indexer, keeper (comma-separated)" }),
   READY_MAX_LAG_BLOCKS: Uint(0),
   RATE_LIMIT_PER_MINUTE: Uint(1),
+  TRUSTED_PROXY_HOPS: T.Integer({ minimum: 0, maximum: 16, description: "an integer from 0 to 16" }),
+  CLIENT_IP_HEADER: T.Optional(
+    T.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", description: "an HTTP header name, e.g. Fly-Client-IP" }),
+  ),
   RPC_TIMEOUT_MS: Uint(100),
   ONCHAIN_CHECK_CONCURRENCY: T.Integer({ minimum: 1, default: 32, description: "an integer >= 1" }),
   LOG_LEVEL: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")]),
@@ -48,6 +57,7 @@ const defaults: Record<string, string> = {
   ROLES: "api,indexer,keeper",
   READY_MAX_LAG_BLOCKS: "20",
   RATE_LIMIT_PER_MINUTE: "6000",
+  TRUSTED_PROXY_HOPS: "0",
   RPC_TIMEOUT_MS: "5000",
   LOG_LEVEL: "info",
 };
@@ -97,6 +107,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     extraRpcUrls[Number(m[1])] = parseOne(name, Url, raw) as string;
   }
   const cfg = out as Env;
+  if (cfg.CLIENT_IP_HEADER && cfg.TRUSTED_PROXY_HOPS > 0) {
+    throw new ConfigError("CLIENT_IP_HEADER and TRUSTED_PROXY_HOPS exclude each other: set one way to find the client");
+  }
   if (cfg.PROCESSOR_ADDRESS) cfg.PROCESSOR_ADDRESS = cfg.PROCESSOR_ADDRESS.toLowerCase();
   return { ...cfg, extraRpcUrls, retrySchedule: cfg.KEEPER_RETRY_SCHEDULE.split(",").map(Number) };
 }
@@ -105,4 +118,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 export function requireChain(cfg: Config): asserts cfg is Config & { RPC_URL: string; PROCESSOR_ADDRESS: string } {
   if (!cfg.RPC_URL) throw new ConfigError("RPC_URL is required");
   if (!cfg.PROCESSOR_ADDRESS) throw new ConfigError("PROCESSOR_ADDRESS is required");
+}
+
+/** Checks what the api role needs beyond the schema: the domain SIWE messages must name. */
+export function requireApi(cfg: Config): asserts cfg is Config & { SIWE_DOMAIN: string } {
+  if (!cfg.SIWE_DOMAIN) {
+    throw new ConfigError(
+      "SIWE_DOMAIN is required when the api role runs: the host SIWE messages must name, e.g. api.example.com",
+    );
+  }
 }

@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { Db } from "./client";
+import { createLogger, type Logger } from "../common/log";
 
 /** What the indexer announces after each committed batch. */
 export type IndexedBatch = { chainId: number; fromBlock: string; toBlock: string; reorg: boolean };
@@ -12,8 +13,25 @@ export type Notifier = {
 
 const CHANNEL = "indexed_batch";
 
-/** Creates the notifier for a database; LISTEN/NOTIFY does not cross PGlite's socket, so it stays in-process there. */
-export function createNotifier(db: Pick<Db, "sql" | "kind">): Notifier {
+/** A NOTIFY payload as a batch, or null (logged) when it is not one: anyone with database access can NOTIFY. */
+export function parseBatch(payload: string, log: Logger): IndexedBatch | null {
+  try {
+    const b = JSON.parse(payload) as Partial<IndexedBatch> | null;
+    if (b && Number.isSafeInteger(b.chainId) && typeof b.fromBlock === "string" && typeof b.toBlock === "string") {
+      return { chainId: b.chainId!, fromBlock: b.fromBlock, toBlock: b.toBlock, reorg: b.reorg === true };
+    }
+  } catch {
+    // reported below
+  }
+  log("warn", "ignored a malformed notification", { channel: CHANNEL, payload: payload.slice(0, 200) });
+  return null;
+}
+
+/**
+ * Creates the notifier for a database; LISTEN/NOTIFY does not cross PGlite's socket, so it stays in-process there.
+ * A malformed payload is logged and dropped, never thrown into the listener.
+ */
+export function createNotifier(db: Pick<Db, "sql" | "kind">, log: Logger = createLogger("info")): Notifier {
   const local = new EventEmitter();
   local.setMaxListeners(0);
   if (db.kind === "pglite") {
@@ -30,7 +48,10 @@ export function createNotifier(db: Pick<Db, "sql" | "kind">): Notifier {
       await db.sql.notify(CHANNEL, JSON.stringify(batch));
     },
     subscribe: async (fn) => {
-      const { unlisten } = await db.sql.listen(CHANNEL, (payload) => fn(JSON.parse(payload) as IndexedBatch));
+      const { unlisten } = await db.sql.listen(CHANNEL, (payload) => {
+        const batch = parseBatch(payload, log);
+        if (batch) fn(batch);
+      });
       return unlisten;
     },
   };

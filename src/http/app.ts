@@ -1,6 +1,8 @@
 import { Elysia } from "elysia";
 import type { AppDeps, RouteDeps } from "./deps";
-import { errorHandler } from "./plugins/error-handler";
+import { createAppLimiter } from "./deps";
+import { createErrorHandler } from "./plugins/error-handler";
+import { bodyLimit, serveOptions } from "./plugins/body-limit";
 import { siweRoutes } from "./features/siwe";
 import { activityRoutes } from "./features/activity";
 import { subscriptionRoutes } from "./features/subscriptions";
@@ -9,17 +11,20 @@ import { healthRoutes } from "./features/health";
 import { createChainState } from "./chain-state";
 import { docsRoutes } from "./features/docs";
 import { createApiCaches } from "./cache";
+import { createLogger } from "../common/log";
 
-/** Builds the HTTP app: every `/v0` feature plus health and docs. */
+/** Builds the HTTP app: every `/v0` feature plus health and docs, over one rate-limit store. */
 export function createApp(deps: AppDeps) {
   const chainState = createChainState({ sql: deps.sql, notifier: deps.notifier });
-  const routeDeps: RouteDeps = { ...deps, chainState };
+  const limiter = createAppLimiter(deps.config);
+  const routeDeps: RouteDeps = { ...deps, chainState, limiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
-  return new Elysia()
-    .use(errorHandler)
+  return new Elysia({ serve: serveOptions })
+    .use(createErrorHandler(deps.log ?? createLogger(deps.config.LOG_LEVEL)))
+    .use(bodyLimit())
     .use(docsRoutes())
     .use(healthRoutes(routeDeps))
-    .use(siweRoutes(deps))
+    .use(siweRoutes(routeDeps))
     .use(activityRoutes(routeDeps, caches.activity))
     .use(subscriptionRoutes(routeDeps))
     .use(checkRoutes(routeDeps, caches.check))

@@ -1,9 +1,12 @@
+import { createClientLimiter } from "./rate-limit";
 import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
 import type { ChainRegistry } from "../chain/clients";
 import type { Notifier } from "../db/notify";
 import type { ApiCaches } from "./cache";
 import type { ChainState } from "./chain-state";
+import type { ClientLimiter } from "./rate-limit";
+import type { Logger } from "../common/log";
 
 /** What the HTTP app needs from the process around it. */
 export type AppDeps = {
@@ -16,7 +19,18 @@ export type AppDeps = {
    * code defaults, and stopped with the app; without a notifier nothing is cached.
    */
   caches?: ApiCaches;
+  /** Where unexpected errors are logged (default: JSON lines on stdout at LOG_LEVEL). */
+  log?: Logger;
 };
 
-/** What every `/v0` feature receives: the app's dependencies plus the shared chain cache. */
-export type RouteDeps = AppDeps & { chainState: ChainState };
+/** What every `/v0` feature receives: the app's dependencies plus the shared chain cache and rate-limit store. */
+export type RouteDeps = AppDeps & { chainState: ChainState; limiter: ClientLimiter };
+
+/** The rate-limit store of an app, configured from RATE_LIMIT_PER_MINUTE, TRUSTED_PROXY_HOPS and CLIENT_IP_HEADER. */
+export function createAppLimiter(config: Config): ClientLimiter {
+  return createClientLimiter({
+    perMinute: config.RATE_LIMIT_PER_MINUTE,
+    trustedProxyHops: config.TRUSTED_PROXY_HOPS,
+    clientIpHeader: config.CLIENT_IP_HEADER,
+  });
+}

@@ -55,6 +55,13 @@ export class NotFoundError extends ApiError {
   }
 }
 
+/** 413: a request body over the size limit, refused before it is read. */
+export class PayloadTooLargeError extends ApiError {
+  constructor(maxBytes: number) {
+    super(413, "invalid_request_error", "body_too_large", `the request body is larger than ${maxBytes} bytes`, "body");
+  }
+}
+
 /** 429: over the rate limit; `Retry-After` tells when to come back. */
 export class RateLimitedError extends ApiError {
   constructor(retryAfterSeconds: number) {

@@ -8,8 +8,6 @@
  */
 import { Type as t, type TSchema, type TString } from "@sinclair/typebox";
 import { InvalidParameterError, MissingParameterError } from "./errors";
-import { assertCanRead, authenticate, type Principal } from "../auth/principal";
-import type { AppDeps } from "./deps";
 
 /** Raw query or path values as Elysia hands them over (a string, or null for undecodable path segments). */
 export type RawParams = Record<string, string | null | undefined>;
@@ -127,8 +125,20 @@ export function parseSince(params: RawParams, name = "since"): Date | undefined 
   const date = new Date(0);
   date.setUTCFullYear(year, month - 1, day);
   date.setUTCHours(hour, minute, second, 0);
-  return new Date(date.getTime() + ms - offsetMin * 60_000);
+  const at = new Date(date.getTime() + ms - offsetMin * 60_000);
+  // Postgres has no year 0 and postgres.js sends Dates as ISO text, which cannot name years past 9999.
+  if (!(at.getTime() >= MIN_INSTANT && at.getTime() < MAX_INSTANT)) {
+    throw new InvalidParameterError(
+      name,
+      `${name} must be a date-time from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z`,
+    );
+  }
+  return at;
 }
+
+/** First and past-the-last instants a date-time parameter may name (years 0001–9999, UTC). */
+const MIN_INSTANT = Date.UTC(2000, 0, 1) - 730_119 * 86_400_000;
+const MAX_INSTANT = Date.UTC(9999, 11, 31) + 86_400_000;
 
 /** A decimal uint256 (leading zeros allowed), returned in canonical decimal. */
 export function parseUint256(params: RawParams, name: string): string {
@@ -218,17 +228,3 @@ export const ParamDocs = {
     }),
   ),
 };
-
-/** Authenticates the request and checks it may read `merchant` (401 / 403 otherwise). */
-export async function requireReader(
-  deps: Pick<AppDeps, "sql" | "config">,
-  request: Request,
-  merchant: string,
-): Promise<Principal> {
-  const principal = await authenticate(deps.sql, deps.config, {
-    authorization: request.headers.get("authorization"),
-    cookie: request.headers.get("cookie"),
-  });
-  assertCanRead(principal, merchant);
-  return principal;
-}

@@ -1,10 +1,16 @@
 import type { Server } from "bun";
+import { RateLimitedError } from "./errors";
 
 /** Outcome of one rate-limit check. */
 export type RateDecision = { ok: true } | { ok: false; retryAfterSeconds: number };
 
 /** A per-key limiter: `check(key)` counts one request for `key`. */
-export type RateLimiter = { check: (key: string) => RateDecision; size: () => number };
+export type RateLimiter = {
+  check: (key: string) => RateDecision;
+  /** Whether `check(key)` would pass now, without counting a request. */
+  peek: (key: string) => RateDecision;
+  size: () => number;
+};
 
 /** Options of {@link createRateLimiter}. */
 export type RateLimiterOptions = {
@@ -45,7 +51,15 @@ export function createRateLimiter(opts: RateLimiterOptions): RateLimiter {
     lastSweep = t;
   }
 
+  const retryAfter = (tokens: number) => Math.max(1, Math.ceil((1 - tokens) / perMs / 1000));
+
   return {
+    peek(key) {
+      const prev = buckets.get(key);
+      if (!prev) return { ok: true };
+      const tokens = Math.min(burst, prev.tokens + Math.max(0, now() - prev.at) * perMs);
+      return tokens >= 1 ? { ok: true } : { ok: false, retryAfterSeconds: retryAfter(tokens) };
+    },
     check(key) {
       const t = now();
       if (t - lastSweep >= refillMs || buckets.size >= maxKeys) sweep(t);
@@ -63,25 +77,74 @@ export function createRateLimiter(opts: RateLimiterOptions): RateLimiter {
         return { ok: true };
       }
       buckets.set(key, { tokens, at: t });
-      return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - tokens) / perMs / 1000)) };
+      return { ok: false, retryAfterSeconds: retryAfter(tokens) };
     },
     size: () => buckets.size,
   };
 }
 
+/** Longest client address kept as a key: an IPv6 address with a zone fits; anything longer is cut. */
+export const MAX_CLIENT_KEY_LENGTH = 64;
+
+/** Where the client address of a request comes from (TRUSTED_PROXY_HOPS, CLIENT_IP_HEADER). */
+export type ClientAddressOptions = {
+  /** Proxies in front of the service that append to X-Forwarded-For; 0: use the socket address. */
+  trustedProxyHops?: number;
+  /** A header a trusted proxy sets to the client address (e.g. `Fly-Client-IP`); wins over the hop count. */
+  clientIpHeader?: string;
+};
+
 /**
- * Rate-limit key of a request: the first X-Forwarded-For hop when present (the service is meant to run behind a
- * proxy that sets it), else the socket's address, else "unknown".
+ * The client address of a request, as a rate-limit key: by default the socket's address (what the client writes in
+ * headers is not trusted); with `clientIpHeader` that header; with `trustedProxyHops = N` the N-th address from the
+ * right of X-Forwarded-For (the leftmost one when there are fewer), as the N trusted proxies appended them. Cut to
+ * MAX_CLIENT_KEY_LENGTH characters.
  */
-export function clientKey(request: Request, server: Server<unknown> | null | undefined): string {
-  const forwarded = request.headers.get("x-forwarded-for");
-  if (forwarded) {
-    const first = forwarded.split(",")[0].trim();
-    if (first) return first;
+export function clientAddress(
+  request: Request,
+  server: Server<unknown> | null | undefined,
+  opts: ClientAddressOptions = {},
+): string {
+  let address: string | undefined;
+  if (opts.clientIpHeader) {
+    address = request.headers.get(opts.clientIpHeader)?.trim() || undefined;
+  } else if (opts.trustedProxyHops) {
+    const hops = (request.headers.get("x-forwarded-for") ?? "")
+      .split(",")
+      .map((h) => h.trim())
+      .filter(Boolean);
+    if (hops.length) address = hops[Math.max(0, hops.length - opts.trustedProxyHops)];
   }
-  try {
-    return server?.requestIP(request)?.address ?? "unknown";
-  } catch {
-    return "unknown";
+  if (address === undefined) {
+    try {
+      address = server?.requestIP(request)?.address ?? "unknown";
+    } catch {
+      address = "unknown";
+    }
   }
+  return address.slice(0, MAX_CLIENT_KEY_LENGTH);
+}
+
+/** The one rate-limit store of an app, keyed by client address. */
+export type ClientLimiter = {
+  /** Counts one request of the client; throws RateLimitedError when its bucket is empty. */
+  hit: (request: Request, server: Server<unknown> | null | undefined) => void;
+  /** Throws RateLimitedError when the client's bucket is empty, without counting a request. */
+  assertOpen: (request: Request, server: Server<unknown> | null | undefined) => void;
+  /** Clients tracked now. */
+  size: () => number;
+};
+
+/** Creates the store behind the `rateLimit` macro and the failed-credential count. */
+export function createClientLimiter(opts: RateLimiterOptions & ClientAddressOptions): ClientLimiter {
+  const limiter = createRateLimiter(opts);
+  const key = (request: Request, server: Server<unknown> | null | undefined) => clientAddress(request, server, opts);
+  const refuse = (d: RateDecision) => {
+    if (!d.ok) throw new RateLimitedError(d.retryAfterSeconds);
+  };
+  return {
+    hit: (request, server) => refuse(limiter.check(key(request, server))),
+    assertOpen: (request, server) => refuse(limiter.peek(key(request, server))),
+    size: limiter.size,
+  };
 }

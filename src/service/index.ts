@@ -4,7 +4,7 @@
  * no new requests, in-flight ones and the current batch finish, then the database closes.
  */
 import { createChainRegistry } from "../chain/clients";
-import { ConfigError, requireChain, type Config } from "../common/config";
+import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
 import { createLogger } from "../common/log";
 import { createDb } from "../db/client";
 import { migrate } from "../db/migrate";
@@ -24,6 +24,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   const wanted = new Set<string>(config.ROLES);
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
+  if (wanted.has("api")) requireApi(config);
   const chains = await createChainRegistry(config);
   const chainId = chains.defaultChainId;
   const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR }));
@@ -45,7 +46,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   try {
     const applied = await migrate(db.sql);
     if (applied.length) log("info", "migrations applied", { applied });
-    const notifier = createNotifier(db);
+    const notifier = createNotifier(db, log);
     const service: Service = { url: null, port: null, roles: [], chainId, db, notifier, stop };
     const ctx: RoleContext = { config, opts, db, notifier, chains, chainId, log, service, indexerHooks: [] };
     for (const role of ROLES) {

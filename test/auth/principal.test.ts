@@ -1,6 +1,6 @@
 /** authenticate/assertCanRead called directly (the HTTP matrix is test/api/auth.test.ts). */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ForbiddenError, UnauthenticatedError } from "../../src/http/errors";
+import { ForbiddenCredentialError, InvalidCredentialError } from "../../src/auth/errors";
 import { createApiKey } from "../../src/auth/api-keys";
 import { assertCanRead, authenticate, credentialOf, type Principal } from "../../src/auth/principal";
 import { createSession, readCookie } from "../../src/auth/sessions";
@@ -26,7 +26,7 @@ describe("credentialOf", () => {
     expect(credentialOf({ authorization: null, cookie: "a=1; siwe_session=def" })).toBe("def");
     expect(credentialOf({ authorization: "", cookie: "siwe_session=" })).toBeUndefined();
     expect(credentialOf({})).toBeUndefined();
-    expect(() => credentialOf({ authorization: "Token abc" })).toThrow(UnauthenticatedError);
+    expect(() => credentialOf({ authorization: "Token abc" })).toThrow(InvalidCredentialError);
   });
 
   test("readCookie finds a cookie by exact name", () => {
@@ -39,7 +39,7 @@ describe("credentialOf", () => {
 describe("authenticate", () => {
   test("without ADMIN_API_KEY no token is admin", async () => {
     await expect(authenticate(db.sql, config, { authorization: "Bearer " + "x".repeat(32) })).rejects.toThrow(
-      UnauthenticatedError,
+      InvalidCredentialError,
     );
   });
 
@@ -68,7 +68,16 @@ describe("assertCanRead", () => {
   test("own merchant in any case passes, another is forbidden, admin reads all", () => {
     expect(() => assertCanRead(key, merchant)).not.toThrow();
     expect(() => assertCanRead(key, merchant.toUpperCase().replace("0X", "0x"))).not.toThrow();
-    expect(() => assertCanRead(key, "0x" + "1".repeat(40))).toThrow(ForbiddenError);
+    expect(() => assertCanRead(key, "0x" + "1".repeat(40))).toThrow(ForbiddenCredentialError);
     expect(() => assertCanRead({ kind: "admin", merchant: null }, "0x" + "1".repeat(40))).not.toThrow();
+  });
+
+  test("a session reads only the chain it was signed for; keys and the admin read every chain", () => {
+    const session: Principal = { kind: "session", merchant, sessionId: "ses_1", chainId: 10, expiresAt: "" };
+    expect(() => assertCanRead(session, merchant, 10)).not.toThrow();
+    expect(() => assertCanRead(session, merchant, 8453)).toThrow(ForbiddenCredentialError);
+    expect(() => assertCanRead(session, merchant, 8453)).toThrow("chain 10");
+    expect(() => assertCanRead(key, merchant, 8453)).not.toThrow();
+    expect(() => assertCanRead({ kind: "admin", merchant: null }, merchant, 8453)).not.toThrow();
   });
 });

@@ -3,7 +3,7 @@
  * through the service's local control endpoint (token in DATA_DIR/control.json), and the key works at once.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/common/config";
@@ -38,6 +38,7 @@ beforeAll(async () => {
     CHAIN_ID: "31337",
     PORT: String(await freePort()),
     HOST: "127.0.0.1",
+    SIWE_DOMAIN: "localhost",
   });
   service = await startService(config, { log: () => {} });
 }, 60_000);
@@ -78,13 +79,20 @@ test("create, use, list and revoke a key while the service runs", async () => {
   expect(again.stderr).toContain(id);
 }, 60_000);
 
-test("the control routes refuse anyone without the token", async () => {
-  const res = await fetch(`${service.url}/internal/api-keys`, {
-    method: "POST",
-    headers: { "content-type": "application/json", authorization: "Bearer ctl_wrong" },
-    body: JSON.stringify({ merchant }),
-  });
+test("the control routes listen on the loopback only, apart from the API, and refuse anyone without the token", async () => {
+  const control = JSON.parse(readFileSync(join(dataDir, "control.json"), "utf8")) as { url: string };
+  expect(new URL(control.url).hostname).toBe("127.0.0.1");
+  expect(new URL(control.url).port).not.toBe(new URL(service.url!).port);
+  const post = (base: string) =>
+    fetch(`${base}/internal/api-keys`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer ctl_wrong" },
+      body: JSON.stringify({ merchant }),
+    });
+  const res = await post(control.url);
   expect(res.status).toBe(401);
+  // The public listener does not serve them at all.
+  expect((await post(service.url!)).status).toBe(404);
   const docs = await (await fetch(`${service.url}/docs/json`)).text();
   expect(docs).not.toContain("/internal/");
 });

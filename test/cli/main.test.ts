@@ -42,6 +42,7 @@ function chainEnv(): Record<string, string> {
     PROCESSOR_ADDRESS: chain.processor,
     START_BLOCK: chain.startBlock.toString(),
     POLL_INTERVAL_MS: "100",
+    SIWE_DOMAIN: "localhost",
   };
 }
 
@@ -59,11 +60,19 @@ describe("bun start: configuration errors", () => {
     expect(child.output()).toContain("RPC_URL is required");
   }, 60_000);
 
+  test("the api role without SIWE_DOMAIN exits 1 naming it", async () => {
+    const child = spawnBun(["src/main.ts"], { ROLES: "api", CHAIN_ID: "31337", DATA_DIR: "memory://" });
+    expect(await child.exited).toBe(1);
+    expect(child.output()).toContain("SIWE_DOMAIN is required");
+    expect(child.output()).not.toContain("at ");
+  }, 60_000);
+
   test("a database that cannot be reached exits 1 without leaking the password", async () => {
     const port = await freePort();
     const child = spawnBun(["src/main.ts"], {
       ROLES: "api",
       CHAIN_ID: "31337",
+      SIWE_DOMAIN: "localhost",
       DATABASE_URL: `postgres://app:hunter2secret@127.0.0.1:${port}/nope`,
     });
     expect(await child.exited).toBe(1);
@@ -151,7 +160,14 @@ describe("roles", () => {
   }, 60_000);
 
   test("an api-only process needs no RPC when CHAIN_ID is set", async () => {
-    const config = loadConfig({ ROLES: "api", CHAIN_ID: "31337", PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "error" });
+    const config = loadConfig({
+      ROLES: "api",
+      CHAIN_ID: "31337",
+      PORT: "0",
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "error",
+      SIWE_DOMAIN: "localhost",
+    });
     const service = await startService(config, { db: await createTestDb(), log: () => {} });
     try {
       expect(service.roles).toEqual(["api"]);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ConfigError, loadConfig, requireChain } from "../../src/common/config";
+import { ConfigError, loadConfig, requireApi, requireChain } from "../../src/common/config";
 
 describe("loadConfig", () => {
   test("defaults match service.md", () => {
@@ -53,6 +53,14 @@ describe("loadConfig", () => {
     ["DATABASE_URL", "mysql://x"],
     ["LOG_LEVEL", "verbose"],
     ["KEEPER_RETRY_SCHEDULE", "1h,6h"],
+    ["TRUSTED_PROXY_HOPS", "-1"],
+    ["TRUSTED_PROXY_HOPS", "two"],
+    ["TRUSTED_PROXY_HOPS", "17"],
+    ["CLIENT_IP_HEADER", "Fly Client IP"],
+    ["CLIENT_IP_HEADER", "X-Ip:"],
+    ["SIWE_DOMAIN", "https://api.example.com"],
+    ["SIWE_DOMAIN", "api.example.com/login"],
+    ["SIWE_DOMAIN", "api.example.com:port"],
   ];
   test.each(bad)("%s=%p stops start-up with a message naming the variable", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
@@ -74,6 +82,30 @@ describe("loadConfig", () => {
     } catch (err) {
       expect(String(err)).not.toContain("tiny-secret");
     }
+  });
+
+  test("client address and SIWE settings: defaults, valid values, and the two proxy settings exclude each other", () => {
+    const c = loadConfig({});
+    expect(c.TRUSTED_PROXY_HOPS).toBe(0);
+    expect(c.CLIENT_IP_HEADER).toBeUndefined();
+    expect(c.SIWE_DOMAIN).toBeUndefined();
+    const set = loadConfig({
+      TRUSTED_PROXY_HOPS: "2",
+      SIWE_DOMAIN: "127.0.0.1:3000",
+    });
+    expect(set.TRUSTED_PROXY_HOPS).toBe(2);
+    expect(set.SIWE_DOMAIN).toBe("127.0.0.1:3000");
+    expect(loadConfig({ CLIENT_IP_HEADER: "Fly-Client-IP" }).CLIENT_IP_HEADER).toBe("Fly-Client-IP");
+    expect(loadConfig({ SIWE_DOMAIN: "[::1]:3000" }).SIWE_DOMAIN).toBe("[::1]:3000");
+    expect(() => loadConfig({ CLIENT_IP_HEADER: "Fly-Client-IP", TRUSTED_PROXY_HOPS: "1" })).toThrow(
+      "CLIENT_IP_HEADER and TRUSTED_PROXY_HOPS",
+    );
+  });
+
+  test("requireApi: the api role needs SIWE_DOMAIN, named in the error", () => {
+    expect(() => requireApi(loadConfig({}))).toThrow(ConfigError);
+    expect(() => requireApi(loadConfig({}))).toThrow("SIWE_DOMAIN is required");
+    expect(() => requireApi(loadConfig({ SIWE_DOMAIN: "api.example.com" }))).not.toThrow();
   });
 
   test("requireChain names what the indexer and keeper need", () => {

@@ -1,12 +1,14 @@
 /**
- * The credential matrix through HTTP: errorHandler + SIWE routes + a tiny route that calls
- * authenticate/assertCanRead like every merchant route does.
+ * The credential matrix through HTTP: errorHandler + SIWE routes + a tiny route that uses the `merchantReader`
+ * macro like every merchant route does.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Elysia } from "elysia";
 import { errorHandler } from "../../src/http/plugins/error-handler";
 import { siweRoutes } from "../../src/http/features/siwe";
-import { assertCanRead, authenticate, INVALID_CREDENTIAL } from "../../src/auth/principal";
+import { INVALID_CREDENTIAL } from "../../src/auth/principal";
+import { authPlugin } from "../../src/http/plugins/auth";
+import { createAppLimiter } from "../../src/http/deps";
 import { createApiKey, revokeApiKey } from "../../src/auth/api-keys";
 import { loadConfig } from "../../src/common/config";
 import type { ChainRegistry } from "../../src/chain/clients";
@@ -50,19 +52,15 @@ beforeAll(async () => {
     };
   }
   db = await createTestDb();
-  const config = loadConfig({ ADMIN_API_KEY: ADMIN, CHAIN_ID: "31337" });
+  const config = loadConfig({ ADMIN_API_KEY: ADMIN, CHAIN_ID: "31337", SIWE_DOMAIN: "localhost" });
   // CHAIN_ID without an RPC: plain-wallet signatures are checked locally, which is all this matrix needs.
   const chains: ChainRegistry = { defaultChainId: 31337, get: () => undefined, chainIds: () => [] };
   app = new Elysia()
     .use(errorHandler)
     .use(siweRoutes({ sql: db.sql, config, chains }))
-    .get("/v0/test/merchants/:merchant", async ({ params, request }) => {
-      const principal = await authenticate(db.sql, config, {
-        authorization: request.headers.get("authorization"),
-        cookie: request.headers.get("cookie"),
-      });
-      assertCanRead(principal, params.merchant.toLowerCase());
-      return { kind: principal.kind, merchant: principal.merchant };
+    .use(authPlugin({ sql: db.sql, config, defaultChainId: 31337, limiter: createAppLimiter(config) }))
+    .get("/v0/test/merchants/:merchant", ({ principal }) => ({ kind: principal.kind, merchant: principal.merchant }), {
+      merchantReader: true,
     });
 }, 60_000);
 

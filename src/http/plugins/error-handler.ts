@@ -1,10 +1,14 @@
 import { Elysia } from "elysia";
 import { ValueErrorType } from "@sinclair/typebox/errors";
+import { AuthError, ForbiddenCredentialError } from "../../auth/errors";
+import { createLogger, type Logger } from "../../common/log";
 import {
   ApiError,
+  ForbiddenError,
   InvalidParameterError,
   MissingParameterError,
   NotFoundError,
+  UnauthenticatedError,
   UnavailableError,
   errorBody,
 } from "../errors";
@@ -85,31 +89,53 @@ function validationError(err: ValidationLike, request: Request): ApiError {
 
 const newRequestId = () => `req_${crypto.randomUUID().replaceAll("-", "")}`;
 
-/** Renders every error as the service.md envelope; nothing reaches the client as a 500 page. */
-export const errorHandler = new Elysia({ name: "error-handler" })
-  .derive({ as: "global" }, () => ({ requestId: newRequestId() }))
-  .onAfterHandle({ as: "global" }, ({ set, requestId }) => {
-    set.headers["x-request-id"] = requestId;
-  })
-  .onError({ as: "global" }, ({ code, error, set, request, ...ctx }) => {
-    const requestId = (ctx as { requestId?: string }).requestId ?? newRequestId();
-    let apiError: ApiError;
-    if (error instanceof ApiError) apiError = error;
-    else if (code === "VALIDATION") apiError = validationError(error as ValidationLike, request);
-    else if (code === "NOT_FOUND") {
-      apiError = new NotFoundError(`no route ${request.method} ${new URL(request.url).pathname}`);
-    } else if (code === "PARSE") apiError = new InvalidParameterError("body", "the request body could not be parsed");
-    else if (code === "INVALID_COOKIE_SIGNATURE") apiError = new InvalidParameterError("cookie", "a cookie is invalid");
-    else if (isDatabaseDown(error)) apiError = new UnavailableError();
-    else {
-      console.error(
-        JSON.stringify({ level: "error", msg: "unhandled", requestId, err: String((error as Error)?.stack ?? error) }),
-      );
-      apiError = new ApiError(500, "api_error", "internal_error", "internal error");
-    }
-    set.status = apiError.status;
-    for (const [k, v] of Object.entries(apiError.headers)) set.headers[k] = v;
-    set.headers["x-request-id"] = requestId;
-    set.headers["content-type"] = "application/json";
-    return errorBody(apiError, requestId);
+/** The API error of an auth failure: 403 for a credential reading what it may not, else 401 (same message). */
+function authError(err: AuthError): ApiError {
+  return err instanceof ForbiddenCredentialError
+    ? new ForbiddenError(err.message)
+    : new UnauthenticatedError(err.message);
+}
+
+/** The envelope error of anything a request raised; unexpected ones are logged (no stack) and become a 500. */
+function toApiError(code: unknown, error: unknown, request: Request, requestId: string, log: Logger): ApiError {
+  if (error instanceof ApiError) return error;
+  // Elysia wraps what a parser throws (e.g. the body limit's 413) in a ParseError.
+  if (code === "PARSE" && (error as { cause?: unknown }).cause instanceof ApiError) {
+    return (error as { cause: ApiError }).cause;
+  }
+  if (error instanceof AuthError) return authError(error);
+  if (code === "VALIDATION") return validationError(error as ValidationLike, request);
+  if (code === "NOT_FOUND") return new NotFoundError(`no route ${request.method} ${new URL(request.url).pathname}`);
+  if (code === "PARSE") return new InvalidParameterError("body", "the request body could not be parsed");
+  if (code === "INVALID_COOKIE_SIGNATURE") return new InvalidParameterError("cookie", "a cookie is invalid");
+  if (isDatabaseDown(error)) return new UnavailableError();
+  log("error", "unhandled error", {
+    requestId,
+    method: request.method,
+    path: new URL(request.url).pathname,
+    err: error,
+    code: (error as { code?: unknown })?.code,
   });
+  return new ApiError(500, "api_error", "internal_error", "internal error");
+}
+
+/** Renders every error as the service.md envelope; nothing reaches the client as a 500 page. */
+export function createErrorHandler(log: Logger = createLogger("info")) {
+  return new Elysia({ name: "error-handler" })
+    .derive({ as: "global" }, () => ({ requestId: newRequestId() }))
+    .onAfterHandle({ as: "global" }, ({ set, requestId }) => {
+      set.headers["x-request-id"] = requestId;
+    })
+    .onError({ as: "global" }, ({ code, error, set, request, ...ctx }) => {
+      const requestId = (ctx as { requestId?: string }).requestId ?? newRequestId();
+      const apiError = toApiError(code, error, request, requestId, log);
+      set.status = apiError.status;
+      for (const [k, v] of Object.entries(apiError.headers)) set.headers[k] = v;
+      set.headers["x-request-id"] = requestId;
+      set.headers["content-type"] = "application/json";
+      return errorBody(apiError, requestId);
+    });
+}
+
+/** The error handler with the default logger (JSON lines on stdout). */
+export const errorHandler = createErrorHandler();

@@ -1,7 +1,7 @@
 import { randomSecret } from "../../auth/hash";
 import { writeControlFile } from "../../db/control-file";
 import { createApp } from "../../http/app";
-import { controlRoutes } from "../../http/features/control";
+import { startControlListener } from "../../http/features/control";
 import type { Role } from "../context";
 
 /** Loopback URL for a bound host: wildcard binds are reached through 127.0.0.1. */
@@ -10,26 +10,31 @@ function baseUrl(host: string, port: number): string {
   return `http://${h}:${port}`;
 }
 
-/** Role `api`: the HTTP API; on the embedded database also the control endpoint `bun run apikey` uses. */
+/**
+ * Role `api`: the HTTP API. On the embedded database (one process only) it also runs the control endpoint that
+ * `bun run apikey` uses, on a listener of its own on the loopback interface, never the public one.
+ */
 export const apiRole: Role = {
   name: "api",
-  async start({ config, opts, db, notifier, chains, service }) {
-    const app = createApp({ sql: db.sql, config, chains, notifier });
-    // The embedded database admits one process: `bun run apikey` then manages keys through this one.
-    const controlDir = db.kind === "pglite" ? db.dataDir : undefined;
-    const controlToken = controlDir ? randomSecret("ctl_") : null;
-    if (controlToken) app.use(controlRoutes({ sql: db.sql, token: controlToken }));
+  async start({ config, opts, db, notifier, chains, log, service }) {
+    const app = createApp({ sql: db.sql, config, chains, notifier, log });
     app.listen({ port: config.PORT, hostname: config.HOST });
     const port = app.server?.port ?? config.PORT;
-    const removeControlFile =
-      controlDir && controlToken
-        ? writeControlFile(controlDir, { pid: process.pid, url: baseUrl(config.HOST, port), token: controlToken })
-        : () => {};
+    let stopControl = async () => {};
+    if (db.kind === "pglite" && db.dataDir) {
+      const token = randomSecret("ctl_");
+      const control = startControlListener({ sql: db.sql, token, log });
+      const removeControlFile = writeControlFile(db.dataDir, { pid: process.pid, url: control.url, token });
+      stopControl = async () => {
+        removeControlFile();
+        await control.stop();
+      };
+    }
     service.url = baseUrl(config.HOST, port);
     service.port = port;
     const drainMs = opts.drainTimeoutMs ?? 10_000;
     return async () => {
-      removeControlFile();
+      await stopControl();
       // Stop accepting; let in-flight requests finish, but not forever.
       const drained = app.stop(false).then(() => true);
       const timedOut = Bun.sleep(drainMs).then(() => false);

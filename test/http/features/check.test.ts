@@ -194,8 +194,8 @@ describe("GET /v0/auth/check (onchain and both, RPC down)", () => {
 });
 
 describe("rate limiting", () => {
-  test("per client address: X-Forwarded-For first hop, else the socket address, 429 with Retry-After", async () => {
-    const config = testConfig({ RATE_LIMIT_PER_MINUTE: "2" });
+  test("per client address: with TRUSTED_PROXY_HOPS=2 the 2nd X-Forwarded-For entry from the right, else the socket address, 429 with Retry-After", async () => {
+    const config = testConfig({ RATE_LIMIT_PER_MINUTE: "2", TRUSTED_PROXY_HOPS: "2" });
     const app = createApp({ sql: s.db.sql, config, chains: await createChainRegistry(config) });
     const path = `/v0/auth/check?${q(W.alice, "1")}`;
     const from = (ip: string) => request(app, path, { "x-forwarded-for": `${ip}, 10.0.0.1` });

@@ -8,9 +8,9 @@ import {
   parseLimit,
   parseSince,
   parseToken,
-  requireReader,
   type RawParams,
 } from "../../params";
+import { authPlugin } from "../../plugins/auth";
 import { nextLink } from "../../paging";
 import { freshnessHeaders, resolveChain } from "../../chain-state";
 import { type RouteDeps } from "../../deps";
@@ -38,7 +38,15 @@ function pageKey(q: ActivityQuery, cursor: ReturnType<typeof parseEventId>, form
 /** First word of the CSV attachment name of each route. */
 const ROUTE_NAMES = { ALL: "activity", CHARGE: "payments", FAIL: "failures", REFILL: "activity" } as const;
 
-type Ctx = { params: unknown; query: unknown; request: Request; set: { headers: Record<string, string | number> } };
+/** Every input of one request, parsed before the credential is checked (a 400 comes first). */
+type Input = {
+  q: ActivityQuery;
+  cursor: ReturnType<typeof parseEventId>;
+  format: ListFormat;
+  route: keyof typeof ROUTE_NAMES;
+};
+
+type Ctx = { request: Request; set: { headers: Record<string, string | number> } };
 
 /**
  * Activity routes. Pages go through `cache` when given, keyed by merchant and normalized query; the credential is
@@ -49,23 +57,31 @@ export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPa
   const load = (q: ActivityQuery, cursor: ReturnType<typeof parseEventId>, format: ListFormat) =>
     loadActivityPage(deps, q, cursor, format);
 
-  /** One handler for the three routes; `fixedType` pins the type of payments and failures. */
-  const handler = (fixedType?: ActivityType) => async (ctx: Ctx) => {
-    const params = ctx.params as RawParams;
-    const query = ctx.query as RawParams;
-    const merchant = parseAddress(params, "merchant");
-    const chainId = parseChainId(query, deps.chains.defaultChainId);
-    const type = fixedType ?? parseEnum(query, "type", ACTIVITY_TYPES, undefined);
-    const limit = parseLimit(query);
-    const since = parseSince(query);
-    const token = parseToken(query);
-    const format = parseFormat(query);
-    const order = parseEnum(query, "order", ["asc", "desc"] as const, "asc");
-    const cursor = parseEventId(query);
-    await requireReader(deps, ctx.request, merchant);
-    freshnessHeaders(ctx.set.headers, await resolveChain(deps, chainId));
+  /** Parses the parameters of the three routes; `fixedType` pins the type of payments and failures. */
+  const parse =
+    (fixedType?: ActivityType) =>
+    (ctx: { params: unknown; query: unknown }): { input: Input } => {
+      const params = ctx.params as RawParams;
+      const query = ctx.query as RawParams;
+      const merchant = parseAddress(params, "merchant");
+      const chainId = parseChainId(query, deps.chains.defaultChainId);
+      const type = fixedType ?? parseEnum(query, "type", ACTIVITY_TYPES, undefined);
+      const limit = parseLimit(query);
+      const since = parseSince(query);
+      const token = parseToken(query);
+      const format = parseFormat(query);
+      const order = parseEnum(query, "order", ["asc", "desc"] as const, "asc");
+      const cursor = parseEventId(query);
+      const q: ActivityQuery = { merchant, chainId, type, since, token, order, limit };
+      return { input: { q, cursor, format, route: fixedType ?? "ALL" } };
+    };
 
-    const q: ActivityQuery = { merchant, chainId, type, since, token, order, limit };
+  /** One handler for the three routes, after `merchantReader` checked the credential. */
+  const handler = async (ctx: Ctx) => {
+    // Set by the route's `resolve` (Elysia does not carry a route-level resolve into the handler's type).
+    const { q, cursor, format, route } = (ctx as Ctx & { input: Input }).input;
+    const chainId = q.chainId;
+    freshnessHeaders(ctx.set.headers, await resolveChain(deps, chainId));
     const headers = ctx.set.headers;
     const page = await (
       cache
@@ -75,7 +91,7 @@ export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPa
     delete headers["x-indexed-block"];
     delete headers["x-indexed-at"];
     freshnessHeaders(headers, page instanceof ListOverflow ? page.chain : page);
-    const filename = `${ROUTE_NAMES[fixedType ?? "ALL"]}-${merchant}-${chainId}.csv`;
+    const filename = `${ROUTE_NAMES[route]}-${q.merchant}-${chainId}.csv`;
     if (page instanceof ListOverflow) {
       const requestId = (ctx as { requestId?: string }).requestId;
       return streamActivity(deps, page, { format, filename, headers, requestId });
@@ -86,17 +102,24 @@ export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPa
   };
 
   return new Elysia({ name: "activity" })
-    .get("/v0/activity/:merchant", handler(), {
+    .use(authPlugin({ ...deps, defaultChainId: deps.chains.defaultChainId }))
+    .get("/v0/activity/:merchant", handler, {
+      resolve: parse(),
+      merchantReader: true,
       params: MerchantParamsDoc,
       query: ActivityQueryDoc,
       detail: details.activity,
     })
-    .get("/v0/payments/:merchant", handler("CHARGE"), {
+    .get("/v0/payments/:merchant", handler, {
+      resolve: parse("CHARGE"),
+      merchantReader: true,
       params: MerchantParamsDoc,
       query: TypedQueryDoc,
       detail: details.payments,
     })
-    .get("/v0/failures/:merchant", handler("FAIL"), {
+    .get("/v0/failures/:merchant", handler, {
+      resolve: parse("FAIL"),
+      merchantReader: true,
       params: MerchantParamsDoc,
       query: TypedQueryDoc,
       detail: details.failures,

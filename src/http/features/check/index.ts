@@ -1,8 +1,7 @@
 /** `GET /v0/auth/check`: is a wallet authorized for any of some plans on a module? Public, rate limited. */
 import { Elysia } from "elysia";
-import type { Server } from "bun";
-import { ChainUnavailableError, InvalidParameterError, RateLimitedError } from "../../errors";
-import { clientKey, createRateLimiter } from "../../rate-limit";
+import { ChainUnavailableError, InvalidParameterError } from "../../errors";
+import { rateLimitPlugin } from "../../plugins/rate-limit";
 import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } from "../../params";
 import { freshnessHeaders, isConfiguredChain } from "../../chain-state";
 import { type RouteDeps } from "../../deps";
@@ -12,7 +11,6 @@ import type { ResponseCache } from "../../cache";
 
 /** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
 export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer>) {
-  const limiter = createRateLimiter({ perMinute: deps.config.RATE_LIMIT_PER_MINUTE });
   const checker = createOnchainChecker({
     chains: deps.chains,
     concurrency: deps.config.ONCHAIN_CHECK_CONCURRENCY,
@@ -38,12 +36,9 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer
     return answer;
   };
 
-  return new Elysia({ prefix: "/v0/auth", name: "check" }).get(
+  return new Elysia({ prefix: "/v0/auth", name: "check" }).use(rateLimitPlugin(deps.limiter)).get(
     "/check",
-    async ({ query, request, server, set }) => {
-      const decision = limiter.check(clientKey(request, server as Server<unknown> | null));
-      if (!decision.ok) throw new RateLimitedError(decision.retryAfterSeconds);
-
+    async ({ query, set }) => {
       const raw = query as RawParams;
       const q: CheckQuery = {
         module: parseAddress(raw, "module_address"),
@@ -98,6 +93,6 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer
         onchain: oc.value,
       } satisfies CheckResult;
     },
-    { query: CheckQueryDoc, detail: checkDetail },
+    { rateLimit: true, query: CheckQueryDoc, detail: checkDetail },
   );
 }

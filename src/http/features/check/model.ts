@@ -7,9 +7,6 @@ import { SubscriptionStatusSchema } from "../subscriptions/model";
 /** Check modes. */
 export const CHECK_MODES = ["indexed", "onchain", "both"] as const;
 
-/** indexed (the index), onchain (the contract) or both. */
-export type CheckMode = (typeof CHECK_MODES)[number];
-
 /** One allocation of the wallet for a requested plan. */
 export const CheckDetail = t.Object({
   allocation_id: t.String({ description: "`<chain_id>:<module>:<subscription_id>`" }),

@@ -62,7 +62,8 @@ const errorExamples: Record<number, ErrorDoc> = {
     message: "invalid, revoked or expired credential",
   },
   403: {
-    description: "The credential belongs to another merchant.",
+    description:
+      "The credential belongs to another merchant, or is a SIWE session signed for another chain than `chain_id`.",
     type: "permission_error",
     code: "forbidden",
     message: "this credential cannot read that merchant's data",
@@ -74,7 +75,8 @@ const errorExamples: Record<number, ErrorDoc> = {
     message: "no such subscription",
   },
   429: {
-    description: "Over the per-client rate limit; `Retry-After` says when to come back.",
+    description:
+      "Over the per-client rate limit (refused credentials count against it too); `Retry-After` says when to come back.",
     type: "rate_limit_error",
     code: "rate_limited",
     message: "too many requests",
@@ -239,7 +241,7 @@ function constUnionToEnum(schema: Record<string, unknown>): Record<string, unkno
  * - a route's `detail.responses` and `detail.requestBody` win over what the plugin derives from its `response` and
  *   `body` schemas (the plugin otherwise drops them, losing the examples and error statuses).
  */
-export function finishDocument(generated: OpenAPIV3.Document, routes: DocRoute[]): OpenAPIV3.Document {
+function finishDocument(generated: OpenAPIV3.Document, routes: DocRoute[]): OpenAPIV3.Document {
   const doc = structuredClone(generated);
   for (const item of Object.values(doc.paths ?? {})) {
     for (const op of Object.values(item ?? {}) as Operation[]) {

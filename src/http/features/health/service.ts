@@ -17,7 +17,7 @@ export type ChainReadiness = {
 export type Readiness = { ready: boolean; reasons: string[]; chains: ChainReadiness[] };
 
 /** How old `head_seen_at` may be: ten poll intervals, and never less than 30 s. */
-export function headStaleAfterMs(config: Pick<Config, "POLL_INTERVAL_MS">): number {
+function headStaleAfterMs(config: Pick<Config, "POLL_INTERVAL_MS">): number {
   return Math.max(30_000, 10 * config.POLL_INTERVAL_MS);
 }
 

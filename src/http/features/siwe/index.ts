@@ -1,11 +1,13 @@
-import type { Server } from "bun";
 import { Elysia } from "elysia";
 import type { Hex } from "viem";
 import type { AppDeps } from "../../deps";
-import { authenticate, type Principal } from "../../../auth/principal";
+import { createAppLimiter } from "../../deps";
+import { requireApi } from "../../../common/config";
 import { clearedSessionCookie, revokeSession, sessionCookie } from "../../../auth/sessions";
-import { InvalidParameterError, MissingParameterError, RateLimitedError, UnauthenticatedError } from "../../errors";
-import { clientKey, createRateLimiter } from "../../rate-limit";
+import { InvalidParameterError, MissingParameterError } from "../../errors";
+import type { ClientLimiter } from "../../rate-limit";
+import { rateLimitPlugin } from "../../plugins/rate-limit";
+import { authPlugin } from "../../plugins/auth";
 import {
   LogoutResponse,
   logoutDetail,
@@ -28,11 +30,6 @@ function isHttps(request: Request): boolean {
   return request.headers.get("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https";
 }
 
-/** The request's `Host` (what SIWE messages must name when SIWE_DOMAIN is unset). */
-function hostOf(request: Request): string {
-  return request.headers.get("host") ?? new URL(request.url).host;
-}
-
 /** Before validation: a missing field is `missing_parameter`, a wrong one (left to the schema) `invalid_parameter`. */
 function requireVerifyFields({ body }: { body: unknown }): void {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
@@ -43,34 +40,23 @@ function requireVerifyFields({ body }: { body: unknown }): void {
   }
 }
 
-function requireSession(p: Principal): Extract<Principal, { kind: "session" }> {
-  if (p.kind !== "session") throw new UnauthenticatedError("this route needs a SIWE session token or cookie");
-  return p;
-}
-
-/** SIWE sign-in routes under /v0/siwe. */
-export function siweRoutes(deps: AppDeps) {
+/**
+ * SIWE sign-in routes under /v0/siwe. The unauthenticated ones write to the database, so they are rate limited per
+ * client (the app's store in `deps.limiter`, else one of their own). Throws ConfigError without SIWE_DOMAIN.
+ */
+export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter }) {
   const { sql, config, chains } = deps;
-  // Unauthenticated routes that write to the database: limited per client address.
-  const limiter = createRateLimiter({ perMinute: config.RATE_LIMIT_PER_MINUTE });
+  requireApi(config);
+  const domain = config.SIWE_DOMAIN;
+  const limiter = deps.limiter ?? createAppLimiter(config);
   let lastPurge = 0;
 
-  const limit = (request: Request, server: Server<unknown> | null | undefined) => {
-    const decision = limiter.check(clientKey(request, server));
-    if (!decision.ok) throw new RateLimitedError(decision.retryAfterSeconds);
-  };
-
-  const principalOf = (request: Request) =>
-    authenticate(sql, config, {
-      authorization: request.headers.get("authorization"),
-      cookie: request.headers.get("cookie"),
-    });
-
   return new Elysia({ prefix: "/v0/siwe", name: "siwe" })
+    .use(rateLimitPlugin(limiter))
+    .use(authPlugin({ sql, config, defaultChainId: chains.defaultChainId, limiter }))
     .get(
       "/nonce",
-      async ({ request, server, set }) => {
-        limit(request, server);
+      async ({ set }) => {
         if (Date.now() - lastPurge > PURGE_INTERVAL_MS) {
           lastPurge = Date.now();
           await purgeExpired(sql);
@@ -78,25 +64,22 @@ export function siweRoutes(deps: AppDeps) {
         set.headers["cache-control"] = "no-store";
         return issueNonce(sql);
       },
-      {
-        response: NonceResponse,
-        detail: nonceDetail,
-      },
+      { rateLimit: true, response: NonceResponse, detail: nonceDetail },
     )
     .post(
       "/verify",
-      async ({ request, server, body, set }) => {
-        limit(request, server);
+      async ({ request, body, set }) => {
         const { token, session } = await signIn(
           { sql, chains, sessionTtlSeconds: config.SESSION_TTL_S },
-          { message: body.message, signature: body.signature as Hex, domain: config.SIWE_DOMAIN ?? hostOf(request) },
+          { message: body.message, signature: body.signature as Hex, domain },
         );
         const maxAgeSeconds = (Date.parse(session.expiresAt) - Date.now()) / 1000;
         set.headers["set-cookie"] = sessionCookie(token, { maxAgeSeconds, secure: isHttps(request) });
-        set.headers["cache-control"] = "no-store";
+        set.headers["cache-control"] = "private, no-store";
         return { token, address: session.address, expires_at: session.expiresAt };
       },
       {
+        rateLimit: true,
         transform: requireVerifyFields,
         body: VerifyBody,
         response: SessionResponse,
@@ -105,21 +88,16 @@ export function siweRoutes(deps: AppDeps) {
     )
     .get(
       "/me",
-      async ({ request, set }) => {
-        const s = requireSession(await principalOf(request));
-        set.headers["cache-control"] = "no-store";
-        return { address: s.merchant, chain_id: s.chainId, expires_at: s.expiresAt };
-      },
-      { response: MeResponse, detail: meDetail },
+      ({ session }) => ({ address: session.merchant, chain_id: session.chainId, expires_at: session.expiresAt }),
+      { siweSession: true, response: MeResponse, detail: meDetail },
     )
     .post(
       "/logout",
-      async ({ request, set }) => {
-        const s = requireSession(await principalOf(request));
-        await revokeSession(sql, s.sessionId);
+      async ({ request, set, session }) => {
+        await revokeSession(sql, session.sessionId);
         set.headers["set-cookie"] = clearedSessionCookie({ secure: isHttps(request) });
         return { ok: true as const };
       },
-      { response: LogoutResponse, detail: logoutDetail },
+      { siweSession: true, response: LogoutResponse, detail: logoutDetail },
     );
 }

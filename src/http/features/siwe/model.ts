@@ -5,10 +5,10 @@ import type { OpenAPIV3 } from "openapi-types";
 import { jsonSchema, responses } from "../docs";
 
 /** Longest accepted EIP-4361 message, in characters. */
-export const MAX_MESSAGE_LENGTH = 8192;
+const MAX_MESSAGE_LENGTH = 8192;
 
 /** Longest accepted signature hex (ERC-6492 wraps factory calldata, so it can be long). */
-export const MAX_SIGNATURE_LENGTH = 20_000;
+const MAX_SIGNATURE_LENGTH = 20_000;
 
 /** Body of `POST /v0/siwe/verify`. */
 export const VerifyBody = t.Object({
@@ -109,10 +109,10 @@ export const verifyDetail = {
   tags: ["siwe"],
   summary: "Sign in with a signed message",
   description:
-    "Checks a signed EIP-4361 message and opens a session for the signing address: the domain (SIWE_DOMAIN, else " +
-    "the request's host), the nonce (single use), Issued At / Expiration Time / Not Before, the chain id and the " +
+    "Checks a signed EIP-4361 message and opens a session for the signing address: the domain (SIWE_DOMAIN; the " +
+    "URI must be on it too), the nonce (spent by the first attempt, whatever its outcome), Issued At / Expiration Time / Not Before, the chain id and the " +
     "signature (plain wallets, ERC-1271 and ERC-6492 contract wallets). Returns a session token, also set as the " +
-    "HttpOnly cookie `siwe_session`. The session reads the data of the merchant at the signing address. Public; " +
+    "HttpOnly cookie `siwe_session`. The session reads the data of the merchant at the signing address, on the chain it was signed for. Public; " +
     "rate limited per client address.",
   requestBody: {
     required: true,

@@ -33,6 +33,7 @@ export async function purgeExpired(sql: Sql): Promise<number> {
 /** A parsed message with every field a sign-in needs. */
 type SignIn = {
   domain: string;
+  uri: string;
   address: Hex;
   chainId: number;
   nonce: string;
@@ -57,6 +58,7 @@ export function parseSignIn(message: string): SignIn {
   }
   return {
     domain: m.domain,
+    uri: m.uri!,
     address: m.address,
     chainId: m.chainId!,
     nonce: m.nonce!,
@@ -73,22 +75,28 @@ export type SignInDeps = { sql: Sql; chains: ChainRegistry; sessionTtlSeconds: n
 export type SignInInput = {
   message: string;
   signature: Hex;
-  /** The domain the message must name (config.SIWE_DOMAIN, else the request's host). */
+  /** The domain the message must name, and its URI be on (config.SIWE_DOMAIN). */
   domain: string;
   /** Current time (default now). */
   now?: Date;
 };
 
-/**
- * Checks a signed message (domain, chain, times, nonce, signature), consumes its nonce and opens a session.
- * Throws 400 for a malformed message, 401 for anything that does not authenticate, 502 when the RPC needed to
- * check a contract-wallet signature fails.
- */
-export async function signIn(deps: SignInDeps, input: SignInInput): Promise<{ token: string; session: Session }> {
-  const now = input.now ?? new Date();
-  const m = parseSignIn(input.message);
-  if (m.domain.toLowerCase() !== input.domain.toLowerCase()) {
-    throw new UnauthenticatedError(`the message is for domain "${m.domain}", this service is "${input.domain}"`);
+/** The host (with port) of a message's URI, lowercase; "" when it has none. */
+function uriHost(uri: string): string {
+  try {
+    return new URL(uri).host.toLowerCase();
+  } catch {
+    return "";
+  }
+}
+
+/** Throws UnauthenticatedError unless the message names this service's domain, a served chain and valid times. */
+function checkMessage(deps: SignInDeps, m: SignIn, domain: string, now: Date): void {
+  if (m.domain.toLowerCase() !== domain.toLowerCase()) {
+    throw new UnauthenticatedError(`the message is for domain "${m.domain}", this service is "${domain}"`);
+  }
+  if (uriHost(m.uri) !== domain.toLowerCase()) {
+    throw new UnauthenticatedError(`the message's URI must be on ${domain}`);
   }
   const served = deps.chains.get(m.chainId) !== undefined || m.chainId === deps.chains.defaultChainId;
   if (!served) {
@@ -104,27 +112,41 @@ export async function signIn(deps: SignInDeps, input: SignInInput): Promise<{ to
   if (m.notBefore && m.notBefore.getTime() > now.getTime()) {
     throw new UnauthenticatedError("the message is not valid yet (Not Before is in the future)");
   }
-  // Read-only check first: an unknown nonce must not cost a signature check (an RPC call for contract wallets).
-  const [live] = await deps.sql`
-    select 1 from siwe_nonces where nonce = ${m.nonce} and used_at is null and expires_at > now()`;
-  if (!live) throw new UnauthenticatedError(NONCE_REJECTED);
+}
 
-  await verifySignature(deps.chains.get(m.chainId), m, input, now);
-
-  return deps.sql.begin(async (tx) => {
-    // Atomic consume: of two concurrent sign-ins with one nonce, exactly one gets the row back.
-    const [used] = await tx`
-      update siwe_nonces set used_at = now()
-      where nonce = ${m.nonce} and used_at is null and expires_at > now()
-      returning nonce`;
-    if (!used) throw new UnauthenticatedError(NONCE_REJECTED);
-    return createSession(tx, {
+/**
+ * Spends the message's nonce, checks the message (domain, URI, chain, times, signature) and opens a session. The
+ * first attempt with a nonce spends it, whatever its outcome, so a nonce is tried once; only a failed RPC call (502,
+ * no verdict on the signature) gives it back. Throws 400 for a malformed message, 401 for anything that does not
+ * authenticate, 502 when the RPC needed to check a contract-wallet signature fails.
+ */
+export async function signIn(deps: SignInDeps, input: SignInInput): Promise<{ token: string; session: Session }> {
+  const now = input.now ?? new Date();
+  const m = parseSignIn(input.message);
+  // Atomic spend: of concurrent attempts with one nonce, exactly one gets the row back.
+  const [spent] = await deps.sql`
+    update siwe_nonces set used_at = now()
+    where nonce = ${m.nonce} and used_at is null and expires_at > now()
+    returning nonce`;
+  if (!spent) throw new UnauthenticatedError(NONCE_REJECTED);
+  try {
+    checkMessage(deps, m, input.domain, now);
+    await verifySignature(deps.chains.get(m.chainId), m, input, now);
+  } catch (err) {
+    if (err instanceof ChainUnavailableError) {
+      // Only this attempt holds the nonce (the spend above was atomic), so it can hand it back as it was.
+      await deps.sql`update siwe_nonces set used_at = null where nonce = ${m.nonce}`;
+    }
+    throw err;
+  }
+  return deps.sql.begin((tx) =>
+    createSession(tx, {
       address: m.address,
       chainId: m.chainId,
       ttlSeconds: deps.sessionTtlSeconds,
       notAfter: m.expirationTime,
-    });
-  });
+    }),
+  );
 }
 
 const NONCE_REJECTED = "the nonce is unknown, already used or expired: get a new one from GET /v0/siwe/nonce";

@@ -8,9 +8,9 @@ import {
   parseEnum,
   parseLimit,
   parseUint256,
-  requireReader,
   type RawParams,
 } from "../../params";
+import { authPlugin } from "../../plugins/auth";
 import { nextLink } from "../../paging";
 import { freshnessHeaders, resolveChain } from "../../chain-state";
 import { type RouteDeps } from "../../deps";
@@ -34,19 +34,37 @@ import {
 import { streamSubscriptions, subscriptionsCsvPage } from "./service";
 import { parseFormat } from "../../stream";
 
+/** The parsed parameters the route's `resolve` put in the context (Elysia does not type a route-level resolve). */
+const inputOf = <R extends { input: unknown }>(ctx: object): R["input"] => (ctx as R).input;
+
 /** Subscription routes. */
 export function subscriptionRoutes(deps: RouteDeps) {
+  // Parameters are parsed in `resolve`, before `merchantReader` checks the credential (a 400 comes first).
+  const parseList = ({ params, query }: { params: unknown; query: unknown }) => ({
+    input: {
+      merchant: parseAddress(params as RawParams, "merchant"),
+      chainId: parseChainId(query as RawParams, deps.chains.defaultChainId),
+      status: parseEnum(query as RawParams, "status", SUBSCRIPTION_STATUSES, undefined),
+      format: parseFormat(query as RawParams),
+      limit: parseLimit(query as RawParams),
+      cursor: parseAllocationId(query as RawParams),
+    },
+  });
+  const parseGet = ({ params, query }: { params: unknown; query: unknown }) => ({
+    input: {
+      merchant: parseAddress(params as RawParams, "merchant"),
+      subscriptionId: parseUint256(params as RawParams, "id"),
+      chainId: parseChainId(query as RawParams, deps.chains.defaultChainId),
+    },
+  });
+
   return new Elysia({ prefix: "/v0/subscriptions", name: "subscriptions" })
+    .use(authPlugin({ ...deps, defaultChainId: deps.chains.defaultChainId }))
     .get(
       "/:merchant",
-      async ({ params, query, request, set }) => {
-        const merchant = parseAddress(params as RawParams, "merchant");
-        const chainId = parseChainId(query as RawParams, deps.chains.defaultChainId);
-        const status = parseEnum(query as RawParams, "status", SUBSCRIPTION_STATUSES, undefined);
-        const format = parseFormat(query as RawParams);
-        const limit = parseLimit(query as RawParams);
-        const cursor = parseAllocationId(query as RawParams);
-        await requireReader(deps, request, merchant);
+      async (ctx) => {
+        const { request, set } = ctx;
+        const { merchant, chainId, status, format, limit, cursor } = inputOf<ReturnType<typeof parseList>>(ctx);
         freshnessHeaders(set.headers, await resolveChain(deps, chainId));
 
         const q: SubscriptionQuery = { merchant, chainId, status, limit };
@@ -65,28 +83,26 @@ export function subscriptionRoutes(deps: RouteDeps) {
         }
         if (limit === undefined) return streamSubscriptions(deps, q, { format, headers: set.headers });
         const rows = await listSubscriptions(deps.sql, q);
-        if (limit !== undefined && rows.length > limit) {
+        if (rows.length > limit) {
           rows.length = limit;
           set.headers.link = nextLink(request.url, allocationId(rows[rows.length - 1]));
         }
         if (format === "csv") return subscriptionsCsvPage(rows, merchant, chainId, set.headers);
         return rows.map(toSubscriptionRecord);
       },
-      { params: ListParamsDoc, query: ListQueryDoc, detail: listDetail },
+      { resolve: parseList, merchantReader: true, params: ListParamsDoc, query: ListQueryDoc, detail: listDetail },
     )
     .get(
       "/:merchant/:id",
-      async ({ params, query, request, set }) => {
-        const merchant = parseAddress(params as RawParams, "merchant");
-        const subscriptionId = parseUint256(params as RawParams, "id");
-        const chainId = parseChainId(query as RawParams, deps.chains.defaultChainId);
-        await requireReader(deps, request, merchant);
+      async (ctx) => {
+        const { set } = ctx;
+        const { merchant, subscriptionId, chainId } = inputOf<ReturnType<typeof parseGet>>(ctx);
         freshnessHeaders(set.headers, await resolveChain(deps, chainId));
         const row = await getSubscription(deps.sql, { merchant, chainId, subscriptionId });
         if (!row)
           throw new NotFoundError(`no subscription ${subscriptionId} of this merchant on chain ${chainId}`, "id");
         return toSubscriptionRecord(row);
       },
-      { params: GetParamsDoc, query: GetQueryDoc, detail: getDetail },
+      { resolve: parseGet, merchantReader: true, params: GetParamsDoc, query: GetQueryDoc, detail: getDetail },
     );
 }

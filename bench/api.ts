@@ -28,7 +28,7 @@ import { createNotifier } from "../src/db/notify";
 import { loadConfig } from "../src/common/config";
 import { createChainRegistry } from "../src/chain/clients";
 import { createApp } from "../src/http/app";
-import { createApiCaches } from "../src/http/cache";
+import { createApiCaches } from "../src/http/caches";
 
 const CHAIN = 31337;
 const ADMIN_KEY = "bench-admin-key-0123456789abcdef";

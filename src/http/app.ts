@@ -10,7 +10,7 @@ import { checkRoutes } from "./features/check";
 import { healthRoutes } from "./features/health";
 import { createChainState } from "./chain-state";
 import { docsRoutes } from "./features/docs";
-import { createApiCaches } from "./cache";
+import { createApiCaches } from "./caches";
 import { createLogger } from "../common/log";
 
 /** Builds the HTTP app: every `/v0` feature plus health and docs, over one rate-limit store. */

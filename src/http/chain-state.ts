@@ -4,7 +4,8 @@
  */
 import type { Sql } from "../db/client";
 import type { Notifier } from "../db/notify";
-import type { AppDeps, RouteDeps } from "./deps";
+import type { ChainRegistry } from "../chain/clients";
+import type { Config } from "../common/config";
 import { DEADLINE_FAST_MS, withDeadline } from "./deadline";
 import { InvalidParameterError } from "./errors";
 
@@ -26,6 +27,9 @@ export type ChainState = {
   /** Stops listening to the notifier. */
   stop: () => Promise<void>;
 };
+
+/** What the read routes' services need: the database, the chain cache, the chain registry and the config. */
+export type ReadDeps = { sql: Sql; chainState: ChainState; chains: ChainRegistry; config: Config };
 
 /** Reads every `chains` row (a handful: one per indexed chain). */
 export async function readChains(sql: Sql): Promise<ChainRow[]> {
@@ -111,7 +115,7 @@ export function freshnessHeaders(
  * Resolves the chain a request reads: it must be configured (RPC_URL / CHAIN_ID / RPC_URL_<id>) or have indexed
  * data; anything else is a 400 on `chain_id`. Returns its cached row (undefined before the first batch).
  */
-export async function resolveChain(deps: RouteDeps, chainId: number): Promise<ChainRow | undefined> {
+export async function resolveChain(deps: ReadDeps, chainId: number): Promise<ChainRow | undefined> {
   const row = await deps.chainState.get(chainId);
   if (!row && !isConfiguredChain(deps, chainId)) {
     throw new InvalidParameterError("chain_id", `chain ${chainId} is not indexed by this service`);
@@ -120,6 +124,6 @@ export async function resolveChain(deps: RouteDeps, chainId: number): Promise<Ch
 }
 
 /** Whether the process is configured for `chainId` (the indexed chain or an extra RPC endpoint). */
-export function isConfiguredChain(deps: Pick<AppDeps, "chains">, chainId: number): boolean {
+export function isConfiguredChain(deps: { chains: ChainRegistry }, chainId: number): boolean {
   return deps.chains.defaultChainId === chainId || deps.chains.chainIds().includes(chainId);
 }

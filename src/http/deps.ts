@@ -3,7 +3,7 @@ import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
 import type { ChainRegistry } from "../chain/clients";
 import type { Notifier } from "../db/notify";
-import type { ApiCaches } from "./cache";
+import type { ApiCaches } from "./caches";
 import type { ChainState } from "./chain-state";
 import type { ClientLimiter } from "./rate-limit";
 import type { Logger } from "../common/log";

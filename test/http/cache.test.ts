@@ -1,17 +1,12 @@
 /**
- * The response caches of the authorization check and the activity routes (src/api/cache.ts): identical bytes,
+ * The response caches of the authorization check and the activity routes (src/http/cache.ts, src/http/caches.ts): identical bytes,
  * invalidation by the indexer's batch notification (through the real notifier: LISTEN/NOTIFY on Postgres,
  * in-process on PGlite), the generation rule, time-based expiry at the grace boundary, max age and bounds.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApp } from "../../src/http/app";
-import {
-  createApiCaches,
-  createChainGenerations,
-  createResponseCache,
-  type ApiCacheOptions,
-  type ApiCaches,
-} from "../../src/http/cache";
+import { createChainGenerations, createResponseCache } from "../../src/http/cache";
+import { createApiCaches, type ApiCacheOptions, type ApiCaches } from "../../src/http/caches";
 import { indexedCheck } from "../../src/http/features/check/service";
 import { createApiKey, revokeApiKey } from "../../src/auth/api-keys";
 import { createChainRegistry, type ChainRegistry } from "../../src/chain/clients";

@@ -2,7 +2,7 @@
 import type { Sql } from "../../../db/client";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { ACTIVITY_CSV_COLUMNS, type ActivityRecord, type ActivityType } from "./model";
-import type { RouteDeps } from "../../deps";
+import type { ReadDeps } from "../../chain-state";
 import type { Loaded } from "../../cache";
 import { InvalidParameterError } from "../../errors";
 import { AppError } from "../../../common/errors";
@@ -165,7 +165,7 @@ export class ListOverflow extends AppError {
  * one chunk plus one record: a list that fits is a page, a longer one throws {@link ListOverflow}.
  */
 export async function loadActivityPage(
-  deps: Pick<RouteDeps, "sql" | "chainState">,
+  deps: Pick<ReadDeps, "sql" | "chainState">,
   query: ActivityQuery,
   cursor: { chainId: number; txHash: string; logIndex: number } | undefined,
   format: ListFormat,
@@ -204,7 +204,7 @@ export async function loadActivityPage(
  * chunks bounded by the same indexed block.
  */
 export function streamActivity(
-  deps: Pick<RouteDeps, "sql" | "config">,
+  deps: Pick<ReadDeps, "sql" | "config">,
   overflow: ListOverflow,
   opts: { format: ListFormat; filename: string; headers: Record<string, string | number>; requestId?: string },
 ): Promise<Response> {

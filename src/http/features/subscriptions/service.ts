@@ -9,7 +9,7 @@ import {
   type SubscriptionRecord,
   type SubscriptionStatus,
 } from "./model";
-import type { RouteDeps } from "../../deps";
+import type { ReadDeps } from "../../chain-state";
 import { keysetBatches, listContentHeaders, listResponse, type ListFormat } from "../../stream";
 import { csvText } from "../../csv";
 
@@ -158,7 +158,7 @@ export function subscriptionsCsvPage(
  * themselves are current: a later charge shows in total_spent).
  */
 export async function streamSubscriptions(
-  deps: Pick<RouteDeps, "sql" | "config" | "chainState">,
+  deps: Pick<ReadDeps, "sql" | "config" | "chainState">,
   query: SubscriptionQuery,
   opts: { format: ListFormat; headers: Record<string, string | number>; requestId?: string },
 ): Promise<Response> {

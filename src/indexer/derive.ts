@@ -184,7 +184,7 @@ export function deriveBatch(
     switch (ev.name) {
       case "ModuleCreated": {
         const row = {
-          address: String(a.module),
+          address: moduleOfEvent(ev)!,
           merchant: String(a.merchant),
           blockNumber: ev.blockNumber,
           logIndex: ev.logIndex,

@@ -1,6 +1,7 @@
 import type { PublicClient } from "viem";
 import { decodeLog, moduleTopics, type DecodedEvent, type RawLog } from "./decode";
 import { eachBounded } from "../common/async";
+import { moduleOfEvent } from "../domain/attribution";
 import { bloomMayContain } from "./bloom";
 import {
   ChainBehindError,
@@ -141,7 +142,7 @@ async function collectEvents(
     const ev = decodeLog(log, "processor");
     if (!ev) continue;
     events.push(ev);
-    if (ev.name === "ModuleCreated") all.add(String(ev.args.module));
+    if (ev.name === "ModuleCreated") all.add(moduleOfEvent(ev)!);
   }
   let moduleLogs = fetched.moduleLogs;
   if (fetched.queried !== "all") {
@@ -220,7 +221,7 @@ async function firstDoubtfulBlock(opts: {
       // Every log of the block: a module created in it logs there too.
       const logs = await getLogsByHash(client, {}, h.hash, DOUBT_RETRY);
       const found = logs.filter((l) => l.address.toLowerCase() === processor).map((l) => decodeLog(l, "processor"));
-      const created = new Set(found.filter((e) => e?.name === "ModuleCreated").map((e) => String(e!.args.module)));
+      const created = new Set(found.filter((e) => e?.name === "ModuleCreated").map((e) => moduleOfEvent(e!)!));
       for (const log of logs) {
         const a = log.address.toLowerCase();
         if (a !== processor && (ours.has(a) || created.has(a))) found.push(decodeLog(log, "module"));

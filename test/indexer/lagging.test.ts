@@ -4,6 +4,8 @@
  * fresh index of the same chain.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { encodeFunctionData } from "viem";
+import { subscriptionProcessorAbi } from "../../src/chain/abis";
 import { publicClientFor } from "../../src/chain/clients";
 import type { Db } from "../../src/db/client";
 import { createIndexer, type Indexer, type IndexerTuning } from "../../src/indexer";
@@ -240,6 +242,46 @@ describe("token metadata", () => {
         .sql`select symbol, decimals from tokens where address = ${scenario.tokens.nometa.toLowerCase()}`;
       expect([nometa!.symbol, nometa!.decimals]).toEqual([null, null]);
       await expectSameAsFresh(run.db);
+    } finally {
+      await close(run);
+    }
+  });
+});
+
+describe("deep reorgs", () => {
+  // Last: it replaces the history the other tests built.
+  test("a reorg deeper than the stored window is acted on only after several polls agree, and shows in status", async () => {
+    const run = await follow({ deepReorgPolls: 3 });
+    try {
+      const suspected: boolean[] = [];
+      let sampling = true;
+      const sampler = (async () => {
+        while (sampling) {
+          suspected.push(run.indexer.status().deepReorgSuspected);
+          await Bun.sleep(2);
+        }
+      })();
+      const charge = {
+        from: chain.address("keeper"),
+        to: chain.processor,
+        data: encodeFunctionData({
+          abi: subscriptionProcessorAbi,
+          functionName: "charge",
+          args: [scenario.modules.m1, scenario.subs[2]!],
+        }),
+        gas: "0x2dc6c0",
+      };
+      await chain.testClient.request({ method: "anvil_reorg", params: [70, [[charge, 3]]] } as never);
+      await expectSameAsFresh(run.db);
+      sampling = false;
+      await sampler;
+      const msgs = run.logs.map((l) => l.msg);
+      const confirmed = msgs.indexOf("deep reorg confirmed: reindexing from START_BLOCK");
+      expect(confirmed).toBeGreaterThan(0);
+      expect(msgs.slice(0, confirmed).filter((m) => m === "deep reorg suspected").length).toBe(2);
+      expect(suspected).toContain(true);
+      expect(run.indexer.status().deepReorgSuspected).toBe(false);
+      expect(run.indexer.status().lastError).toBeNull();
     } finally {
       await close(run);
     }

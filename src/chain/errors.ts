@@ -134,7 +134,7 @@ const RESULT_WORDS = /result|\blogs\b|response size|size limit|payload/;
 const SPAN_WORDS = /block range (is )?too/;
 const SPAN_HINT = /\[\s*(0x[0-9a-f]+)\s*,\s*(0x[0-9a-f]+)\s*\]/;
 const SPAN_CAP = /(?:max(?:imum)?|limit(?:ed)? to|up to|at most)[^0-9]{0,24}([0-9][0-9,_]*)/;
-const REVERT = /execution reverted|revert|invalid opcode/;
+const REVERT = /execution reverted|revert|invalid opcode|out of gas/;
 
 /** JSON-RPC error 3 (geth, anvil) or a provider's "execution reverted" wording. */
 function isRevertText(code: number | undefined, text: string): boolean {

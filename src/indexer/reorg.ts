@@ -90,6 +90,7 @@ export function createDeepReorgGuard(polls: number) {
   let last: string | null = null;
   let count = 0;
   return {
+    polls,
     /** Records a deep-reorg look; returns how many consecutive looks agree (act when ≥ `polls`). */
     observe(fingerprint: string): number {
       count = fingerprint === last ? count + 1 : 1;
@@ -103,3 +104,6 @@ export function createDeepReorgGuard(polls: number) {
     },
   };
 }
+
+/** A {@link createDeepReorgGuard}. */
+export type DeepReorgGuard = ReturnType<typeof createDeepReorgGuard>;

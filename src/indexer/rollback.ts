@@ -11,7 +11,8 @@ import {
 } from "./derive";
 import { ChainBehindError } from "./errors";
 import { prepareBatch, type PreparedBatch } from "./fetch";
-import { cursorOf, type IndexerContext, type Pipeline } from "./pipeline";
+import { announce, cursorOf, fetchRange, runBatchHooks, tokenMetas, verifyCursor } from "./pipeline";
+import type { IndexerContext } from "./context";
 import {
   loadBlocks,
   loadSubscriptionEvents,
@@ -31,7 +32,6 @@ import { writeBulk, writeState, type BatchRows } from "./write";
  */
 export async function applyReorg(
   ctx: IndexerContext,
-  pipeline: Pipeline,
   ancestor: Cursor | null,
   head: bigint,
   target: bigint,
@@ -39,16 +39,16 @@ export async function applyReorg(
   const { sql, chainId, state, log, window, startBlock } = ctx;
   const old = state.cursor;
   const from = ancestor ? ancestor.block + 1n : startBlock;
-  const batch = from <= target ? await newBranchBatch(ctx, pipeline, ancestor, from, target) : null;
+  const batch = from <= target ? await newBranchBatch(ctx, ancestor, from, target) : null;
   // Tokens deleted with orphaned plans may come back: read every plan token of the new branch's range.
-  const metas = await pipeline.tokenMetas(batch, true);
+  const metas = await tokenMetas(ctx, batch, true);
   const next: Cursor | null = batch ? cursorOf(batch) : ancestor;
   const refill = ancestor && next ? await windowRefill(ctx, ancestor, next) : [];
   let batchRows: BatchRows | null = null;
   state.needReload = true; // caches are rebuilt from the rolled-back tables below, and reloaded if this fails
   const started = performance.now();
   await sql.begin(async (tx) => {
-    await pipeline.verifyCursor(tx, old);
+    await verifyCursor(ctx, tx, old);
     const { events } = await rollback(tx, chainId, ancestor);
     log("warn", "indexer rolled back", { chainId, to: ancestor?.block ?? null, removedEvents: events });
     for (const h of ctx.hooks) await h.onRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
@@ -57,7 +57,7 @@ export async function applyReorg(
       const subs = await loadSubscriptions(tx, chainId, subscriptionsToLoad(batch.events));
       batchRows = { batch, derived: deriveBatch(batch.events, state.modules, state.plans, subs), tokens: metas };
       await writeBulk(tx, chainId, batchRows, ctx.io.useCopy);
-      await pipeline.runBatchHooks(tx, batchRows, head, true);
+      await runBatchHooks(ctx, tx, batchRows, head, true);
       await writeState(tx, chainId, batchRows, window);
     }
     if (refill.length > 0) await saveBlocks(tx, chainId, refill, (next?.block ?? 0n) - window);
@@ -67,13 +67,12 @@ export async function applyReorg(
   state.needReload = false;
   state.setCursor(next);
   state.resetHead(head);
-  pipeline.announce(batchRows, from, batch?.to ?? next?.block ?? startBlock - 1n, true, performance.now() - started);
+  announce(ctx, batchRows, from, batch?.to ?? next?.block ?? startBlock - 1n, true, performance.now() - started);
 }
 
 /** The first batch of the new branch above the ancestor, with the modules known as of the ancestor. */
 async function newBranchBatch(
   ctx: IndexerContext,
-  pipeline: Pipeline,
   ancestor: Cursor | null,
   from: bigint,
   target: bigint,
@@ -82,7 +81,7 @@ async function newBranchBatch(
   const rows = await ctx.sql<{ address: string; merchant: string }[]>`
     select address, merchant from modules where chain_id = ${ctx.chainId} and block_number < ${from.toString()}`;
   const atAncestor = new Map(rows.map((r) => [r.address, r.merchant]));
-  const fetched = await pipeline.fetchRange(from, ctx.sizer.nextTo(from, target), [...atAncestor.keys()]);
+  const fetched = await fetchRange(ctx, from, ctx.sizer.nextTo(from, target), [...atAncestor.keys()]);
   return prepareBatch({
     client: ctx.client,
     fetched,
@@ -157,7 +156,7 @@ export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null)
     for (const ev of await loadSubscriptionEvents(tx, chainId, survivors)) {
       const id = ev.subscriptionId!;
       if (ev.name === "SubscriptionCreated") {
-        states.set(id, subscriptionFromCreated(ev, merchants.get(ev.address) ?? ""));
+        states.set(id, subscriptionFromCreated(ev, merchants.get(moduleOfEvent(ev)!) ?? ""));
         continue;
       }
       const sub = states.get(id);

@@ -45,9 +45,9 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
   const tokens = createTokenBook({
     client,
     chainId,
-    policy: { ...policy, attempts: Math.min(policy.attempts, 2) },
+    policy, // transport errors are retried within the deadline; a hang is cut by it
     timeoutMs: t.tokenTimeoutMs ?? 2_000,
-    retryMs: t.tokenRetryMs ?? 2_000,
+    retryMs: t.tokenRetryMs ?? 1_000,
     maxRetryMs: t.tokenMaxRetryMs ?? 300_000,
     log,
   });

@@ -29,7 +29,7 @@ export type IndexerTuning = {
   deepReorgPolls?: number;
   /** Deadline of a token's `symbol()` + `decimals()` read (default 2 s). */
   tokenTimeoutMs?: number;
-  /** First pause before a token that timed out is read again; doubles per failure (default 2 s). */
+  /** First pause before a token that timed out is read again; doubles per failure (default 1 s). */
   tokenRetryMs?: number;
   /** Longest pause between reads of such a token (default 5 min). */
   tokenMaxRetryMs?: number;

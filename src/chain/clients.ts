@@ -1,5 +1,6 @@
 import { createPublicClient, http, type PublicClient } from "viem";
 import type { Config } from "../common/config";
+import { AppError } from "../common/errors";
 
 /** Public clients by chain id: the indexed chain plus `RPC_URL_<id>` extras. */
 export type ChainRegistry = {
@@ -11,9 +12,7 @@ export type ChainRegistry = {
 };
 
 /** Thrown when the chain id of `RPC_URL` cannot be read or disagrees with `CHAIN_ID`. */
-export class ChainIdMismatchError extends Error {
-  override name = "ChainIdMismatchError";
-}
+export class ChainIdMismatchError extends AppError {}
 
 /** A viem public client with no block-number cache and a bounded timeout. */
 export function publicClientFor(url: string, timeoutMs = 5000): PublicClient {

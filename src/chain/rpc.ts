@@ -1,11 +1,33 @@
-import { BaseError, HttpRequestError, type PublicClient } from "viem";
-import type { RawLog } from "../indexer/decode";
-import { RangeRefusedError, RpcHttpError, RpcResponseError, RpcUnavailableError } from "../indexer/errors";
+import { BaseError, type PublicClient } from "viem";
+import { eachBounded } from "../common/async";
+import {
+  asRangeRefusal,
+  isRetryableRpcError,
+  isTimeout,
+  RangeRefusedError,
+  ResponseTooLargeError,
+  RpcHttpError,
+  RpcResponseError,
+  RpcUnavailableError,
+} from "./errors";
 
-/** A block header reduced to what the indexer keeps. */
-export type Header = { number: bigint; hash: string; parentHash: string; timestamp: number };
+/** A log exactly as `eth_getLogs` returns it (hex quantities). */
+export type RawLog = {
+  address: string;
+  topics: string[];
+  data: string;
+  blockNumber: string | null;
+  blockHash: string | null;
+  blockTimestamp?: string | null;
+  transactionHash: string | null;
+  logIndex: string | null;
+  removed?: boolean;
+};
 
-type RawBlock = { number: string; hash: string; parentHash: string; timestamp: string } | null;
+/** A block header reduced to what the indexer keeps (`logsBloom` is checked, never stored). */
+export type Header = { number: bigint; hash: string; parentHash: string; timestamp: number; logsBloom?: string };
+
+type RawBlock = { number: string; hash: string; parentHash: string; timestamp: string; logsBloom?: string } | null;
 
 /** Retry policy for one RPC call: `attempts` tries, exponential delays from `baseMs` up to `maxMs`. */
 export type RetryPolicy = { attempts: number; baseMs: number; maxMs: number };
@@ -15,116 +37,8 @@ export const defaultRetry: RetryPolicy = { attempts: 5, baseMs: 100, maxMs: 2_00
 
 const hex = (n: bigint) => `0x${n.toString(16)}`;
 
-/** Every message and detail along an error's cause chain, lowercased, for provider-specific matching. */
-function errorText(err: unknown): string {
-  const parts: string[] = [];
-  let e: unknown = err;
-  for (let depth = 0; e && depth < 8; depth++) {
-    const x = e as { message?: string; details?: string; shortMessage?: string; cause?: unknown };
-    // viem's full `message` repeats the request body (hex numbers, addresses): match on the short parts only.
-    if (x.shortMessage !== undefined || x.details !== undefined) parts.push(x.shortMessage ?? "", x.details ?? "");
-    else parts.push(x.message ?? "");
-    e = x.cause;
-  }
-  return parts.join(" | ").toLowerCase();
-}
-
-function rpcCode(err: unknown): number | undefined {
-  let e: unknown = err;
-  for (let depth = 0; e && depth < 8; depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "number") return code;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return undefined;
-}
-
-function findTooLarge(err: unknown): { size: number; maxSize: number } | null {
-  let e: unknown = err;
-  for (let depth = 0; e && depth < 8; depth++) {
-    const x = e as { name?: string; size?: unknown; maxSize?: unknown; cause?: unknown };
-    const named = x.name === "ResponseBodyTooLargeError" || x.name === "ResponseTooLargeError";
-    if (named && typeof x.size === "number" && typeof x.maxSize === "number") {
-      return { size: x.size, maxSize: x.maxSize };
-    }
-    e = x.cause;
-  }
-  return null;
-}
-
-function httpStatus(err: unknown): number | undefined {
-  if (err instanceof RpcHttpError || err instanceof RpcResponseError) return err.status;
-  if (err instanceof BaseError) {
-    const http = err.walk((e) => e instanceof HttpRequestError) as HttpRequestError | null;
-    return http?.status;
-  }
-  return undefined;
-}
-
-const RATE_LIMIT = /rate limit|too many requests|request count|requests per|capacity|throughput/;
-const RANGE_WORDS = new RegExp(
-  [
-    "block range",
-    "range too (large|wide|big)",
-    "range is too",
-    "too (many|large|wide)",
-    "exceed",
-    "limited to",
-    "max(imum)? (block )?range",
-    "more than \\d[\\d,]* (results|logs|blocks)",
-    "response size",
-    "payload too large",
-    "query timeout",
-    "returned too many",
-  ].join("|"),
-);
-
-/**
- * Reads an `eth_getLogs` failure as a refused range when it is one: provider-specific messages
- * ("block range too large", "query returned more than 10000 results", "Log response size exceeded …
- * this block range should work: [0x…, 0x…]"), codes -32005 (limit exceeded) and -32602 (invalid params)
- * with range wording, HTTP 413, and viem's response-size guard. Rate limits are not range errors.
- */
-export function asRangeRefusal(err: unknown, from: bigint, span?: bigint): RangeRefusedError | null {
-  if (err instanceof RangeRefusedError) return err;
-  const text = errorText(err);
-  const code = rpcCode(err);
-  const status = httpStatus(err);
-  if (status === 429 || RATE_LIMIT.test(text)) return null;
-  const bodyTooLarge = findTooLarge(err) !== null || text.includes("exceeded the size limit");
-  const isRange =
-    bodyTooLarge || status === 413 || (code === -32005 && !RATE_LIMIT.test(text)) || RANGE_WORDS.test(text);
-  if (!isRange) return null;
-  const resultWords = /result|\blogs\b|response size|size limit|payload/;
-  const kind = resultWords.test(text) && !/block range (is )?too/.test(text) ? "results" : "blocks";
-  return new RangeRefusedError(text.slice(0, 300), kind, suggestedSpan(err, text, kind, from, span));
-}
-
-/** The span a refusal suggests: from viem's size report, a provider's "[0x…, 0x…]" hint, or a stated maximum. */
-function suggestedSpan(err: unknown, text: string, kind: string, from: bigint, span?: bigint): bigint | undefined {
-  const tooLarge = findTooLarge(err);
-  if (tooLarge && span !== undefined && tooLarge.size > 0) {
-    // Shrink to half of what would have fitted, to leave room for denser blocks.
-    const fit = (span * BigInt(Math.floor((tooLarge.maxSize / tooLarge.size) * 1000))) / 2000n;
-    return fit > 0n ? fit : 1n;
-  }
-  const bracket = /\[\s*(0x[0-9a-f]+)\s*,\s*(0x[0-9a-f]+)\s*\]/.exec(text);
-  if (bracket) {
-    const to = BigInt(bracket[2]!);
-    return to >= from ? to - from + 1n : undefined;
-  }
-  if (kind !== "blocks") return undefined;
-  const cap = /(?:max(?:imum)?|limit(?:ed)? to|up to|at most)[^0-9]{0,24}([0-9][0-9,_]*)/.exec(text);
-  const n = cap ? BigInt(cap[1]!.replace(/[,_]/g, "")) : 0n;
-  return n > 0n ? n : undefined;
-}
-
 /** Whether a failed call is worth retrying as is (anything but a refused range or a reverted call). */
-function retryable(err: unknown): boolean {
-  if (err instanceof RangeRefusedError) return false;
-  const text = errorText(err);
-  return !/execution reverted|revert/.test(text);
-}
+const retryable = isRetryableRpcError;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -153,17 +67,6 @@ export async function withRetry<T>(
 
 /** Largest `eth_getLogs` answer read over the direct path (a bigger one is refused like a provider would). */
 export const MAX_LOGS_RESPONSE_BYTES = 256 * 1024 * 1024;
-
-/** An answer larger than the reader accepts. */
-class ResponseTooLargeError extends Error {
-  override name = "ResponseTooLargeError";
-  constructor(
-    readonly size: number,
-    readonly maxSize: number,
-  ) {
-    super(`response of ${size} bytes exceeds ${maxSize} bytes`);
-  }
-}
 
 type Endpoint = { url: string; headers: Record<string, string>; timeoutMs: number };
 const endpoints = new WeakMap<object, Endpoint | null>();
@@ -259,13 +162,29 @@ export async function getLogs(
   );
 }
 
-function isTimeout(err: unknown): boolean {
-  let e: unknown = err;
-  for (let depth = 0; e && depth < 8; depth++) {
-    if ((e as { name?: string }).name === "TimeoutError") return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
+/**
+ * The logs of one block by its hash (EIP-234). Unlike a number range, a node that does not know the block fails
+ * instead of answering an empty list: the way to tell "no logs" from "not seen yet".
+ */
+export async function getLogsByHash(
+  client: PublicClient,
+  filter: { address?: string[]; topics?: (string[] | null)[] },
+  blockHash: string,
+  policy?: RetryPolicy,
+): Promise<RawLog[]> {
+  return withRetry(
+    "eth_getLogs",
+    async () => {
+      const params = { blockHash, ...filter };
+      const ep = endpointOf(client);
+      const logs = ep
+        ? await postRpc(ep, "eth_getLogs", [params])
+        : await client.request({ method: "eth_getLogs", params: [params as never] });
+      if (!Array.isArray(logs)) throw new RpcResponseError(-32603, "eth_getLogs answered without a list of logs");
+      return logs as RawLog[];
+    },
+    policy,
+  );
 }
 
 /** One block header by number; null when the node does not have that block. */
@@ -281,6 +200,7 @@ export async function getHeader(client: PublicClient, n: bigint, policy?: RetryP
     hash: block.hash.toLowerCase(),
     parentHash: block.parentHash.toLowerCase(),
     timestamp: Number(block.timestamp),
+    logsBloom: block.logsBloom,
   };
 }
 
@@ -292,14 +212,7 @@ export async function getHeaders(
   concurrency = 16,
 ): Promise<Map<bigint, Header | null>> {
   const out = new Map<bigint, Header | null>();
-  let next = 0;
-  const worker = async () => {
-    while (next < numbers.length) {
-      const n = numbers[next++]!;
-      out.set(n, await getHeader(client, n, policy));
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, numbers.length) }, worker));
+  await eachBounded(numbers, concurrency, async (n) => void out.set(n, await getHeader(client, n, policy)));
   return out;
 }
 

@@ -1,18 +1,8 @@
 import { toEventSelector, type AbiEvent, type Hex } from "viem";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../chain/abis";
+import type { RawLog } from "../chain/rpc";
 
-/** A log exactly as `eth_getLogs` returns it (hex quantities). */
-export type RawLog = {
-  address: string;
-  topics: string[];
-  data: string;
-  blockNumber: string | null;
-  blockHash: string | null;
-  blockTimestamp?: string | null;
-  transactionHash: string | null;
-  logIndex: string | null;
-  removed?: boolean;
-};
+export type { RawLog } from "../chain/rpc";
 
 /** A decoded argument: uint ≤ 48 bits as number, wider uint as decimal string, address lowercase, bool. */
 export type ArgValue = string | number | boolean;

@@ -98,7 +98,7 @@ export const planKey = (module: string, planId: string | number) => `${module}:$
 export function subscriptionFromCreated(ev: ChainEvent, merchant: string): SubState {
   return {
     subscriptionId: String(ev.args.subscriptionId),
-    module: ev.address,
+    module: moduleOfEvent(ev)!,
     merchant,
     subscriber: String(ev.args.subscriber),
     planId: String(ev.args.planId),
@@ -166,6 +166,53 @@ export type Derived = {
   orphans: number;
 };
 
+/** The activity record of a payment event: CHARGE, FAIL (in the token of the subscription's plan) or REFILL. */
+function activityOf(ev: ChainEvent, merchant: string, module: string, plan: PlanInfo | undefined): ActivityRow {
+  const a = ev.args;
+  const base = {
+    blockNumber: ev.blockNumber,
+    logIndex: ev.logIndex,
+    txHash: ev.txHash,
+    blockTime: ev.blockTime,
+    merchant,
+    module,
+    subscriptionId: ev.subscriptionId!,
+  };
+  if (ev.name === "ChargeSucceeded") {
+    const fee = String(a.fee);
+    return {
+      ...base,
+      type: "CHARGE",
+      token: String(a.token),
+      amount: String(a.amount),
+      fee,
+      reason: null,
+      keeper: String(a.keeper),
+    };
+  }
+  if (ev.name === "ChargeFailed") {
+    const reason = failureReasonName(Number(a.reason)) ?? `Unknown(${a.reason})`;
+    return {
+      ...base,
+      type: "FAIL",
+      token: plan?.token ?? null,
+      amount: "0",
+      fee: null,
+      reason,
+      keeper: String(a.keeper),
+    };
+  }
+  return {
+    ...base,
+    type: "REFILL",
+    token: String(a.token),
+    amount: String(a.amount),
+    fee: null,
+    reason: null,
+    keeper: String(a.from),
+  };
+}
+
 /**
  * Folds a batch of events (in chain order) over the known state: `modules` (address → merchant), `plans`
  * and `subs` (the rows `subscriptionsToLoad` named). The maps are updated in place.
@@ -184,7 +231,7 @@ export function deriveBatch(
     switch (ev.name) {
       case "ModuleCreated": {
         const row = {
-          address: String(a.module),
+          address: moduleOfEvent(ev)!,
           merchant: String(a.merchant),
           blockNumber: ev.blockNumber,
           logIndex: ev.logIndex,
@@ -196,7 +243,7 @@ export function deriveBatch(
       }
       case "PlanCreated": {
         const row: PlanRow = {
-          module: ev.address,
+          module: moduleOfEvent(ev)!,
           planId: String(a.planId),
           token: String(a.token),
           amount: String(a.amount),
@@ -210,7 +257,7 @@ export function deriveBatch(
         continue;
       }
       case "SubscriptionCreated": {
-        const merchant = modules.get(ev.address);
+        const merchant = modules.get(moduleOfEvent(ev)!);
         if (merchant === undefined) {
           out.orphans++;
           continue;
@@ -223,7 +270,7 @@ export function deriveBatch(
       case "SubscriberBlocked":
       case "SubscriberUnblocked": {
         const row = {
-          module: ev.address,
+          module: moduleOfEvent(ev)!,
           subscriber: String(a.subscriber),
           blocked: ev.name === "SubscriberBlocked",
           blockNumber: ev.blockNumber,
@@ -250,47 +297,8 @@ export function deriveBatch(
         out.orphans++;
         continue;
       }
-      const base = {
-        blockNumber: ev.blockNumber,
-        logIndex: ev.logIndex,
-        txHash: ev.txHash,
-        blockTime: ev.blockTime,
-        merchant,
-        module,
-        subscriptionId: ev.subscriptionId,
-      };
-      if (ev.name === "ChargeSucceeded") {
-        out.activity.push({
-          ...base,
-          type: "CHARGE",
-          token: String(a.token),
-          amount: String(a.amount),
-          fee: String(a.fee),
-          reason: null,
-          keeper: String(a.keeper),
-        });
-      } else if (ev.name === "ChargeFailed") {
-        const plan = sub ? plans.get(planKey(sub.module, sub.planId)) : undefined;
-        out.activity.push({
-          ...base,
-          type: "FAIL",
-          token: plan?.token ?? null,
-          amount: "0",
-          fee: null,
-          reason: failureReasonName(Number(a.reason)) ?? `Unknown(${a.reason})`,
-          keeper: String(a.keeper),
-        });
-      } else {
-        out.activity.push({
-          ...base,
-          type: "REFILL",
-          token: String(a.token),
-          amount: String(a.amount),
-          fee: null,
-          reason: null,
-          keeper: String(a.from),
-        });
-      }
+      const plan = sub ? plans.get(planKey(sub.module, sub.planId)) : undefined;
+      out.activity.push(activityOf(ev, merchant, module, plan));
     }
   }
   // Copies: a later batch keeps folding into the cached objects while this one may still be writing.

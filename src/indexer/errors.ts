@@ -1,71 +1,63 @@
-/** The provider refused an `eth_getLogs` range (block span or result size); the range must shrink. */
-export class RangeRefusedError extends Error {
-  override name = "RangeRefusedError";
-  constructor(
-    message: string,
-    /** "blocks" when the span itself is limited (a lasting cap), "results" when the answer was too big. */
-    readonly kind: "blocks" | "results",
-    /** A span the provider said would work, when its message names one. */
-    readonly suggestedSize?: bigint,
-  ) {
-    super(message);
+/** Errors of the indexer; `retryable` says whether the next poll may succeed where this one failed. */
+import { AppError, type AppErrorOptions } from "../common/errors";
+
+export { RangeRefusedError, RpcUnavailableError } from "../chain/errors";
+
+/** The chain no longer matches what was indexed (or what was just fetched): a reorg is under way. */
+export class ReorgDetectedError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
   }
 }
 
-/** An RPC call still failed after its retries (unreachable node, 429s, timeouts, server errors). */
-export class RpcUnavailableError extends Error {
-  override name = "RpcUnavailableError";
+/** The node does not have a block (yet): a lagging backend. Wait and ask again; never a reorg by itself. */
+export class ChainBehindError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
+  }
 }
 
-/** The chain no longer matches what was indexed (or what was just fetched): a reorg is under way. */
-export class ReorgDetectedError extends Error {
-  override name = "ReorgDetectedError";
+/** A block's logs may be incomplete (its bloom names our contracts but no log came back): fetch it again. */
+export class LogsInDoubtError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
+  }
 }
 
 /** The database cursor is not where this batch was built from: another writer or a stale view. */
-export class CursorMovedError extends Error {
-  override name = "CursorMovedError";
-}
-
-/** The database already indexes another processor for this chain. */
-export class ProcessorMismatchError extends Error {
-  override name = "ProcessorMismatchError";
-}
-
-/** `waitForBlock` gave up before the block was indexed. */
-export class WaitTimeoutError extends Error {
-  override name = "WaitTimeoutError";
-}
-
-/** The advisory-lock session holding leadership was lost. */
-export class LeadershipLostError extends Error {
-  override name = "LeadershipLostError";
-}
-
-/** A bulk COPY of a batch's rows failed (the batch's transaction is rolled back). */
-export class BulkWriteError extends Error {
-  override name = "BulkWriteError";
-}
-
-/** A JSON-RPC node answered with an HTTP error status. */
-export class RpcHttpError extends Error {
-  override name = "RpcHttpError";
-  constructor(
-    readonly status: number,
-    body: string,
-  ) {
-    super(`HTTP ${status}: ${body}`);
+export class CursorMovedError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
   }
 }
 
-/** A JSON-RPC node answered with a JSON-RPC error object. */
-export class RpcResponseError extends Error {
-  override name = "RpcResponseError";
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly status?: number,
-  ) {
-    super(message);
+/** The database already indexes another processor for this chain. */
+export class ProcessorMismatchError extends AppError {}
+
+/** `waitForBlock` gave up before the block was indexed. */
+export class WaitTimeoutError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
+  }
+}
+
+/** The advisory-lock session holding leadership was lost. */
+export class LeadershipLostError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
+  }
+}
+
+/** A bulk COPY of a batch's rows failed (the batch's transaction is rolled back and retried). */
+export class BulkWriteError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
+  }
+}
+
+/** A token's `symbol()`/`decimals()` did not answer in time or the transport failed: read again later. */
+export class TokenMetaUnavailableError extends AppError {
+  constructor(message: string, opts: AppErrorOptions = {}) {
+    super(message, { retryable: true, ...opts });
   }
 }

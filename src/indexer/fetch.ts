@@ -1,7 +1,16 @@
 import type { PublicClient } from "viem";
 import { decodeLog, moduleTopics, type DecodedEvent, type RawLog } from "./decode";
-import { RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
-import { getHeaders, getLogs, type Header, type RetryPolicy } from "../chain/rpc";
+import { eachBounded } from "../common/async";
+import { moduleOfEvent } from "../domain/attribution";
+import { bloomMayContain } from "./bloom";
+import {
+  ChainBehindError,
+  LogsInDoubtError,
+  RangeRefusedError,
+  ReorgDetectedError,
+  RpcUnavailableError,
+} from "./errors";
+import { getHeaders, getLogs, getLogsByHash, type Header, type RetryPolicy } from "../chain/rpc";
 import type { Cursor } from "./store";
 
 /** Default: above this many modules, module logs are fetched by topic (no address list) and filtered here. */
@@ -120,32 +129,20 @@ async function getLogsSplit(
   }
 }
 
-/**
- * Completes fetched logs into a batch: fetches logs of modules created in the range (or discovered after the
- * fetch was issued), decodes in chain order, fills block timestamps, and checks the range against the
- * chain (hash linkage inside the reorg window, log block hashes against headers).
- *
- * `modules` is the set known before the range; it is not modified.
- */
-export async function prepareBatch(opts: {
-  client: PublicClient;
-  fetched: FetchedLogs;
-  modules: ReadonlySet<string> | ReadonlyMap<string, unknown>;
-  base: Cursor | null;
-  /** Newest block the indexer may index now (head − CONFIRMATIONS). */
-  target: bigint;
-  window: bigint;
-  policy?: RetryPolicy;
-}): Promise<PreparedBatch> {
-  const { client, fetched, base, target, window, policy } = opts;
+/** Decodes a range's logs in chain order (once each), fetching logs of modules the range itself created. */
+async function collectEvents(
+  client: PublicClient,
+  fetched: FetchedLogs,
+  all: Set<string>,
+  policy?: RetryPolicy,
+): Promise<DecodedEvent[]> {
   const { from, to } = fetched;
   const events: DecodedEvent[] = [];
-  const all = new Set<string>(opts.modules.keys());
   for (const log of fetched.processorLogs) {
     const ev = decodeLog(log, "processor");
     if (!ev) continue;
     events.push(ev);
-    if (ev.name === "ModuleCreated") all.add(String(ev.args.module));
+    if (ev.name === "ModuleCreated") all.add(moduleOfEvent(ev)!);
   }
   let moduleLogs = fetched.moduleLogs;
   if (fetched.queried !== "all") {
@@ -158,10 +155,14 @@ export async function prepareBatch(opts: {
     const ev = decodeLog(log, "module");
     if (ev) events.push(ev);
   }
+  return sortUnique(events);
+}
+
+/** Sorts events in chain order and drops repeats (a node answering twice for one log must not write it twice). */
+function sortUnique(events: DecodedEvent[]): DecodedEvent[] {
   events.sort((a, b) =>
     a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
   );
-  // A node answering twice for one log (provider quirks) must not make the batch write it twice.
   let kept = 0;
   for (const ev of events) {
     const prev = kept > 0 ? events[kept - 1]! : null;
@@ -169,22 +170,110 @@ export async function prepareBatch(opts: {
     events[kept++] = ev;
   }
   events.length = kept;
+  return events;
+}
+
+/** Headers by number; a block the node does not return is asked again twice (load balancers), then ChainBehindError. */
+async function headersOf(client: PublicClient, wanted: bigint[], policy?: RetryPolicy): Promise<Map<bigint, Header>> {
+  const headers = await getHeaders(client, wanted, policy);
+  for (let round = 0; round < 2; round++) {
+    const missing = wanted.filter((n) => !headers.get(n));
+    if (missing.length === 0) break;
+    for (const [n, h] of await getHeaders(client, missing, policy)) headers.set(n, h);
+  }
+  const missing = wanted.filter((n) => !headers.get(n));
+  if (missing.length > 0) throw new ChainBehindError(`block ${missing[0]} is not available from the node yet`);
+  return headers as Map<bigint, Header>;
+}
+
+/**
+ * The first block of the unconfirmed window whose logs are in doubt: its header's bloom says the processor or a
+ * module may have logged there, no log came back for it, and asking for its logs by hash (which fails rather than
+ * answering empty when the node lacks the block) did not settle it. Logs found that way join `events`.
+ * Returns null when every block is settled.
+ */
+async function firstDoubtfulBlock(opts: {
+  client: PublicClient;
+  events: DecodedEvent[];
+  headers: Map<bigint, Header>;
+  from: bigint;
+  to: bigint;
+  ours: Set<string>;
+  processor: string;
+  policy?: RetryPolicy;
+}): Promise<bigint | null> {
+  const { client, events, headers, ours, processor } = opts;
+  const logged = new Set(events.map((e) => e.blockNumber));
+  const suspects: Header[] = [];
+  for (let n = opts.from; n <= opts.to; n++) {
+    const h = headers.get(n)!;
+    if (logged.has(n) || !h.logsBloom) continue;
+    for (const a of ours) {
+      if (bloomMayContain(h.logsBloom, a)) {
+        suspects.push(h);
+        break;
+      }
+    }
+  }
+  let doubt: bigint | null = null;
+  await eachBounded(suspects, 4, async (h) => {
+    try {
+      // Every log of the block: a module created in it logs there too.
+      const logs = await getLogsByHash(client, {}, h.hash, DOUBT_RETRY);
+      const found = logs.filter((l) => l.address.toLowerCase() === processor).map((l) => decodeLog(l, "processor"));
+      const created = new Set(found.filter((e) => e?.name === "ModuleCreated").map((e) => moduleOfEvent(e!)!));
+      for (const log of logs) {
+        const a = log.address.toLowerCase();
+        if (a !== processor && (ours.has(a) || created.has(a))) found.push(decodeLog(log, "module"));
+      }
+      for (const ev of found) {
+        if (ev && ev.blockHash === h.hash) events.push({ ...ev, blockTime: ev.blockTime ?? h.timestamp });
+      }
+    } catch {
+      if (doubt === null || h.number < doubt) doubt = h.number;
+    }
+  });
+  if (suspects.length > 0) sortUnique(events);
+  return doubt;
+}
+
+// Asking a block's logs by hash is a check: fail fast, the next poll asks again.
+const DOUBT_RETRY: RetryPolicy = { attempts: 2, baseMs: 50, maxMs: 100 };
+
+/**
+ * Completes fetched logs into a batch: fetches logs of modules created in the range (or discovered after the
+ * fetch was issued), decodes in chain order, fills block timestamps, and checks the range against the chain (hash
+ * linkage inside the reorg window, log block hashes against headers, logs against header blooms). A block whose
+ * logs stay in doubt ends the batch before it; when it is the first block, LogsInDoubtError.
+ *
+ * `modules` is the set known before the range; it is not modified.
+ */
+export async function prepareBatch(opts: {
+  client: PublicClient;
+  fetched: FetchedLogs;
+  modules: ReadonlySet<string> | ReadonlyMap<string, unknown>;
+  base: Cursor | null;
+  /** Newest block the indexer may index now (head − CONFIRMATIONS). */
+  target: bigint;
+  window: bigint;
+  processor: string;
+  policy?: RetryPolicy;
+}): Promise<PreparedBatch> {
+  const { client, fetched, base, target, window, policy, processor } = opts;
+  const { from, to } = fetched;
+  const all = new Set<string>(opts.modules.keys());
+  let events = await collectEvents(client, fetched, all, policy);
 
   // Headers: the new cursor block, every block of the range that can end up in the reorg window (the last
-  // `window` blocks up to the target), blocks lacking timestamps.
+  // `window` blocks up to the target) and the one below it, blocks lacking timestamps.
   const wanted = new Set<bigint>([to]);
   const windowStart = target - window + 1n > from ? target - window + 1n : from;
-  for (let n = windowStart; n <= to; n++) wanted.add(n);
+  for (let n = windowStart > from ? windowStart - 1n : from; n <= to; n++) wanted.add(n);
   for (const ev of events) if (ev.blockTime === null) wanted.add(ev.blockNumber);
-  const headers = await getHeaders(client, [...wanted], policy);
-  const header = (n: bigint) => {
-    const h = headers.get(n);
-    if (!h) throw new ReorgDetectedError(`block ${n} is not available from the node`);
-    return h;
-  };
+  const headers = await headersOf(client, [...wanted], policy);
   const windowHeaders: Header[] = [];
   for (let n = windowStart; n <= to; n++) {
-    const h = header(n);
+    const h = headers.get(n)!;
     const parent = n - 1n === base?.block ? base.hash : headers.get(n - 1n)?.hash;
     if (parent !== undefined && h.parentHash !== parent) {
       throw new ReorgDetectedError(`block ${n} does not extend ${n - 1n} (${h.parentHash} != ${parent})`);
@@ -200,5 +289,16 @@ export async function prepareBatch(opts: {
     }
     if (ev.blockTime === null) throw new ReorgDetectedError(`no timestamp for block ${ev.blockNumber}`);
   }
-  return { from, to, events: events as BatchEvent[], toHeader: header(to), windowHeaders };
+  const ours = new Set([processor, ...all]);
+  const doubt = await firstDoubtfulBlock({ client, events, headers, from: windowStart, to, ours, processor, policy });
+  if (doubt === null) return { from, to, events: events as BatchEvent[], toHeader: headers.get(to)!, windowHeaders };
+  if (doubt === from) throw new LogsInDoubtError(`the logs of block ${doubt} are not available from the node yet`);
+  events = events.filter((e) => e.blockNumber < doubt);
+  return {
+    from,
+    to: doubt - 1n,
+    events: events as BatchEvent[],
+    toHeader: headers.get(doubt - 1n)!,
+    windowHeaders: windowHeaders.filter((h) => h.number < doubt),
+  };
 }

@@ -1,27 +1,65 @@
-import { moduleOfEvent } from "../domain/attribution";
+/**
+ * Deciding whether the chain reorganised under the index, and where the common ancestor is. Only a header at a
+ * stored height returned with a *different* hash is evidence of a reorg; a head below the cursor or a missing
+ * header is a lagging backend ("wait"), never a reason to roll back.
+ */
 import type { PublicClient } from "viem";
 import type { Sql } from "../db/client";
-import { applyToSubscription, planKey, subscriptionFromCreated, type PlanInfo, type SubState } from "./derive";
-import { getHeaders, type RetryPolicy } from "../chain/rpc";
-import { loadBlocks, loadSubscriptionEvents, upsertBlocked, upsertSubscriptions, type Cursor, type Tx } from "./store";
+import { getHeader, getHeaders, type RetryPolicy } from "../chain/rpc";
+import { loadBlocks, type Cursor } from "./store";
+
+/** What one look at the chain says about the index. */
+export type ChainCheck =
+  /** The cursor block is on the chain (or deep enough below the head not to need a look). */
+  | { kind: "ok" }
+  /** The node is behind the index or did not return a block: wait and look again. */
+  | { kind: "wait"; reason: string }
+  /** The chain replaced blocks above `ancestor`, the newest stored block it still has. */
+  | { kind: "reorg"; ancestor: Cursor }
+  /** Every stored block ≤ head has another hash on the chain; `fingerprint` names the chain's hashes seen. */
+  | { kind: "deep"; fingerprint: string };
+
+type Stored = { number: bigint; hash: string; time: number };
+
+/** Looks at the chain around the cursor. `window` is how far below the head a reorg is checked for. */
+export async function checkChain(opts: {
+  sql: Sql;
+  client: PublicClient;
+  chainId: number;
+  cursor: Cursor | null;
+  head: bigint;
+  window: bigint;
+  policy?: RetryPolicy;
+}): Promise<ChainCheck> {
+  const { client, cursor, head, policy } = opts;
+  if (!cursor || (head >= cursor.block && cursor.block + opts.window <= head)) return { kind: "ok" };
+  if (head >= cursor.block) {
+    const h = await getHeader(client, cursor.block, policy);
+    if (!h) return { kind: "wait", reason: `the node did not return block ${cursor.block}` };
+    if (h.hash === cursor.hash) return { kind: "ok" };
+  }
+  const stored = await loadBlocks(opts.sql, opts.chainId);
+  if (!stored.some((b) => b.number === cursor.block)) stored.unshift({ ...cursor, number: cursor.block });
+  const candidates = stored.filter((b) => b.number <= head);
+  if (candidates.length === 0) {
+    return { kind: "wait", reason: `the node's head ${head} is below every stored block (indexed ${cursor.block})` };
+  }
+  return findAncestor(client, candidates, head < cursor.block ? cursor.block : null, policy);
+}
 
 /**
- * Finds the newest stored block the chain still has (same number, same hash): the common ancestor.
- * Returns null when none of the stored recent blocks survives (a reorg deeper than the window).
+ * Compares stored blocks (newest first) with the chain. The newest one matching is the ancestor; a missing header
+ * before that means "unknown, wait". When the newest candidate matches and the node's head is below the cursor
+ * (`behindOf`), the node is only behind.
  */
-export async function findAncestor(
-  sql: Sql,
+async function findAncestor(
   client: PublicClient,
-  chainId: number,
-  cursor: Cursor,
-  head: bigint,
+  candidates: Stored[],
+  behindOf: bigint | null,
   policy?: RetryPolicy,
-): Promise<Cursor | null> {
-  const stored = await loadBlocks(sql, chainId);
-  if (!stored.some((b) => b.number === cursor.block))
-    stored.unshift({ number: cursor.block, hash: cursor.hash, time: cursor.time });
-  const candidates = stored.filter((b) => b.number <= head);
-  // Newest first, a few at a time: shallow reorgs (the common case) need one round trip.
+): Promise<ChainCheck> {
+  const seen: string[] = [];
+  // A few at a time: shallow reorgs (the common case) need one round trip.
   for (let i = 0; i < candidates.length; i += 8) {
     const chunk = candidates.slice(i, i + 8);
     const headers = await getHeaders(
@@ -31,98 +69,41 @@ export async function findAncestor(
     );
     for (const b of chunk) {
       const h = headers.get(b.number);
-      if (h && h.hash === b.hash) return { block: b.number, hash: b.hash, time: h.timestamp };
+      if (!h) return { kind: "wait", reason: `the node did not return block ${b.number}` };
+      if (h.hash === b.hash) {
+        if (behindOf !== null && seen.length === 0) {
+          return { kind: "wait", reason: `the node's head is behind the index (at ${b.number}, indexed ${behindOf})` };
+        }
+        return { kind: "reorg", ancestor: { block: b.number, hash: b.hash, time: h.timestamp } };
+      }
+      seen.push(`${b.number}:${h.hash}`);
     }
   }
-  return null;
+  return { kind: "deep", fingerprint: seen.join(",") };
 }
 
 /**
- * Removes everything above `ancestor` (null: everything of the chain) and rebuilds the derived rows the removed
- * events touched, by replaying the events log, so the tables equal a fresh index up to the ancestor.
- * Runs inside the caller's transaction.
+ * Confirms a deep reorg over consecutive polls: acted on only when `polls` looks in a row saw the same conflicting
+ * hashes. Anything else in between starts the count again.
  */
-export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null): Promise<{ events: number }> {
-  const above = ancestor ? ancestor.block.toString() : "-1";
-  const touchedSubs = (
-    await tx<{ id: string }[]>`
-      select distinct subscription_id as id from events
-      where chain_id = ${chainId} and block_number > ${above} and subscription_id is not null`
-  ).map((r) => r.id);
-  const touchedBlocks = await tx<{ module: string; subscriber: string }[]>`
-    select distinct address as module, args->>'subscriber' as subscriber from events
-    where chain_id = ${chainId} and block_number > ${above} and name in ('SubscriberBlocked', 'SubscriberUnblocked')`;
-  const removed = await tx`delete from events where chain_id = ${chainId} and block_number > ${above}`;
-  await tx`delete from activity where chain_id = ${chainId} and block_number > ${above}`;
-  await tx`delete from modules where chain_id = ${chainId} and block_number > ${above}`;
-  await tx`delete from plans where chain_id = ${chainId} and block_number > ${above}`;
-  await tx`delete from subscriptions where chain_id = ${chainId} and block_number > ${above}`;
-  await tx`delete from blocks where chain_id = ${chainId} and number > ${above}`;
-  // Tokens are recorded for plans; one whose every plan was rolled back goes too (a fresh index never saw it).
-  await tx`delete from tokens t where t.chain_id = ${chainId}
-    and not exists (select 1 from plans p where p.chain_id = t.chain_id and p.token = t.address)`;
-
-  // Allocations created at or before the ancestor but changed after it: replay their remaining events.
-  const survivors = (
-    await tx<{ id: string }[]>`
-      select subscription_id::text as id from subscriptions
-      where chain_id = ${chainId} and subscription_id = any(${touchedSubs}::text[]::numeric[])`
-  ).map((r) => r.id);
-  if (survivors.length > 0) {
-    const merchants = new Map(
-      (
-        await tx<
-          { address: string; merchant: string }[]
-        >`select address, merchant from modules where chain_id = ${chainId}`
-      ).map((r) => [r.address, r.merchant]),
-    );
-    const plans = new Map<string, PlanInfo>();
-    for (const p of await tx<{ module: string; plan_id: string; token: string; interval_s: string }[]>`
-      select module, plan_id, token, interval_s from plans where chain_id = ${chainId}
-        and module in (select module from subscriptions
-          where chain_id = ${chainId} and subscription_id = any(${survivors}::text[]::numeric[]))`) {
-      plans.set(planKey(p.module, p.plan_id), { token: p.token, interval: Number(p.interval_s) });
-    }
-    const states = new Map<string, SubState>();
-    for (const ev of await loadSubscriptionEvents(tx, chainId, survivors)) {
-      const id = ev.subscriptionId!;
-      if (ev.name === "SubscriptionCreated") {
-        states.set(id, subscriptionFromCreated(ev, merchants.get(ev.address) ?? ""));
-        continue;
-      }
-      const sub = states.get(id);
-      const module = moduleOfEvent(ev);
-      if (sub && sub.module === module) applyToSubscription(sub, ev, plans.get(planKey(sub.module, sub.planId)));
-    }
-    await upsertSubscriptions(tx, chainId, [...states.values()]);
-  }
-
-  // Block state of each touched (module, subscriber): the latest remaining event decides, none means no row.
-  if (touchedBlocks.length > 0) {
-    const mods = touchedBlocks.map((r) => r.module);
-    const subs = touchedBlocks.map((r) => r.subscriber);
-    await tx`delete from blocked_subscribers b using unnest(${mods}::text[], ${subs}::text[]) as u(m, s)
-      where b.chain_id = ${chainId} and b.module = u.m and b.subscriber = u.s`;
-    const latest = await tx<
-      { module: string; subscriber: string; name: string; block_number: string; log_index: number }[]
-    >`
-      select distinct on (e.address, e.args->>'subscriber')
-        e.address as module, e.args->>'subscriber' as subscriber, e.name, e.block_number, e.log_index
-      from events e join unnest(${mods}::text[], ${subs}::text[]) as u(m, s)
-        on e.address = u.m and e.args->>'subscriber' = u.s
-      where e.chain_id = ${chainId} and e.name in ('SubscriberBlocked', 'SubscriberUnblocked')
-      order by e.address, e.args->>'subscriber', e.block_number desc, e.log_index desc`;
-    await upsertBlocked(
-      tx,
-      chainId,
-      latest.map((r) => ({
-        module: r.module,
-        subscriber: r.subscriber,
-        blocked: r.name === "SubscriberBlocked",
-        blockNumber: BigInt(r.block_number),
-        logIndex: r.log_index,
-      })),
-    );
-  }
-  return { events: removed.count };
+export function createDeepReorgGuard(polls: number) {
+  let last: string | null = null;
+  let count = 0;
+  return {
+    polls,
+    /** Records a deep-reorg look; returns how many consecutive looks agree (act when ≥ `polls`). */
+    observe(fingerprint: string): number {
+      count = fingerprint === last ? count + 1 : 1;
+      last = fingerprint;
+      return count;
+    },
+    confirmed: () => count >= polls,
+    clear() {
+      last = null;
+      count = 0;
+    },
+  };
 }
+
+/** A {@link createDeepReorgGuard}. */
+export type DeepReorgGuard = ReturnType<typeof createDeepReorgGuard>;

@@ -1,5 +1,7 @@
-import { BaseError, hexToString, type PublicClient } from "viem";
+import { hexToString, type PublicClient } from "viem";
+import { isRevert } from "../chain/errors";
 import { withRetry, type RetryPolicy } from "../chain/rpc";
+import { TokenMetaUnavailableError } from "./errors";
 
 /** What the indexer records about a token; null where the token does not answer. */
 export type TokenMeta = { address: string; symbol: string | null; decimals: number | null };
@@ -7,12 +9,7 @@ export type TokenMeta = { address: string; symbol: string | null; decimals: numb
 const SYMBOL = "0x95d89b41"; // symbol()
 const DECIMALS = "0x313ce567"; // decimals()
 
-/** A call that the token itself refused (revert, no such function, no code): the answer is "none". */
-function isRefusal(err: unknown): boolean {
-  const text = err instanceof BaseError ? `${err.shortMessage} ${err.details ?? ""} ${err.message}` : String(err);
-  return /revert|invalid opcode|returned no data|out of gas/i.test(text);
-}
-
+/** `symbol()`/`decimals()` of one token: its answer, or null when the token refused (revert, no data). */
 async function call(client: PublicClient, to: string, data: string, policy?: RetryPolicy): Promise<string | null> {
   try {
     const out = await withRetry(
@@ -26,7 +23,7 @@ async function call(client: PublicClient, to: string, data: string, policy?: Ret
     );
     return out && out !== "0x" ? out : null;
   } catch (err) {
-    if (isRefusal(err) || isRefusal((err as { cause?: unknown }).cause)) return null;
+    if (isRevert(err)) return null;
     throw err;
   }
 }
@@ -62,13 +59,32 @@ export function decodeDecimals(ret: string | null): number | null {
 }
 
 /**
- * Reads `symbol()` and `decimals()` once, at the latest block (pruned nodes cannot answer at old blocks).
- * A token that reverts or lacks them gets nulls; an unreachable RPC throws so the batch is retried.
+ * Reads `symbol()` and `decimals()` at the latest block (pruned nodes cannot answer at old blocks) within
+ * `timeoutMs`. A token that reverts or lacks them gets nulls (final); a call that times out or fails in transport
+ * throws TokenMetaUnavailableError (read again later).
  */
-export async function readTokenMeta(client: PublicClient, address: string, policy?: RetryPolicy): Promise<TokenMeta> {
-  const [symbol, decimals] = await Promise.all([
-    call(client, address, SYMBOL, policy),
-    call(client, address, DECIMALS, policy),
-  ]);
-  return { address, symbol: decodeSymbol(symbol), decimals: decodeDecimals(decimals) };
+export async function readTokenMeta(
+  client: PublicClient,
+  address: string,
+  policy?: RetryPolicy,
+  timeoutMs = 2_000,
+): Promise<TokenMeta> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new TokenMetaUnavailableError(`symbol()/decimals() of ${address} took over ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+  const reads = Promise.all([call(client, address, SYMBOL, policy), call(client, address, DECIMALS, policy)]);
+  reads.catch(() => {});
+  try {
+    const [symbol, decimals] = await Promise.race([reads, deadline]);
+    return { address, symbol: decodeSymbol(symbol), decimals: decodeDecimals(decimals) };
+  } catch (err) {
+    if (err instanceof TokenMetaUnavailableError) throw err;
+    throw new TokenMetaUnavailableError(`symbol()/decimals() of ${address} failed`, { cause: err });
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createPublicClient, fallback, http, stringToHex } from "viem";
 import { publicClientFor } from "../../src/chain/clients";
-import { RangeRefusedError, RpcUnavailableError } from "../../src/indexer/errors";
+import { RangeRefusedError, RpcUnavailableError } from "../../src/chain/errors";
 import { splitFetched } from "../../src/indexer/fetch";
 import { getLogs, RangeSizer } from "../../src/chain/rpc";
 import { decodeDecimals, decodeSymbol } from "../../src/indexer/tokens";

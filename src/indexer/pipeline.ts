@@ -1,0 +1,224 @@
+/**
+ * The indexing pipeline: adaptive `eth_getLogs` ranges fetched ahead, dense answers split into bounded batches,
+ * rows derived from cached state, and batch transactions pipelined (the next batch's rows go in while one commits).
+ */
+import { describeError } from "../common/errors";
+import { deriveBatch, subscriptionsToLoad } from "./derive";
+import { CursorMovedError, RangeRefusedError, RpcUnavailableError } from "./errors";
+import { fetchLogs, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
+import type { IndexerContext } from "./context";
+import { loadCursor, loadSubscriptions, moveCursor, type Cursor, type Tx } from "./store";
+import type { TokenMeta } from "./tokens";
+import { writeBulk, writeState, type BatchRows } from "./write";
+
+/** One `eth_getLogs` range being fetched. */
+type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs> };
+
+const sameCursor = (a: Cursor | null, b: Cursor | null) =>
+  a === null || b === null ? a === b : a.block === b.block && a.hash === b.hash;
+
+/** The cursor a batch leaves behind. */
+export const cursorOf = (batch: PreparedBatch): Cursor => ({
+  block: batch.to,
+  hash: batch.toHeader.hash,
+  time: batch.toHeader.timestamp,
+});
+
+/** Logs of exactly [from, to]: a refused range is fetched as two halves (never asked again as a whole). */
+export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, known: string[]): Promise<FetchedLogs> {
+  const { sizer, log } = ctx;
+  let hint = 0n;
+  if (!sizer.wasRefused(from, to)) {
+    try {
+      return await fetchLogs(ctx.client, ctx.processor, known, from, to, ctx.policy, ctx.addressLimit);
+    } catch (err) {
+      if (!(err instanceof RangeRefusedError)) throw err;
+      sizer.refusal(from, to, err);
+      log("debug", "eth_getLogs range refused, splitting", { from, to, kind: err.kind, next: sizer.size });
+      if (err.suggestedSize !== undefined && err.suggestedSize < to - from + 1n) hint = err.suggestedSize;
+    }
+  }
+  if (to <= from) throw new RpcUnavailableError(`eth_getLogs refused the single block ${from}`);
+  const mid = hint > 0n ? from + hint - 1n : (from + to) / 2n;
+  const left = await fetchRange(ctx, from, mid, known);
+  const right = await fetchRange(ctx, mid + 1n, to, known);
+  return {
+    from,
+    to,
+    processorLogs: left.processorLogs.concat(right.processorLogs),
+    moduleLogs: left.moduleLogs.concat(right.moduleLogs),
+    queried: left.queried,
+  };
+}
+
+/**
+ * Starts fetching the next range from `from` (span from the adaptive sizer). A span larger than any answered
+ * so far may reach a much denser stretch of chain: it is fetched as four pieces, consumed in order — the first
+ * alone, the rest in parallel once it is in — so writing starts while the node still works on the rest.
+ */
+function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint): Piece[] {
+  const { sizer } = ctx;
+  const list = [...ctx.state.modules.keys()];
+  const to = sizer.nextTo(from, target);
+  const span = to - from + 1n;
+  const count = sizer.exploring(span) && span >= 8n ? 4n : 1n;
+  const pieces: Piece[] = [];
+  let first: Promise<unknown> | null = null;
+  for (let i = 0n; i < count; i++) {
+    const pFrom = from + (span * i) / count;
+    const pTo = i + 1n === count ? to : from + (span * (i + 1n)) / count - 1n;
+    const fetch = () => fetchRange(ctx, pFrom, pTo, list);
+    const promise: Promise<FetchedLogs> = first ? first.then(fetch, fetch) : fetch();
+    first ??= promise;
+    promise.catch(() => {});
+    pieces.push({ from: pFrom, to: pTo, promise });
+  }
+  void Promise.all(pieces.map((p) => p.promise)).then(
+    (all) =>
+      sizer.success(
+        span,
+        all.reduce((n, f) => n + f.processorLogs.length + f.moduleLogs.length, 0),
+      ),
+    () => {},
+  );
+  return pieces;
+}
+
+/** Metadata of the plan tokens of `batch` not recorded yet (all of them when `all`). */
+export async function tokenMetas(ctx: IndexerContext, batch: PreparedBatch | null, all = false): Promise<TokenMeta[]> {
+  const { state } = ctx;
+  if (!batch) return [];
+  const wanted = new Set<string>();
+  for (const ev of batch.events) {
+    const token = String(ev.args.token);
+    if (ev.name === "PlanCreated" && (all || !state.tokens.known.has(token))) wanted.add(token);
+  }
+  return wanted.size === 0 ? [] : state.tokens.read(wanted);
+}
+
+/**
+ * Derives a batch's rows from the cached state (allocations not cached are loaded first). Caches move
+ * forward at once, so the next batch can be derived while this one is still being written; any failed
+ * write reloads them from the database.
+ */
+async function derive(ctx: IndexerContext, batch: PreparedBatch): Promise<BatchRows> {
+  const { state } = ctx;
+  const metas = await tokenMetas(ctx, batch);
+  const missing = subscriptionsToLoad(batch.events).filter((id) => !state.subCache.has(id));
+  for (const [id, sub] of await loadSubscriptions(ctx.sql, ctx.chainId, missing)) state.subCache.set(id, sub);
+  const derived = deriveBatch(batch.events, state.modules, state.plans, state.subCache);
+  for (const m of metas) state.tokens.known.add(m.address);
+  return { batch, derived, tokens: metas };
+}
+
+/** Inside a transaction: the cursor row, locked, must be the one the work was built on. */
+export async function verifyCursor(ctx: IndexerContext, tx: Tx, expected: Cursor | null) {
+  const current = await loadCursor(tx, ctx.chainId, true);
+  if (!sameCursor(current, expected)) {
+    throw new CursorMovedError(`cursor is ${current?.block ?? "empty"}, batch expected ${expected?.block ?? "empty"}`);
+  }
+}
+
+/** Runs the hooks' `onBatch` inside the batch's transaction. */
+export async function runBatchHooks(ctx: IndexerContext, tx: Tx, rows: BatchRows, head: bigint, reorg: boolean) {
+  const { batch } = rows;
+  const { chainId } = ctx;
+  const ctxb = { chainId, fromBlock: batch.from, toBlock: batch.to, toTime: batch.toHeader.timestamp, head, rows };
+  for (const h of ctx.hooks) await h.onBatch?.(tx, { ...ctxb, reorg });
+}
+
+/** Logs and publishes a committed batch (or rollback, or token metadata update). */
+export function announce(
+  ctx: IndexerContext,
+  rows: BatchRows | null,
+  fromBlock: bigint,
+  toBlock: bigint,
+  reorg: boolean,
+  ms: number,
+) {
+  const { chainId, log } = ctx;
+  const orphans = rows?.derived.orphans ?? 0;
+  if (orphans > 0) log("warn", "events of unknown modules or subscriptions skipped", { chainId, orphans });
+  const events = rows?.batch.events.length ?? 0;
+  log("debug", "indexed batch", { chainId, fromBlock, toBlock, events, reorg, writeMs: Math.round(ms) });
+  ctx.notifier
+    ?.publish({ chainId, fromBlock: fromBlock.toString(), toBlock: toBlock.toString(), reorg })
+    .catch((err) => log("warn", "batch notification failed", { chainId, error: describeError(err) }));
+}
+
+/**
+ * Writes one batch and moves the cursor in one transaction. The append-only rows go first; then, once the
+ * previous batch (`after`) has committed, the transaction locks the cursor row and checks that it is the
+ * one this batch was built on — so a replayed or concurrent batch aborts instead of applying twice.
+ */
+async function write(
+  ctx: IndexerContext,
+  rows: BatchRows,
+  expected: Cursor | null,
+  head: bigint,
+  after: Promise<void> | null,
+) {
+  const { batch } = rows;
+  const { chainId } = ctx;
+  const next = cursorOf(batch);
+  const started = performance.now();
+  await ctx.sql.begin(async (tx) => {
+    await writeBulk(tx, chainId, rows, ctx.io.useCopy);
+    if (after) await after.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));
+    await verifyCursor(ctx, tx, expected);
+    await runBatchHooks(ctx, tx, rows, head, false);
+    await writeState(tx, chainId, rows, ctx.window);
+    await moveCursor(tx, chainId, next, head);
+  });
+  ctx.state.setCursor(next);
+  announce(ctx, rows, batch.from, batch.to, false, performance.now() - started);
+}
+
+/** Indexes everything from the cursor up to `target` (head − CONFIRMATIONS); true when it wrote something. */
+export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint): Promise<boolean> {
+  const { state } = ctx;
+  let pending: Piece[] = [];
+  const queue: Promise<void>[] = [];
+  const start = state.cursor;
+  let expected = start;
+  try {
+    while (!ctx.stopping()) {
+      const from: bigint = expected ? expected.block + 1n : ctx.startBlock;
+      if (from > target) break;
+      if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target);
+      const fetched = await pending.shift()!.promise;
+      // Deep ranges (final by the reorg window) are fetched one ahead while this one is written.
+      const nextFrom = fetched.to + 1n;
+      if (pending.length === 0 && nextFrom <= target && nextFrom + ctx.sizer.size + ctx.window <= head) {
+        pending = fetchAhead(ctx, nextFrom, target);
+      }
+      for (const part of splitFetched(fetched, ctx.batchLogs)) {
+        if (part.from !== (expected ? expected.block + 1n : ctx.startBlock)) break; // the batch before ended early
+        const batch = await prepareBatch({
+          client: ctx.client,
+          fetched: part,
+          modules: state.modules,
+          base: expected,
+          target,
+          window: ctx.window,
+          processor: ctx.processor,
+          policy: ctx.policy,
+        });
+        const rows = await derive(ctx, batch);
+        const committed = write(ctx, rows, expected, head, queue.at(-1) ?? null);
+        committed.catch(() => {});
+        queue.push(committed);
+        expected = cursorOf(batch);
+        // Up to `depth` transactions in flight: the next batch's rows go in while this one commits.
+        while (queue.length >= ctx.io.depth) await queue.shift();
+        if (ctx.stopping()) break;
+      }
+    }
+    while (queue.length > 0) await queue.shift();
+  } catch (err) {
+    state.needReload = true;
+    await Promise.allSettled(queue);
+    throw err;
+  }
+  return expected !== start;
+}

@@ -1,0 +1,146 @@
+/**
+ * One poll of the indexer: as a standby, follow the leader's progress; as the leader, look at the chain (lagging
+ * node, reorg, deep reorg), index up to head − CONFIRMATIONS, and read again token metadata that did not answer.
+ */
+import { getHead } from "../chain/rpc";
+import { describeError } from "../common/errors";
+import type { Waker } from "../common/async";
+import { ChainBehindError, LeadershipLostError, LogsInDoubtError, ReorgDetectedError } from "./errors";
+import type { LeaderLock } from "./lock";
+import type { IndexerContext } from "./context";
+import { catchUp } from "./pipeline";
+import { checkChain, createDeepReorgGuard, type ChainCheck, type DeepReorgGuard } from "./reorg";
+import { applyReorg } from "./rollback";
+import { loadProgress, touchHead } from "./store";
+import { updateTokens } from "./token-book";
+
+/** Failures that mean "the chain moved or lags under this poll": looked at again at once, a few times. */
+const QUICK_RETRY = [ReorgDetectedError, ChainBehindError, LogsInDoubtError];
+
+/** What the poll needs besides the context. */
+export type PollOptions = { lock: LeaderLock; deepReorgPolls: number; waker: Waker };
+
+/**
+ * Acts on a look at the chain that was not "ok": waits (lagging node, deep reorg not yet confirmed) or rolls back.
+ * Returns true when it rolled back (more to index at once), false to wait for the next poll.
+ */
+async function actOn(ctx: IndexerContext, check: ChainCheck, guard: DeepReorgGuard, head: bigint, target: bigint) {
+  const { chainId, state, log } = ctx;
+  const indexed = state.cursor?.block;
+  if (check.kind === "wait") {
+    state.notice = `waiting: ${check.reason}`;
+    log("debug", "indexer waits for the node", { chainId, head, reason: check.reason });
+    await touchHead(ctx.sql, chainId, state.headBlock ?? head);
+    return false;
+  }
+  if (check.kind === "reorg") {
+    log("warn", "reorg detected", { chainId, indexed, ancestor: check.ancestor.block, head });
+    await applyReorg(ctx, check.ancestor, head, target);
+    return true;
+  }
+  if (check.kind !== "deep") return false;
+  const seen = guard.observe(check.fingerprint);
+  state.deepReorgSuspected = true;
+  if (!guard.confirmed()) {
+    state.notice = `deep reorg suspected: no stored block matches the chain (poll ${seen} of ${guard.polls})`;
+    log("warn", "deep reorg suspected", { chainId, indexed, head, polls: seen });
+    return false;
+  }
+  log("error", "deep reorg confirmed: reindexing from START_BLOCK", { chainId, indexed, head, polls: seen });
+  await applyReorg(ctx, null, head, target);
+  guard.clear();
+  state.deepReorgSuspected = false;
+  return true;
+}
+
+/** The leader's poll; true when blocks up to the target are left. */
+async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean> {
+  const { sql, client, chainId, state, log, policy } = ctx;
+  if (state.stale()) {
+    await state.reload(sql);
+    state.needReload = false;
+  }
+  const head = await getHead(client, policy);
+  state.observeHead(head);
+  const target = head - ctx.confirmations;
+  const check = await checkChain({ sql, client, chainId, cursor: state.cursor, head, window: ctx.window, policy });
+  if (check.kind !== "deep") {
+    if (state.deepReorgSuspected) log("info", "deep reorg no longer seen", { chainId, head });
+    state.deepReorgSuspected = false;
+    guard.clear();
+  }
+  if (check.kind !== "ok") return actOn(ctx, check, guard, head, target);
+  const wrote = await catchUp(ctx, head, target);
+  if (!wrote) {
+    await touchHead(sql, chainId, state.headBlock ?? head);
+    const c = state.cursor;
+    const idle = { chainId, indexedBlock: c?.block ?? null, indexedTime: c?.time ?? null, head };
+    for (const h of ctx.hooks) await h.onIdle?.(sql, idle);
+  }
+  return (state.cursor ? state.cursor.block + 1n : ctx.startBlock) <= target;
+}
+
+/** Reads again tokens whose metadata did not answer; records and announces the answers. Never throws. */
+async function refreshTokens(ctx: IndexerContext): Promise<void> {
+  const { chainId, log, state } = ctx;
+  try {
+    const answered = (await state.tokens.due()).filter((m) => m.symbol !== null || m.decimals !== null);
+    if (answered.length === 0 || (await updateTokens(ctx.sql, chainId, answered)) === 0) return;
+    log("info", "token metadata recorded", { chainId, tokens: answered.map((m) => m.address) });
+    const at = (state.cursor?.block ?? ctx.startBlock - 1n).toString();
+    await ctx.notifier?.publish({ chainId, fromBlock: at, toBlock: at, reorg: false });
+  } catch (err) {
+    log("warn", "token metadata refresh failed", { chainId, error: describeError(err) });
+  }
+}
+
+/** Creates the poll step and its error policy for `createPollLoop`. */
+export function createPoll(ctx: IndexerContext, opts: PollOptions) {
+  const { sql, chainId, state, log } = ctx;
+  const guard = createDeepReorgGuard(opts.deepReorgPolls);
+  let tokenRefresh: Promise<void> | null = null;
+  return {
+    /** One pass of the loop: standby or leader. */
+    async step(): Promise<boolean> {
+      if (!state.leader) {
+        state.leader = await opts.lock.acquire();
+        if (!state.leader) {
+          // Standby: follow the leader's progress from the database.
+          const progress = await loadProgress(sql, chainId);
+          state.setCursor(progress.cursor);
+          state.headBlock = progress.head;
+          await opts.waker.sleep(Math.min(Math.max(ctx.pollMs, 100), 1000));
+          return true;
+        }
+        log("info", "indexer is the leader", { chainId });
+        state.needReload = true;
+      } else if (!(await opts.lock.check())) {
+        state.leader = false;
+        throw new LeadershipLostError("the session holding the indexer lock was lost");
+      }
+      state.notice = null;
+      const behind = await lead(ctx, guard);
+      // In the background: a token that hangs never holds the chain back.
+      tokenRefresh ??= refreshTokens(ctx).finally(() => (tokenRefresh = null));
+      state.lastError = state.notice ?? state.stallMessage();
+      state.lastSuccessAt = new Date().toISOString();
+      return behind;
+    },
+
+    /** A failed poll: caches reload; a chain moving under the poll is looked at again at once, else back off. */
+    onError(err: unknown, failures: number, delayMs: number): number {
+      state.needReload = true;
+      if (QUICK_RETRY.some((E) => err instanceof E) && failures < 5) {
+        log("info", "chain changed during a poll, retrying", { chainId, reason: (err as Error).message });
+        return Math.min(ctx.pollMs, 50);
+      }
+      state.lastError = describeError(err);
+      const level = failures > 3 ? "error" : "warn";
+      log(level, "indexer poll failed", { chainId, error: state.lastError, retryInMs: delayMs });
+      return delayMs;
+    },
+
+    /** Waits for a token refresh in flight. */
+    settle: () => tokenRefresh ?? Promise.resolve(),
+  };
+}

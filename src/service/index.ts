@@ -15,6 +15,7 @@ import { createDb, type Db } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier, type Notifier } from "../db/notify";
 import { createIndexer } from "../indexer";
+import { statsRollupsHook } from "../indexer/rollups";
 import { createKeeper, type Keeper, type KeeperOptions } from "../keeper";
 import { createLogger, type Logger } from "../common/log";
 
@@ -101,6 +102,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
         },
         notifier,
         log,
+        hooks: [statsRollupsHook()],
       });
       await indexer.start();
       stoppers.push(() => indexer.stop());

@@ -17,8 +17,27 @@ function groupThousands(digits: string): string {
   return digits.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
-/** An amount with its symbol: "1,234.50 USDC"; raw base units when the token has no metadata. */
+/** Rounds base units half up to `keep` fractional digits of a `decimals`-digit token (display only). */
+function roundUnits(base: string, decimals: number, keep: number): string {
+  if (decimals <= keep) return base;
+  const step = 10n ** BigInt(decimals - keep);
+  const n = BigInt(base);
+  const half = n < 0n ? -step / 2n : step / 2n;
+  return (((n + half) / step) * step).toString();
+}
+
+/**
+ * An amount with its symbol, "1,234.50 USDC", shown to at most 4 fractional digits (the exact value goes in a
+ * title by the callers that need it); raw base units when the token has no metadata.
+ */
 export function formatAmount(base: string, decimals: number | null, symbol: string | null): string {
+  if (decimals === null) return `${groupThousands(base)} units`;
+  const rounded = roundUnits(base, decimals, 4);
+  return `${rounded === base ? "" : "≈ "}${formatUnits(rounded, decimals)} ${symbol ?? ""}`.trim();
+}
+
+/** The exact amount with every digit: "75.405088062622309194 DAI". */
+export function formatExact(base: string, decimals: number | null, symbol: string | null): string {
   if (decimals === null) return `${groupThousands(base)} units`;
   return `${formatUnits(base, decimals)} ${symbol ?? ""}`.trim();
 }

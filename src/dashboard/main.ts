@@ -90,7 +90,7 @@ function signInView(notice?: string): void {
     h(
       "main",
       { class: "signin" },
-      h("div", { class: "brand" }, h("span", { class: "logo" }), "Subscriptions"),
+      h("div", { class: "brand" }, h("span", { class: "logo" }), "Payments"),
       h(
         "section",
         { class: "card" },
@@ -157,7 +157,7 @@ function buildShell(c: Credential): void {
     h(
       "header",
       { class: "top" },
-      h("div", { class: "brand" }, h("span", { class: "logo" }), "Subscriptions"),
+      h("div", { class: "brand" }, h("span", { class: "logo" }), "Payments"),
       nav,
       h(
         "div",

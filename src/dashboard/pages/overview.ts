@@ -2,7 +2,7 @@
 import { api, qs } from "../api";
 import { timeChart } from "../chart";
 import { card, h, replace } from "../dom";
-import { formatAmount, formatDate, toFloat } from "../format";
+import { formatAmount, formatDate, formatExact, toFloat } from "../format";
 import { STATUSES, type Stats } from "../types";
 import type { Page } from "./page";
 
@@ -60,17 +60,21 @@ function revenueCard(stats: Stats, totals: TokenTotals[]): HTMLElement {
     );
     const gross = stats.periods.map((p) => rows.get(p)?.gross ?? "0");
     const net = stats.periods.map((p) => rows.get(p)?.net ?? "0");
-    const fmt = (v: bigint) => formatAmount(v.toString(), t.decimals, t.currency);
+    const money = (v: bigint) => ({
+      text: formatAmount(v.toString(), t.decimals, t.currency),
+      exact: formatExact(v.toString(), t.decimals, t.currency),
+      base: v.toString(),
+    });
     return h(
       "div",
       { class: "token-block", dataset: { token: t.currency ?? t.token ?? "" } },
       h(
         "div",
         { class: "kpis" },
-        kpi("Gross", fmt(t.gross), "gross"),
-        kpi("Net", fmt(t.net), "net"),
-        kpi("Fees", fmt(t.fees), "fees"),
-        kpi("Charges", t.charges.toLocaleString("en-US"), "charges"),
+        kpi("Gross", money(t.gross), "gross"),
+        kpi("Net", money(t.net), "net"),
+        kpi("Fees", money(t.fees), "fees"),
+        kpi("Charges", { text: t.charges.toLocaleString("en-US"), exact: "", base: String(t.charges) }, "charges"),
       ),
       timeChart({
         x,
@@ -91,12 +95,13 @@ function revenueCard(stats: Stats, totals: TokenTotals[]): HTMLElement {
   return card("Revenue", blocks.length ? blocks : h("p", { class: "muted" }, "No charges in this range."));
 }
 
-function kpi(label: string, value: string, key: string): HTMLElement {
+/** A figure: rounded for reading, exact in its title, base units in `data-value` (what the API said). */
+function kpi(label: string, value: { text: string; exact: string; base: string }, key: string): HTMLElement {
   return h(
     "div",
     { class: "kpi" },
     h("div", { class: "kpi-label" }, label),
-    h("div", { class: "kpi-value", dataset: { kpi: key } }, value),
+    h("div", { class: "kpi-value", title: value.exact || null, dataset: { kpi: key, value: value.base } }, value.text),
   );
 }
 
@@ -106,7 +111,15 @@ function runRateCard(stats: Stats): HTMLElement {
       "div",
       { class: "kpi", dataset: { runRate: r.currency ?? r.token ?? "" } },
       h("div", { class: "kpi-label" }, `${r.currency ?? "Unknown token"} · ${r.active_subscriptions} active`),
-      h("div", { class: "kpi-value" }, formatAmount(r.amount_per_30d, r.token_decimals, r.currency)),
+      h(
+        "div",
+        {
+          class: "kpi-value",
+          title: formatExact(r.amount_per_30d, r.token_decimals, r.currency),
+          dataset: { value: r.amount_per_30d },
+        },
+        formatAmount(r.amount_per_30d, r.token_decimals, r.currency),
+      ),
     ),
   );
   return card(
@@ -144,12 +157,16 @@ function failuresCard(stats: Stats): HTMLElement {
     const m = new Map(stats.failures.filter((f) => f.reason === reason).map((f) => [f.period_start, f.count]));
     return stats.periods.map((p) => m.get(p) ?? 0);
   };
-  const series = reasons.map((r) => ({
-    label: r,
-    color: REASON_COLORS[r] ?? "#697386",
-    values: counts(r),
-    bars: true,
-  }));
+  // Stacked bars: each series is drawn at its cumulative height, tallest first, so every reason stays visible.
+  const raw = reasons.map((r) => ({ label: r, values: counts(r) }));
+  const series = raw
+    .map((s, i) => ({
+      label: s.label,
+      color: REASON_COLORS[s.label] ?? "#697386",
+      values: stats.periods.map((_, p) => raw.slice(0, i + 1).reduce((n, r) => n + r.values[p]!, 0)),
+      bars: true,
+    }))
+    .reverse();
   return card(
     "Failed charges",
     h(
@@ -175,7 +192,7 @@ function failuresCard(stats: Stats): HTMLElement {
       height: 180,
       series,
       valueFormat: (v) => (Number.isInteger(v) ? String(v) : ""),
-      data: { periods: stats.periods, reasons: Object.fromEntries(series.map((s) => [s.label, s.values])) },
+      data: { periods: stats.periods, reasons: Object.fromEntries(raw.map((s) => [s.label, s.values])) },
     }),
   );
 }

@@ -42,6 +42,7 @@ const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
+<link rel="icon" href="data:,">
 <title>Dashboard · Subscription payments</title>
 <link rel="stylesheet" href="/dashboard/assets/styles.css">
 <script type="module" src="/dashboard/assets/main.js"></script>

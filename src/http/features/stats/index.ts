@@ -27,13 +27,8 @@ export function statsRoutes(deps: RouteDeps) {
       const until = parseSince(q, "until");
       const token = parseToken(q);
       await requireReader(deps, request, merchant);
-      const chain = await resolveChain(deps, chainId);
-      freshnessHeaders(set.headers as Record<string, string>, chain);
-      // The status rule's "now": the later of the wall clock and the newest indexed block (src/domain/status.ts).
-      const clock = Math.floor(Date.now() / 1000) * 1000;
-      const now = new Date(Math.max(clock, chain?.indexedTime?.getTime() ?? 0));
-      const range = resolvePeriods(interval, now, since, until);
-      return merchantStats(deps.sql, { merchant, chainId, interval, range, token, now });
+      freshnessHeaders(set.headers as Record<string, string>, await resolveChain(deps, chainId));
+      return merchantStats(deps.sql, { merchant, chainId, interval, since, until, token });
     },
     { params: StatsParamsDoc, query: StatsQueryDoc, detail: statsDetail },
   );

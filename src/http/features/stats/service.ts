@@ -169,13 +169,22 @@ function runRate(sql: Sql, q: StatsQuery) {
 const byPeriod = (rows: { period_start: string; count: string }[]) =>
   new Map(rows.map((r) => [r.period_start, Number(r.count)]));
 
-/** Computes the stats response of one merchant. */
-export async function merchantStats(sql: Sql, q: StatsQuery): Promise<StatsResponse> {
-  const [revenue, failures, statuses, created, cancelled, rate] = await withDeadline(
-    sql.begin("isolation level repeatable read read only", (t) => {
+/** A stats request before "now" is known: `since`/`until` as sent. */
+export type StatsRequest = Omit<StatsQuery, "range" | "now"> & { since?: Date; until?: Date };
+
+/**
+ * Computes the stats response of one merchant, in one read-only snapshot: "now" (the later of the database clock
+ * and the newest indexed block, the status rule's now) is read first and fixes the default range.
+ */
+export async function merchantStats(sql: Sql, req: StatsRequest): Promise<StatsResponse> {
+  const { q, parts } = await withDeadline(
+    sql.begin("isolation level repeatable read read only", async (t) => {
       // The transaction runs the same tagged templates as the pool (the status fragments are typed for the pool).
       const tx = t as unknown as Sql;
-      return Promise.all([
+      const [{ now_s }] = await tx<{ now_s: string }[]>`select n.now_s from ${chainNow(tx, req.chainId)}`;
+      const now = new Date(Number(now_s) * 1000);
+      const q: StatsQuery = { ...req, now, range: resolvePeriods(req.interval, now, req.since, req.until) };
+      const parts = await Promise.all([
         rollups(tx, q, "CHARGE"),
         rollups(tx, q, "FAIL"),
         statusCounts(tx, q),
@@ -183,9 +192,11 @@ export async function merchantStats(sql: Sql, q: StatsQuery): Promise<StatsRespo
         cancelledPerPeriod(tx, q),
         runRate(tx, q),
       ]);
+      return { q, parts };
     }),
     DEADLINE_LIST_MS,
   );
+  const [revenue, failures, statuses, created, cancelled, rate] = parts;
   const counts = Object.fromEntries(
     SUBSCRIPTION_STATUSES.map((s) => [s, 0]),
   ) as StatsResponse["subscriptions"]["by_status"];

@@ -193,7 +193,7 @@ async function route(): Promise<void> {
   );
   document.title = `${page.title} · Dashboard`;
   main.dataset.page = page.id;
-  delete main.dataset.stats;
+  delete main.dataset.ready;
   const view = h("div", { class: "page" });
   replace(main, view);
   try {
@@ -204,7 +204,8 @@ async function route(): Promise<void> {
       query: new URLSearchParams(search ?? ""),
       navigate: (hash) => (location.hash = hash),
     });
-    main.dataset.ready = String(Date.now());
+    // The route just drawn (tests and tools wait for it).
+    main.dataset.ready = location.hash || "#/";
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) return;
     view.appendChild(errorBox(err));

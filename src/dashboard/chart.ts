@@ -3,7 +3,14 @@ import uPlot from "uplot";
 import { h } from "./dom";
 
 /** One series: label, colour and values (null = no point). */
-export type Series = { label: string; color: string; values: (number | null)[]; bars?: boolean; fill?: boolean };
+export type Series = {
+  label: string;
+  color: string;
+  values: (number | null)[];
+  bars?: boolean;
+  fill?: boolean;
+  dash?: number[];
+};
 
 const fmtAxisDate = (interval: string) => (_u: uPlot, splits: number[]) =>
   splits.map((s) => {
@@ -53,6 +60,7 @@ export function timeChart(opts: {
             width: s.bars ? 0 : 2,
             fill: s.bars ? s.color : s.fill ? `${s.color}1f` : undefined,
             paths: s.bars ? bars : undefined,
+            dash: s.dash,
             points: { show: false },
           })),
         ],

@@ -86,7 +86,12 @@ function revenueCard(stats: Stats, totals: TokenTotals[]): HTMLElement {
             values: gross.map((v) => toFloat(v, t.decimals)),
             fill: true,
           },
-          { label: `Net (${t.currency ?? "units"})`, color: "#00a67e", values: net.map((v) => toFloat(v, t.decimals)) },
+          {
+            label: `Net (${t.currency ?? "units"})`,
+            color: "#00a67e",
+            values: net.map((v) => toFloat(v, t.decimals)),
+            dash: [6, 4],
+          },
         ],
         data: { token: t.token, currency: t.currency, token_decimals: t.decimals, periods: stats.periods, gross, net },
       }),

@@ -63,6 +63,10 @@ const listed: KeyRecord = {
   revoked_at: null,
 };
 
+const badMerchant = {
+  400: { message: "merchant must be an address: 0x followed by 40 hex digits", param: "merchant" },
+};
+
 const sessionOnly = {
   403: {
     description:
@@ -112,7 +116,7 @@ export const listDetail = {
   responses: responses(
     { description: "The keys", schema: t.Array(KeyRecord), example: [listed], freshness: false },
     [400, 401, 403, 503],
-    sessionOnly,
+    { ...badMerchant, ...sessionOnly },
   ),
 };
 

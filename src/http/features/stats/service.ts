@@ -112,28 +112,42 @@ function planToken(sql: Sql, q: StatsQuery) {
     : sql``;
 }
 
-/** Subscription counts by computed status now. */
-function statusCounts(sql: Sql, q: StatsQuery) {
-  return sql<{ status: string; count: string }[]>`
-    select ${statusSql(sql)} as status, count(*) as count
-    from subscriptions s
-    cross join ${chainNow(sql, q.chainId)}
-    ${statusJoins(sql)}
-    where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId} ${planToken(sql, q)}
-    group by 1`;
-}
+/** One row of {@link subscriptionFigures}: a status count, a creation count per period, or a run-rate token. */
+type SubscriptionFigure = {
+  kind: "status" | "created" | "run_rate";
+  key: string | null;
+  count: string;
+  amount: string | null;
+} & TokenCols;
 
-/** Subscriptions created per period (block time of SubscriptionCreated). */
-function createdPerPeriod(sql: Sql, q: StatsQuery) {
-  return sql<{ period_start: string; count: string }[]>`
-    select to_char(date_trunc(${q.interval}, to_timestamp(s.created_at) at time zone 'UTC'),
-        'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as period_start, count(*) as count
-    from subscriptions s
-    left join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
-    where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId}
-      and s.created_at >= ${q.range.since.getTime() / 1000} and s.created_at < ${q.range.until.getTime() / 1000}
-      ${planToken(sql, q)}
-    group by 1`;
+/**
+ * Counts by computed status now, creations per period (block time of SubscriptionCreated) and the run rate of the
+ * ACTIVE ones per token — Σ floor(amount × 2,592,000 ÷ interval_s) — from one scan of the merchant's subscriptions.
+ */
+function subscriptionFigures(sql: Sql, q: StatsQuery) {
+  return sql<SubscriptionFigure[]>`
+    with subs as materialized (
+      select ${statusSql(sql)} as status, p.token, p.amount, p.interval_s, s.created_at
+      from subscriptions s
+      cross join ${chainNow(sql, q.chainId)}
+      ${statusJoins(sql)}
+      where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId} ${planToken(sql, q)}
+    )
+    select 'status' as kind, status as key, null as token, null as symbol, null::int as decimals,
+      count(*) as count, null::numeric as amount
+    from subs group by status
+    union all
+    select 'created', to_char(date_trunc(${q.interval}, to_timestamp(created_at) at time zone 'UTC'),
+        'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), null, null, null, count(*), null
+    from subs
+    where created_at >= ${q.range.since.getTime() / 1000} and created_at < ${q.range.until.getTime() / 1000}
+    group by 2
+    union all
+    select 'run_rate', null, u.token, t.symbol, t.decimals, count(*), sum(div(u.amount * ${RUN_RATE_SECONDS}, u.interval_s))
+    from subs u
+    left join tokens t on t.chain_id = ${q.chainId} and t.address = u.token
+    where u.status = 'ACTIVE' and u.interval_s > 0
+    group by u.token, t.symbol, t.decimals`;
 }
 
 /** Subscriptions cancelled per period (block time of SubscriptionCancelled; a subscription is cancelled once). */
@@ -149,21 +163,6 @@ function cancelledPerPeriod(sql: Sql, q: StatsQuery) {
       and e.block_time >= ${q.range.since} and e.block_time < ${q.range.until}
       ${planToken(sql, q)}
     group by 1`;
-}
-
-/** What ACTIVE subscriptions bring in per 30 days, per token: Σ floor(amount × 2,592,000 ÷ interval_s). */
-function runRate(sql: Sql, q: StatsQuery) {
-  return sql<({ amount: string; count: string } & TokenCols)[]>`
-    select p.token, t.symbol, t.decimals, sum(div(p.amount * ${RUN_RATE_SECONDS}, p.interval_s)) as amount,
-      count(*) as count
-    from subscriptions s
-    cross join ${chainNow(sql, q.chainId)}
-    ${statusJoins(sql)}
-    left join tokens t on t.chain_id = s.chain_id and t.address = p.token
-    where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId} and ${statusSql(sql)} = 'ACTIVE'
-      and p.interval_s > 0 ${planToken(sql, q)}
-    group by 1, 2, 3
-    order by 1`;
 }
 
 const byPeriod = (rows: { period_start: string; count: string }[]) =>
@@ -187,20 +186,21 @@ export async function merchantStats(sql: Sql, req: StatsRequest): Promise<StatsR
       const parts = await Promise.all([
         rollups(tx, q, "CHARGE"),
         rollups(tx, q, "FAIL"),
-        statusCounts(tx, q),
-        createdPerPeriod(tx, q),
+        subscriptionFigures(tx, q),
         cancelledPerPeriod(tx, q),
-        runRate(tx, q),
       ]);
       return { q, parts };
     }),
     DEADLINE_LIST_MS,
   );
-  const [revenue, failures, statuses, created, cancelled, rate] = parts;
+  const [revenue, failures, figures, cancelled] = parts;
+  const statuses = figures.filter((f) => f.kind === "status");
+  const created = figures.filter((f) => f.kind === "created").map((f) => ({ period_start: f.key!, count: f.count }));
+  const rate = figures.filter((f) => f.kind === "run_rate").sort((x, y) => (x.token! < y.token! ? -1 : 1));
   const counts = Object.fromEntries(
     SUBSCRIPTION_STATUSES.map((s) => [s, 0]),
   ) as StatsResponse["subscriptions"]["by_status"];
-  for (const r of statuses) counts[r.status as keyof typeof counts] = Number(r.count);
+  for (const r of statuses) counts[r.key as keyof typeof counts] = Number(r.count);
   const createdBy = byPeriod(created);
   const cancelledBy = byPeriod(cancelled);
   const periods = q.range.periods.map((p) => p.toISOString());
@@ -234,7 +234,7 @@ export async function merchantStats(sql: Sql, req: StatsRequest): Promise<StatsR
       token: r.token,
       currency: r.symbol,
       token_decimals: r.decimals,
-      amount_per_30d: r.amount,
+      amount_per_30d: r.amount!,
       active_subscriptions: Number(r.count),
     })),
   };

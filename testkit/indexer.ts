@@ -2,6 +2,7 @@ import { publicClientFor } from "../src/chain/clients";
 import type { Db, Sql } from "../src/db/client";
 import type { Notifier } from "../src/db/notify";
 import { createIndexer, type IndexerStatus, type IndexerTuning } from "../src/indexer";
+import type { IndexerHook } from "../src/indexer/hooks";
 
 /** Options of {@link indexOnce}. */
 export type IndexOnceOptions = {
@@ -12,6 +13,7 @@ export type IndexOnceOptions = {
   timeoutMs?: number;
   tuning?: IndexerTuning;
   notifier?: Notifier;
+  hooks?: IndexerHook[];
 };
 
 /**
@@ -40,6 +42,7 @@ export async function indexOnce(
     },
     tuning: opts.tuning,
     notifier: opts.notifier,
+    hooks: opts.hooks,
   });
   const head = await client.getBlockNumber({ cacheTime: 0 });
   const target = head - BigInt(confirmations);

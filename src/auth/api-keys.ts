@@ -119,3 +119,15 @@ export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyMatch | n
   }
   return { id: row.id, merchant: row.merchant };
 }
+
+/**
+ * Revokes a key of `merchant` (a merchant revoking its own key); true when the merchant owns a key with that id
+ * (revoking one already revoked keeps its first revocation time), false for an unknown id or another merchant's key.
+ */
+export async function revokeMerchantApiKey(sql: Sql, merchant: string, id: string): Promise<boolean> {
+  const rows = await sql`
+    update api_keys set revoked_at = coalesce(revoked_at, now())
+    where id = ${id} and merchant = ${normalizeMerchant(merchant)}
+    returning id`;
+  return rows.length > 0;
+}

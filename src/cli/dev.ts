@@ -403,6 +403,8 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
       "",
       `API: ${url}`,
       `Docs: ${url}/docs`,
+      // The fragment never reaches the server: the page keeps the key in sessionStorage and clears the address bar.
+      `Dashboard: ${url}/dashboard#key=${key}&merchant=${merchant}`,
       `Merchant: ${merchant}`,
       `API key: ${key}`,
       "",

@@ -12,6 +12,9 @@ import { createChainState } from "./chain-state";
 import { docsRoutes } from "./features/docs";
 import { createApiCaches } from "./caches";
 import { createLogger } from "../common/log";
+import { statsRoutes } from "./features/stats";
+import { apiKeyRoutes } from "./features/api-keys";
+import { dashboardRoutes } from "./features/dashboard";
 
 /** Builds the HTTP app: every `/v0` feature plus health and docs, over one rate-limit store. */
 export function createApp(deps: AppDeps) {
@@ -28,6 +31,9 @@ export function createApp(deps: AppDeps) {
     .use(activityRoutes(routeDeps, caches.activity))
     .use(subscriptionRoutes(routeDeps))
     .use(checkRoutes(routeDeps, caches.check))
+    .use(statsRoutes(routeDeps))
+    .use(apiKeyRoutes(deps))
+    .use(dashboardRoutes())
     .onStop(async () => {
       await chainState.stop();
       if (!deps.caches) await caches.stop();

@@ -1,6 +1,7 @@
 import { publicClientFor } from "../../chain/clients";
 import { requireChain } from "../../common/config";
 import { createIndexer } from "../../indexer";
+import { statsRollupsHook } from "../../indexer/rollups";
 import type { Role } from "../context";
 
 /** Role `indexer`: follows the chain into the database (one leader per chain, the others wait as standbys). */
@@ -21,7 +22,7 @@ export const indexerRole: Role = {
       },
       notifier,
       log,
-      hooks: indexerHooks,
+      hooks: [statsRollupsHook(), ...indexerHooks],
     });
     await indexer.start();
     service.indexer = indexer;

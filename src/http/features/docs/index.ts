@@ -309,6 +309,11 @@ export function docsRoutes() {
             { name: "activity", description: "Charges, failed charges and credit refills of a merchant" },
             { name: "subscriptions", description: "Subscription allocations with their computed status" },
             { name: "authorization", description: "Is a wallet authorized for a plan? (public)" },
+            { name: "stats", description: "Revenue, failures, subscriptions and run rate of a merchant over time" },
+            {
+              name: "api_keys",
+              description: "API keys a merchant signed in with its wallet creates, lists and revokes",
+            },
             {
               name: "siwe",
               description:

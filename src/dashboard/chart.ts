@@ -1,0 +1,84 @@
+/** Charts drawn with uPlot (bundled from the npm package). */
+import uPlot from "uplot";
+import { h } from "./dom";
+
+/** One series: label, colour and values (null = no point). */
+export type Series = {
+  label: string;
+  color: string;
+  values: (number | null)[];
+  bars?: boolean;
+  fill?: boolean;
+  dash?: number[];
+};
+
+const fmtAxisDate = (interval: string) => (_u: uPlot, splits: number[]) =>
+  splits.map((s) => {
+    const d = new Date(s * 1000);
+    return interval === "month"
+      ? d.toLocaleDateString("en-US", { month: "short", year: "2-digit", timeZone: "UTC" })
+      : d.toLocaleDateString("en-US", { month: "short", day: "numeric", timeZone: "UTC" });
+  });
+
+/**
+ * A time chart over `x` (unix seconds). The container carries the plotted data in `data-chart` (JSON) so tests and
+ * tools can read exactly what is drawn; the chart follows the container's width.
+ */
+export function timeChart(opts: {
+  x: number[];
+  series: Series[];
+  interval: string;
+  height?: number;
+  data?: unknown;
+  valueFormat?: (v: number) => string;
+}): HTMLElement {
+  const box = h("div", { class: "chart", dataset: { chart: JSON.stringify(opts.data ?? null) } });
+  const bars = uPlot.paths.bars!({ size: [0.6, 40] });
+  const make = (width: number) =>
+    new uPlot(
+      {
+        width,
+        height: opts.height ?? 220,
+        legend: { show: true, live: false },
+        cursor: { drag: { x: false, y: false } },
+        scales: { x: { time: true } },
+        axes: [
+          { values: fmtAxisDate(opts.interval), stroke: "#697386", grid: { show: false }, ticks: { show: false } },
+          {
+            stroke: "#697386",
+            grid: { stroke: "#eef0f3" },
+            ticks: { show: false },
+            size: 64,
+            values: (_u, splits) => splits.map((v) => (opts.valueFormat ? opts.valueFormat(v) : compact(v))),
+          },
+        ],
+        series: [
+          {},
+          ...opts.series.map((s) => ({
+            label: s.label,
+            stroke: s.color,
+            width: s.bars ? 0 : 2,
+            fill: s.bars ? s.color : s.fill ? `${s.color}1f` : undefined,
+            paths: s.bars ? bars : undefined,
+            dash: s.dash,
+            points: { show: false },
+          })),
+        ],
+      },
+      [opts.x, ...opts.series.map((s) => s.values)] as uPlot.AlignedData,
+      box,
+    );
+  let plot: uPlot | null = null;
+  const observer = new ResizeObserver(() => {
+    const width = Math.max(240, Math.floor(box.clientWidth));
+    if (!plot) plot = make(width);
+    else if (Math.abs(plot.width - width) > 2) plot.setSize({ width, height: opts.height ?? 220 });
+  });
+  observer.observe(box);
+  return box;
+}
+
+/** 1234567 → "1.2M". */
+export function compact(v: number): string {
+  return new Intl.NumberFormat("en-US", { notation: "compact", maximumFractionDigits: 1 }).format(v);
+}

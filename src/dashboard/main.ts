@@ -1,0 +1,227 @@
+/**
+ * The merchant dashboard: sign-in (API key or wallet), a shell with navigation and a freshness badge, and a hash
+ * router over the page modules of pages/index.ts. Every number comes from the `/v0` API.
+ */
+import {
+  api,
+  ApiError,
+  clearCredential,
+  loadCredential,
+  saveCredential,
+  setUnauthenticatedHandler,
+  type Credential,
+} from "./api";
+import { h, replace } from "./dom";
+import { formatAge, shortHex } from "./format";
+import { errorBox } from "./pages/errors";
+import { pages } from "./pages";
+import { injectedProvider, signInWithWallet } from "./siwe";
+
+const app = document.getElementById("app")!;
+const FRESHNESS_POLL_MS = 5000;
+
+/** `#key=sk_live_…&merchant=0x…` (printed by `bun run dev`): stored, then removed from the address bar. */
+function takeFragmentCredential(): void {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const key = params.get("key");
+  const merchant = params.get("merchant");
+  if (!key) return;
+  history.replaceState(null, "", location.pathname + location.search);
+  if (merchant && /^0x[0-9a-fA-F]{40}$/.test(merchant)) saveCredential({ kind: "key", token: key, merchant });
+}
+
+function signInView(notice?: string): void {
+  const merchant = h("input", {
+    name: "merchant",
+    placeholder: "0x…",
+    autocomplete: "username",
+    required: true,
+    pattern: "0x[0-9a-fA-F]{40}",
+  });
+  const key = h("input", {
+    name: "key",
+    type: "password",
+    placeholder: "sk_live_…",
+    autocomplete: "current-password",
+    required: true,
+  });
+  const message = h("div", null, notice ? h("div", { class: "notice" }, notice) : null);
+  const keyForm = h(
+    "form",
+    {
+      class: "stack",
+      onsubmit: async (e: Event) => {
+        e.preventDefault();
+        const c: Credential = { kind: "key", token: key.value.trim(), merchant: merchant.value.trim().toLowerCase() };
+        try {
+          // One cheap authenticated read checks the key and that it belongs to this merchant.
+          await api(`/v0/subscriptions/${c.merchant}?limit=1`, { credential: c });
+          saveCredential(c);
+          start();
+        } catch (err) {
+          replace(message, errorBox(err));
+        }
+      },
+    },
+    h("label", null, "Merchant address", merchant),
+    h("label", null, "API key", key),
+    h("button", { class: "button", type: "submit" }, "Sign in with API key"),
+  );
+  const provider = injectedProvider();
+  const wallet = h(
+    "button",
+    {
+      class: "button secondary wide",
+      type: "button",
+      disabled: !provider,
+      onclick: async () => {
+        try {
+          saveCredential(await signInWithWallet(provider!));
+          start();
+        } catch (err) {
+          replace(message, errorBox(err));
+        }
+      },
+    },
+    "Sign in with Ethereum",
+  );
+  replace(
+    app,
+    h(
+      "main",
+      { class: "signin" },
+      h("div", { class: "brand" }, h("span", { class: "logo" }), "Payments"),
+      h(
+        "section",
+        { class: "card" },
+        h("h1", null, "Sign in to your dashboard"),
+        message,
+        wallet,
+        provider ? null : h("p", { class: "muted small" }, "No browser wallet found: use an API key."),
+        h("div", { class: "or" }, "or"),
+        keyForm,
+      ),
+    ),
+  );
+}
+
+async function signOut(c: Credential): Promise<void> {
+  if (c.kind === "session") await api("/v0/siwe/logout", { method: "POST" }).catch(() => {});
+  clearCredential();
+  location.hash = "";
+  signInView("You are signed out.");
+}
+
+type Ready = {
+  chains: { chain_id: number; indexed_block: string | null; head_seen_at: string | null; lag_blocks: string | null }[];
+};
+
+/** The badge: indexed block and how long ago the indexer last saw the chain; refreshed every few seconds. */
+function freshnessBadge(): HTMLElement {
+  const badge = h("span", { class: "badge", dataset: { state: "unknown" }, title: "Index freshness" }, "Index …");
+  let last: { ready: boolean; chain: Ready["chains"][number] | undefined } | null = null;
+  const draw = () => {
+    if (!last) return;
+    const c = last.chain;
+    badge.dataset.state = last.ready ? "ok" : "late";
+    badge.dataset.block = c?.indexed_block ?? "";
+    const age = c?.head_seen_at ? ` · ${formatAge(Date.now() - Date.parse(c.head_seen_at))} ago` : "";
+    const lag = c?.lag_blocks && c.lag_blocks !== "0" ? ` · ${c.lag_blocks} behind` : "";
+    badge.textContent = c?.indexed_block
+      ? `Block ${Number(c.indexed_block).toLocaleString("en-US")}${lag}${age}`
+      : "Not indexed yet";
+  };
+  const poll = async () => {
+    try {
+      const res = await fetch("/readyz", { credentials: "omit" });
+      const body = (await res.json()) as Ready;
+      last = { ready: res.ok, chain: body.chains?.[0] };
+    } catch {
+      last = { ready: false, chain: last?.chain };
+    }
+    draw();
+  };
+  void poll();
+  const timer = setInterval(() => (badge.isConnected ? void poll() : clearInterval(timer)), FRESHNESS_POLL_MS);
+  const tick = setInterval(() => (badge.isConnected ? draw() : clearInterval(tick)), 1000);
+  return badge;
+}
+
+let shell: { main: HTMLElement; nav: HTMLElement; credential: Credential } | null = null;
+
+function buildShell(c: Credential): void {
+  const nav = h("nav", { class: "tabs" });
+  const main = h("main", { class: "content" });
+  replace(
+    app,
+    h(
+      "header",
+      { class: "top" },
+      h("div", { class: "brand" }, h("span", { class: "logo" }), "Payments"),
+      nav,
+      h(
+        "div",
+        { class: "who" },
+        freshnessBadge(),
+        h("span", { class: "mono merchant", title: c.merchant }, shortHex(c.merchant)),
+        h("button", { class: "button secondary small", type: "button", onclick: () => signOut(c) }, "Sign out"),
+      ),
+    ),
+    main,
+  );
+  shell = { main, nav, credential: c };
+}
+
+async function route(): Promise<void> {
+  const c = loadCredential();
+  if (!c) return signInView();
+  if (!shell || shell.credential.token !== c.token) buildShell(c);
+  const { main, nav } = shell!;
+  const [path, search] = location.hash.replace(/^#\/?/, "").split("?");
+  const [id, ...args] = (path ?? "").split("/").filter(Boolean).map(decodeURIComponent);
+  const visible = pages.filter((p) => !p.sessionOnly || c.kind === "session");
+  const page = visible.find((p) => p.id === id) ?? visible[0]!;
+  replace(
+    nav,
+    visible.map((p) =>
+      h(
+        "a",
+        { href: `#/${p.id}`, class: p === page ? "active" : "", "aria-current": p === page ? "page" : false },
+        p.title,
+      ),
+    ),
+  );
+  document.title = `${page.title} · Dashboard`;
+  main.dataset.page = page.id;
+  delete main.dataset.ready;
+  const view = h("div", { class: "page" });
+  replace(main, view);
+  try {
+    await page.render({
+      credential: c,
+      root: view,
+      args,
+      query: new URLSearchParams(search ?? ""),
+      navigate: (hash) => (location.hash = hash),
+    });
+    // The route just drawn (tests and tools wait for it).
+    main.dataset.ready = location.hash || "#/";
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return;
+    view.appendChild(errorBox(err));
+  }
+}
+
+function start(): void {
+  shell = null;
+  void route();
+}
+
+setUnauthenticatedHandler((message) => {
+  clearCredential();
+  shell = null;
+  signInView(`Signed out: ${message}.`);
+});
+takeFragmentCredential();
+window.addEventListener("hashchange", () => void route());
+start();

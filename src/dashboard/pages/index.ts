@@ -1,0 +1,8 @@
+/** The dashboard's pages, in navigation order: a new page is one module and one line here. */
+import { activityPage } from "./activity";
+import { apiKeysPage } from "./api-keys";
+import { overviewPage } from "./overview";
+import type { Page } from "./page";
+import { subscriptionsPage } from "./subscriptions";
+
+export const pages: Page[] = [overviewPage, subscriptionsPage, activityPage, apiKeysPage];

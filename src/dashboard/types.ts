@@ -1,0 +1,8 @@
+/** Shapes of the `/v0` responses the dashboard reads (kept in step with the route models). */
+export type { StatsResponse as Stats } from "../http/features/stats/model";
+export type { ActivityRecord as Activity } from "../http/features/activity/model";
+export type { SubscriptionRecord as Subscription } from "../http/features/subscriptions/model";
+export type { KeyRecord, CreatedKey } from "../http/features/api-keys/model";
+
+/** Statuses in display order. */
+export const STATUSES = ["ACTIVE", "PENDING", "PAUSED", "EXPIRED", "CANCELLED", "BLOCKED"] as const;

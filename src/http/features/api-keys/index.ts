@@ -1,0 +1,50 @@
+/** `POST`/`GET /v0/api_keys/:merchant` and `DELETE /v0/api_keys/:merchant/:id`: keys managed by a wallet session. */
+import { Elysia } from "elysia";
+import { parseAddress, type RawParams } from "../../params";
+import { InvalidParameterError, NotFoundError } from "../../errors";
+import type { AppDeps } from "../../deps";
+import { createDetail, KeyParamsDoc, KeysParamsDoc, listDetail, revokeDetail } from "./model";
+import { createKey, listKeys, parseLabel, requireMerchantSession, revokeKey } from "./service";
+
+const KEY_ID_RE = /^key_[A-Za-z0-9]{1,64}$/;
+
+/** The self-serve key routes. */
+export function apiKeyRoutes(deps: AppDeps) {
+  return new Elysia({ prefix: "/v0/api_keys", name: "api-keys" })
+    .post(
+      "/:merchant",
+      async ({ params, body, request, set }) => {
+        const merchant = parseAddress(params as RawParams, "merchant");
+        const label = parseLabel(body);
+        await requireMerchantSession(deps, request, merchant, true);
+        set.status = 201;
+        set.headers["cache-control"] = "no-store";
+        return createKey(deps.sql, merchant, label);
+      },
+      // Left out of /docs/json: its document requires a 200 body of every operation, this one answers 201.
+      { params: KeysParamsDoc, detail: { ...createDetail, hide: true } },
+    )
+    .get(
+      "/:merchant",
+      async ({ params, request, set }) => {
+        const merchant = parseAddress(params as RawParams, "merchant");
+        await requireMerchantSession(deps, request, merchant, false);
+        set.headers["cache-control"] = "no-store";
+        return listKeys(deps.sql, merchant);
+      },
+      { params: KeysParamsDoc, detail: listDetail },
+    )
+    .delete(
+      "/:merchant/:id",
+      async ({ params, request }) => {
+        const p = params as RawParams;
+        const merchant = parseAddress(p, "merchant");
+        const id = p.id ?? "";
+        if (!KEY_ID_RE.test(id)) throw new InvalidParameterError("id", "id must be a key id such as key_9f2c4a1b…");
+        await requireMerchantSession(deps, request, merchant, true);
+        if (!(await revokeKey(deps.sql, merchant, id))) throw new NotFoundError("no such API key", "id");
+        return { id, revoked: true as const };
+      },
+      { params: KeyParamsDoc, detail: revokeDetail },
+    );
+}

@@ -1,0 +1,76 @@
+/** Self-serve API keys of a merchant signed in with its wallet (the same hashing as the CLI: src/auth/api-keys.ts). */
+import type { Sql } from "../../../db/client";
+import type { Config } from "../../../common/config";
+import { authenticate, type Principal } from "../../../auth/principal";
+import { createApiKey, InvalidLabelError, listApiKeys, revokeMerchantApiKey } from "../../../auth/api-keys";
+import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
+import { ForbiddenError, InvalidParameterError, UnauthenticatedError } from "../../errors";
+import type { CreatedKey, KeyRecord } from "./model";
+
+/** The 403 message for API keys and the admin key. */
+export const SESSION_ONLY_MESSAGE =
+  "an API key cannot mint, list or revoke keys: sign in with the merchant's wallet (SIWE) and send the session token";
+
+/**
+ * The SIWE session of `merchant`, or a 401/403. Writes take the session only from `Authorization: Bearer`, never
+ * from the cookie alone, so a cross-site request (which carries the cookie) cannot mint or revoke keys.
+ */
+export async function requireMerchantSession(
+  deps: { sql: Sql; config: Config },
+  request: Request,
+  merchant: string,
+  write: boolean,
+): Promise<Extract<Principal, { kind: "session" }>> {
+  const authorization = request.headers.get("authorization");
+  if (write && !authorization?.trim()) {
+    throw new UnauthenticatedError(
+      "send the session token as 'Authorization: Bearer <session token>': the session cookie alone is not accepted for writes",
+    );
+  }
+  const principal = await authenticate(deps.sql, deps.config, {
+    authorization,
+    cookie: write ? null : request.headers.get("cookie"),
+  });
+  if (principal.kind !== "session") throw new ForbiddenError(SESSION_ONLY_MESSAGE);
+  if (principal.merchant !== merchant) throw new ForbiddenError("this session cannot manage another merchant's keys");
+  return principal;
+}
+
+/** The optional `label` of a create body (absent body, `{}` or `{label}`); 400 for anything else. */
+export function parseLabel(body: unknown): string | undefined {
+  if (body === undefined || body === null || body === "") return undefined;
+  if (typeof body !== "object" || Array.isArray(body)) {
+    throw new InvalidParameterError("body", 'the body must be a JSON object such as {"label": "production server"}');
+  }
+  const label = (body as Record<string, unknown>).label;
+  if (label === undefined || label === null) return undefined;
+  if (typeof label !== "string") throw new InvalidParameterError("label", "label must be a string");
+  return label;
+}
+
+/** Creates a key for the merchant; the response is the only copy of the secret. */
+export async function createKey(sql: Sql, merchant: string, label: string | undefined): Promise<CreatedKey> {
+  let created;
+  try {
+    created = await withDeadline(createApiKey(sql, { merchant, label }), DEADLINE_FAST_MS);
+  } catch (err) {
+    if (err instanceof InvalidLabelError) throw new InvalidParameterError("label", err.message);
+    throw err;
+  }
+  const [row] = await withDeadline(
+    sql<{ label: string | null; created_at: Date }[]>`select label, created_at from api_keys where id = ${created.id}`,
+    DEADLINE_FAST_MS,
+  );
+  return { ...created, label: row!.label, created_at: new Date(row!.created_at).toISOString() };
+}
+
+/** The merchant's keys, oldest first, without secrets or hashes. */
+export async function listKeys(sql: Sql, merchant: string): Promise<KeyRecord[]> {
+  const keys = await withDeadline(listApiKeys(sql, merchant), DEADLINE_FAST_MS);
+  return keys.map(({ merchant: _m, ...k }) => k);
+}
+
+/** Revokes one of the merchant's keys; false when it has none with that id. */
+export function revokeKey(sql: Sql, merchant: string, id: string): Promise<boolean> {
+  return withDeadline(revokeMerchantApiKey(sql, merchant, id), DEADLINE_FAST_MS);
+}

@@ -22,6 +22,8 @@ export type ChainRow = {
 export type ChainState = {
   /** The row of `chainId` (undefined when the chain has no row yet), at most `ttlMs` old. */
   get: (chainId: number) => Promise<ChainRow | undefined>;
+  /** The row of `chainId` read from the table now (it also refreshes the cache): for bounds that must be current. */
+  fresh: (chainId: number) => Promise<ChainRow | undefined>;
   /** Forgets the cache; the next `get` reads the table. */
   invalidate: () => void;
   /** Stops listening to the notifier. */
@@ -89,6 +91,12 @@ export function createChainState(opts: { sql: Sql; notifier?: Notifier; ttlMs?: 
   return {
     get: async (chainId) => {
       if (performance.now() - loadedAt > ttlMs) await refresh();
+      return rows.get(chainId);
+    },
+    fresh: async (chainId) => {
+      const list = await readChains(opts.sql);
+      rows = new Map(list.map((r) => [r.chainId, r]));
+      loadedAt = performance.now();
       return rows.get(chainId);
     },
     invalidate: () => {

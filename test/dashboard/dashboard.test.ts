@@ -6,6 +6,7 @@
  * rows, the CSV download carries the credential, API keys can be created and revoked, no request leaves the origin
  * and nothing is logged as an error. Screenshots at 1280 and 390 px go to /tmp/dashboard-shots (not committed).
  */
+import { freePort } from "../../testkit/cli";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync } from "node:fs";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -44,13 +45,16 @@ const errors: string[] = [];
 beforeAll(async () => {
   anvil = await startAnvil({ args: ["--accounts", "25"] });
   const seeded = await seedDemo(anvil.rpcUrl, anvil.chainId);
+  // The wallet sign-in names the page's host, so SIWE_DOMAIN must be the listener's own host:port.
+  const port = await freePort();
   const config = loadConfig({
+    SIWE_DOMAIN: `127.0.0.1:${port}`,
     RPC_URL: anvil.rpcUrl,
     CHAIN_ID: String(anvil.chainId),
     PROCESSOR_ADDRESS: seeded.processor,
     START_BLOCK: seeded.startBlock.toString(),
     ROLES: "api,indexer",
-    PORT: "0",
+    PORT: String(port),
     HOST: "127.0.0.1",
     POLL_INTERVAL_MS: "200",
     LOG_LEVEL: "error",

@@ -170,7 +170,8 @@ export async function loadActivityPage(
   cursor: { chainId: number; txHash: string; logIndex: number } | undefined,
   format: ListFormat,
 ): Promise<Loaded<ActivityPage>> {
-  const chain = await deps.chainState.get(query.chainId);
+  // Read now, not from the cache: the bound must include every batch committed before this request.
+  const chain = await deps.chainState.fresh(query.chainId);
   const q: ActivityQuery = { ...query, maxBlock: chain?.indexedBlock ?? undefined };
   if (cursor) {
     const position =

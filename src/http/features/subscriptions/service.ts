@@ -162,7 +162,8 @@ export async function streamSubscriptions(
   query: SubscriptionQuery,
   opts: { format: ListFormat; headers: Record<string, string | number>; requestId?: string },
 ): Promise<Response> {
-  const chain = await deps.chainState.get(query.chainId);
+  // Read now, not from the cache: the bound must include every batch committed before this request.
+  const chain = await deps.chainState.fresh(query.chainId);
   const q: SubscriptionQuery = { ...query, maxBlock: chain?.indexedBlock ?? undefined };
   const headers = opts.headers;
   delete headers["x-indexed-block"];

@@ -191,6 +191,7 @@ describe("keeper", () => {
     records = await activity(id);
     expect(records.map((r) => r.type)).toEqual(["FAIL", "FAIL", "FAIL", "FAIL", "CHARGE"]);
     expect((await sub(id))!.times_executed).toBe("1");
+    await keeper.stop();
     await cancel("bob", id);
   }, 60_000);
 
@@ -220,6 +221,7 @@ describe("keeper", () => {
       "FAIL:InsufficientAllowance",
       "FAIL:InsufficientAllowance",
     ]);
+    await keeper.stop();
     await cancel("carol", id);
   }, 60_000);
 
@@ -328,6 +330,7 @@ describe("keeper", () => {
         [unpayable.toString()]: "failure_already_recorded",
       });
       expect(await chain.publicClient.getTransactionCount({ address: accounts.keeper.address })).toBe(before);
+      await stale.stop();
       await synced();
       await cancel("erin", paid);
       await cancel("erin", paused);
@@ -362,6 +365,7 @@ describe("keeper", () => {
     expect(await chain.publicClient.getTransactionCount({ address: accounts.carol.address })).toBe(before);
     await outsider.tick();
     expect(warnings.filter((w) => w.includes("NotKeeper"))).toHaveLength(1);
+    await outsider.stop();
     await cancel("dave", id);
   }, 60_000);
 
@@ -385,6 +389,7 @@ describe("keeper", () => {
     expect(r3.sent.map((s) => s.subscriptionId)).toEqual([second.toString()]);
     await minedAndIndexed(r3.sent[0]!.hash);
     expect((await sub(second))!.times_executed).toBe("1");
+    await keeper.stop();
     await cancel("dave", first);
     await cancel("dave", second);
   }, 60_000);

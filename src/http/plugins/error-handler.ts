@@ -85,7 +85,7 @@ function validationError(err: ValidationLike, request: Request): ApiError {
 
 const newRequestId = () => `req_${crypto.randomUUID().replaceAll("-", "")}`;
 
-/** Renders every error as the service.md envelope; nothing reaches the client as a 500 page. */
+/** Renders every error as the envelope of docs/api-rules.md "Errors"; nothing reaches the client as a 500 page. */
 export const errorHandler = new Elysia({ name: "error-handler" })
   .derive({ as: "global" }, () => ({ requestId: newRequestId() }))
   .onAfterHandle({ as: "global" }, ({ set, requestId }) => {

@@ -23,58 +23,62 @@ export type Charger = { tryCharge: (due: DueSubscription, pass: PassContext, res
 
 const chargeFailedEvent = getAbiItem({ abi: subscriptionProcessorAbi, name: "ChargeFailed" });
 
-/** Creates the charge step of one keeper. */
-export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts: Receipts): Charger {
-  const { sql, client, chainId, processor, address, owner, log } = ctx;
-  let simulateTag: "pending" | "latest" = "pending";
-  const call = (module: Address, id: bigint) =>
-    ({ address: processor, abi: subscriptionProcessorAbi, functionName: "charge", args: [module, id] }) as const;
+/** `charge(module, id)` on the processor, to spread into viem's contract actions. */
+const chargeCall = (processor: Address, module: Address, id: bigint) =>
+  ({ address: processor, abi: subscriptionProcessorAbi, functionName: "charge", args: [module, id] }) as const;
 
-  // An unexpected revert (NotKeeper: this key is not allowed) or a fee cap repeats every pass: say so once a minute.
-  const lastWarned = new Map<string, number>();
-  function warnOnce(kind: string, msg: string, fields: Record<string, unknown>) {
-    const last = lastWarned.get(kind) ?? 0;
-    if (Date.now() - last < 60_000) return log("debug", msg, fields);
-    lastWarned.set(kind, Date.now());
-    const hint = kind === "NotKeeper" ? { keeper: address, hint: "the protocol owner must call setKeeper" } : {};
-    log("warn", msg, { ...fields, ...hint });
-  }
-
-  /** eth_call of the charge against the next block: `success` false means it would record a ChargeFailed. */
-  async function simulate(module: Address, id: bigint): Promise<{ success: boolean } | { revert: string }> {
+/** eth_call of the charge against the next block: `success` false means it would record a ChargeFailed. */
+function createSimulator(ctx: KeeperContext) {
+  // Some RPCs refuse calls on the pending block; the latest one is the next best.
+  let blockTag: "pending" | "latest" = "pending";
+  return async function simulate(module: Address, id: bigint): Promise<{ success: boolean } | { revert: string }> {
     try {
-      const { result } = await client.simulateContract({
-        ...call(module, id),
-        account: address,
-        blockTag: simulateTag,
-      });
-      return { success: result };
+      const call = { ...chargeCall(ctx.processor, module, id), account: ctx.address, blockTag };
+      return { success: (await ctx.client.simulateContract(call)).result };
     } catch (err) {
       const name = revertName(err);
       if (name) return { revert: name };
-      if (simulateTag === "pending" && /pending|block tag|not supported|unsupported/i.test(String(err))) {
-        // Some RPCs refuse calls on the pending block; the latest one is the next best.
-        simulateTag = "latest";
+      if (blockTag === "pending" && /pending|block tag|not supported|unsupported/i.test(String(err))) {
+        blockTag = "latest";
         return simulate(module, id);
       }
       throw err;
     }
-  }
+  };
+}
 
-  /** Whether a ChargeFailed for this subscription was mined after the indexed block (another keeper's). */
-  async function freshFailureOnChain(module: Address, id: bigint, pass: PassContext) {
-    const { indexed, head } = pass;
-    if (indexed === null || indexed >= head) return false;
-    const fromBlock = indexed + 1n > head - 1000n ? indexed + 1n : head - 1000n;
-    const logs = await client.getLogs({
-      address: processor,
-      event: chargeFailedEvent,
-      args: { module, subscriptionId: id },
-      fromBlock,
-      toBlock: head,
-    });
-    return logs.length > 0;
-  }
+/** Whether a ChargeFailed for this subscription was mined after the indexed block (another keeper's). */
+async function freshFailureOnChain(ctx: KeeperContext, module: Address, id: bigint, pass: PassContext) {
+  const { indexed, head } = pass;
+  if (indexed === null || indexed >= head) return false;
+  const fromBlock = indexed + 1n > head - 1000n ? indexed + 1n : head - 1000n;
+  const logs = await ctx.client.getLogs({
+    address: ctx.processor,
+    event: chargeFailedEvent,
+    args: { module, subscriptionId: id },
+    fromBlock,
+    toBlock: head,
+  });
+  return logs.length > 0;
+}
+
+/** A warning that repeats every pass (NotKeeper: this key is not allowed; a fee cap) is said once a minute. */
+function createWarnOnce(ctx: KeeperContext) {
+  const lastWarned = new Map<string, number>();
+  return (kind: string, msg: string, fields: Record<string, unknown>) => {
+    const last = lastWarned.get(kind) ?? 0;
+    if (Date.now() - last < 60_000) return ctx.log("debug", msg, fields);
+    lastWarned.set(kind, Date.now());
+    const hint = kind === "NotKeeper" ? { keeper: ctx.address, hint: "the protocol owner must call setKeeper" } : {};
+    ctx.log("warn", msg, { ...fields, ...hint });
+  };
+}
+
+/** Creates the charge step of one keeper. */
+export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts: Receipts): Charger {
+  const { sql, client, chainId, processor, address, owner, log } = ctx;
+  const simulate = createSimulator(ctx);
+  const warnOnce = createWarnOnce(ctx);
 
   /** Simulates, then sends; returns a skip reason, or undefined once the charge is sent. */
   async function attempt(due: DueSubscription, pass: PassContext, result: TickResult): Promise<string | undefined> {
@@ -93,8 +97,8 @@ export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts
       return "attempts_exhausted";
     }
     // A payment failure changes no state, so a second keeper would record the same failure again.
-    if (!sim.success && (await freshFailureOnChain(module, id, pass))) return "failure_already_recorded";
-    const estimate = await client.estimateContractGas({ ...call(module, id), account: address });
+    if (!sim.success && (await freshFailureOnChain(ctx, module, id, pass))) return "failure_already_recorded";
+    const estimate = await client.estimateContractGas({ ...chargeCall(processor, module, id), account: address });
     pass.fees ??= currentFees(client);
     const fees = capFees(await pass.fees, ctx.maxFeePerGas, pass.baseFee);
     if (!fees) {

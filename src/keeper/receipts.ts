@@ -1,4 +1,4 @@
-import { TransactionReceiptNotFoundError, type Hash, type TransactionReceipt } from "viem";
+import { TransactionReceiptNotFoundError, type Hash, type PublicClient, type TransactionReceipt } from "viem";
 import { eachBounded } from "../common/async";
 import { isNonceUsed } from "./errors";
 import { currentFees, replacementFees } from "./fees";
@@ -36,6 +36,18 @@ export type Receipts = {
   handOver: () => Promise<void>;
 };
 
+/** The receipt of whichever version was mined (newest first), or null when none was. */
+async function findReceipt(client: PublicClient, hashes: Hash[]): Promise<TransactionReceipt | null> {
+  for (const hash of [...hashes].reverse()) {
+    try {
+      return await client.getTransactionReceipt({ hash });
+    } catch (err) {
+      if (!(err instanceof TransactionReceiptNotFoundError)) throw err;
+    }
+  }
+  return null;
+}
+
 /** Creates the in-flight registry of one keeper. */
 export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing: ReceiptTimings): Receipts {
   const { sql, client, chainId, owner, log } = ctx;
@@ -46,18 +58,6 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
     inFlight.delete(t.subscriptionId);
     await releaseClaim(sql, { chainId, subscriptionId: t.subscriptionId, owner });
   };
-
-  /** The receipt of whichever version was mined (newest first), or null when none was. */
-  async function findReceipt(hashes: Hash[]): Promise<TransactionReceipt | null> {
-    for (const hash of [...hashes].reverse()) {
-      try {
-        return await client.getTransactionReceipt({ hash });
-      } catch (err) {
-        if (!(err instanceof TransactionReceiptNotFoundError)) throw err;
-      }
-    }
-    return null;
-  }
 
   async function mined(t: InFlight, r: TransactionReceipt, result: TickResult) {
     t.receiptBlock = r.blockNumber;
@@ -95,7 +95,7 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
 
   async function check(t: InFlight, result: TickResult) {
     try {
-      const receipt = await findReceipt(t.hashes);
+      const receipt = await findReceipt(client, t.hashes);
       if (receipt) return await mined(t, receipt, result);
       if (Date.now() - t.sentAt > timing.txTimeoutMs) {
         log("warn", "charge not mined in time, giving up", { subscriptionId: t.subscriptionId, tx: t.hashes });

@@ -4,13 +4,6 @@ import { AppError } from "../common/errors";
 /** Thrown when the wallet's chain disagrees with the configured chain. */
 export class KeeperConfigError extends AppError {}
 
-/** A transaction could not be sent (RPC trouble, a nonce conflict); the next pass tries again. */
-export class KeeperSendError extends AppError {
-  constructor(message: string, opts: ConstructorParameters<typeof AppError>[1] = {}) {
-    super(message, { retryable: true, ...opts });
-  }
-}
-
 /** Reverts that mean "nothing to do right now": another keeper took it, or the state changed under us. */
 export const QUIET_REVERTS = new Set(["NotDue", "NotChargeable"]);
 

@@ -1,5 +1,5 @@
 /**
- * A chain history that emits every event of contracts.md at least once: three tokens (plain, no metadata,
+ * A chain history that emits every event of docs/protocol.md at least once: three tokens (plain, no metadata,
  * transferFrom returning false), two merchants, charges that succeed (from allowance and from credit) and fail
  * for each FailureReason, refill and withdrawal, pause/resume/cancel, allowance expiry changes (up to uint64 max),
  * block/unblock, keeper and fee changes, and a module created and used in the very same block.

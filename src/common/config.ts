@@ -46,6 +46,10 @@ const EnvSchema = {
   RPC_TIMEOUT_MS: Uint(100),
   ONCHAIN_CHECK_CONCURRENCY: T.Integer({ minimum: 1, default: 32, description: "an integer >= 1" }),
   LOG_LEVEL: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")]),
+  KEEPER_MAX_ATTEMPTS: T.Optional(Uint(1)),
+  KEEPER_RECHECK_INTERVAL_S: Uint(1),
+  KEEPER_TX_DEADLINE_MS: Uint(100),
+  KEEPER_MAX_FEE_GWEI: T.String({ pattern: "^\\d+(\\.\\d{1,9})?$", description: "gwei, a decimal number" }),
 } satisfies Record<string, TSchema>;
 
 const defaults: Record<string, string> = {
@@ -60,6 +64,9 @@ const defaults: Record<string, string> = {
   TRUSTED_PROXY_HOPS: "0",
   RPC_TIMEOUT_MS: "5000",
   LOG_LEVEL: "info",
+  KEEPER_RECHECK_INTERVAL_S: "86400",
+  KEEPER_TX_DEADLINE_MS: "30000",
+  KEEPER_MAX_FEE_GWEI: "500",
 };
 
 type Env = { [K in keyof typeof EnvSchema]: Static<(typeof EnvSchema)[K]> };

@@ -8,7 +8,7 @@ export const migrationsDir = join(import.meta.dir, "..", "..", "sql", "migration
 // Arbitrary constant: every process migrating the same database serializes on it.
 const MIGRATION_LOCK = 7_413_902_211;
 
-/** Thrown when a migration file fails to apply; nothing of it is kept. */
+/** Thrown when a migration file fails to apply; the whole run is rolled back (see {@link migrate}). */
 export class MigrationError extends Error {
   override name = "MigrationError";
 }
@@ -21,7 +21,13 @@ export function listMigrations(dir = migrationsDir): { name: string; text: strin
     .map((name) => ({ name, text: readFileSync(join(dir, name), "utf8") }));
 }
 
-/** Applies pending migrations once, in order, each in its own transaction; safe to run concurrently. */
+/**
+ * Applies pending migrations in file-name order and returns the names applied. The whole run is ONE transaction
+ * that first takes a transaction-scoped advisory lock (so concurrent runs serialize and each file is applied once)
+ * and reads `schema_migrations`; each pending file then runs in its own savepoint together with the insert of its
+ * `schema_migrations` row. A failing file raises MigrationError naming it, and since the error leaves the
+ * transaction, the run commits nothing: neither that file nor the files applied before it in the same run.
+ */
 export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> {
   const applied: string[] = [];
   await sql.begin(async (tx) => {

@@ -1,4 +1,4 @@
-/** `FailureReason` of contracts.md, by its on-chain number (0 = None is never emitted). */
+/** `FailureReason` of docs/protocol.md, by its on-chain number (0 = None is never emitted). */
 export const FAILURE_REASONS = [
   "InsufficientAllowance",
   "InsufficientBalance",

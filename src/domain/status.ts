@@ -1,7 +1,8 @@
 /**
- * The computed subscription status (service.md "Status"), first match wins: BLOCKED, CANCELLED, PAUSED, PENDING,
- * EXPIRED, ACTIVE. ACTIVE mirrors the contract's `isActive`: active while now <= last_paid_at + interval + grace.
- * The SQL fragments and the TypeScript function below are the same rule; test/domain/status.test.ts holds them equal.
+ * The computed subscription status (docs/api-rules.md "Status"), first match wins: BLOCKED, CANCELLED, PAUSED,
+ * PENDING, EXPIRED, ACTIVE. ACTIVE mirrors the contract's `isActive`: active while
+ * now <= last_paid_at + interval + grace. The SQL fragments and the TypeScript function below are the same rule;
+ * test/domain/status.test.ts holds them equal.
  */
 import type postgres from "postgres";
 

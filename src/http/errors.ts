@@ -1,4 +1,4 @@
-/** Error envelope types and the classes that carry their HTTP status (see service.md "Errors"). */
+/** Error envelope types and the classes that carry their HTTP status (see docs/api-rules.md "Errors"). */
 
 /** The `error.type` family of an API error. */
 export type ErrorType =

@@ -12,7 +12,7 @@ export type { IndexerStatus } from "./state";
 
 /**
  * Creates the chain → Postgres indexer: discovers modules from the processor, ingests every event of
- * contracts.md into `events` and the derived tables, follows the head with reorg handling, and commits each
+ * docs/protocol.md into `events` and the derived tables, follows the head with reorg handling, and commits each
  * batch with its cursor in one transaction. One writer per chain (advisory lock); others wait as standby.
  */
 export function createIndexer(opts: IndexerOptions): Indexer {

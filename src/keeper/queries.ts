@@ -8,6 +8,8 @@ export type DueSubscription = {
   next_charge_at: string;
   /** FAIL records since the last CHARGE (or refill, resume, allowance change): the retry count. */
   fails: number;
+  /** Never paid and out of attempts: send only if a simulation says the charge succeeds. */
+  recheck: boolean;
 };
 
 /** What the due query needs besides the database. */
@@ -20,6 +22,10 @@ export type DueQuery = {
   /** This keeper's claim owner: other owners' live claims hide a subscription. */
   owner: string;
   limit: number;
+  /** Failures after which a never-paid subscription is only re-simulated (default: no limit). */
+  maxAttempts?: number;
+  /** Seconds between such re-simulations (default 86400). */
+  recheckIntervalS?: number;
 };
 
 /**
@@ -30,14 +36,19 @@ export type DueQuery = {
  * seconds after the n-th consecutive failure, and no more once it was paid before and its grace period is
  * over, or once its allowance expiry has passed (that failure repeats until the subscriber moves the expiry,
  * which resets the count). The count restarts at the last CHARGE, REFILL, resume or allowance change.
+ *
+ * A subscription never paid that has `maxAttempts` failures is due only once per `recheckIntervalS` after its
+ * last failure or re-simulation (`keeper_rechecks`), flagged `recheck`: the keeper then sends only a charge
+ * whose simulation succeeds (see docs/keeper.md).
  */
 export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSubscription[]> {
   const now = q.now.toString();
   const schedule = `{${q.retrySchedule.map((n) => Math.max(0, Math.floor(n))).join(",")}}`;
   const last = q.retrySchedule.length;
+  const recheck = Math.max(0, Math.floor(q.recheckIntervalS ?? 86_400));
   return sql<DueSubscription[]>`
     select s.module, s.subscription_id::text as subscription_id, s.next_charge_at::text as next_charge_at,
-           f.fails
+           f.fails, x.exhausted as recheck
     from subscriptions s
     join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
     left join lateral (
@@ -61,6 +72,10 @@ export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSu
       where a.chain_id = s.chain_id and a.subscription_id = s.subscription_id and a.type = 'FAIL'
         and (rs.block_number is null or (a.block_number, a.log_index) > (rs.block_number, rs.log_index))
     ) f
+    left join keeper_rechecks k on k.chain_id = s.chain_id and k.subscription_id = s.subscription_id
+    cross join lateral (
+      select coalesce(s.last_paid_at = 0 and f.fails >= ${q.maxAttempts ?? null}::int, false) as exhausted
+    ) x
     where s.chain_id = ${q.chainId}
       and not s.cancelled and not s.paused
       and s.next_charge_at <= ${now}::bigint
@@ -77,7 +92,10 @@ export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSu
         or (
           (s.allowance_expiry = 0 or s.allowance_expiry >= ${now}::bigint)
           and (s.last_paid_at = 0 or ${now}::bigint <= ${paidUntilSql(sql)})
-          and f.last_fail + (${schedule}::bigint[])[least(f.fails, ${last})] <= ${now}::bigint
+          and case
+            when x.exhausted then greatest(f.last_fail, coalesce(k.checked_at, 0)) + ${recheck}::bigint
+            else f.last_fail + (${schedule}::bigint[])[least(f.fails, ${last})]
+          end <= ${now}::bigint
         )
       )
     order by s.next_charge_at, s.subscription_id
@@ -126,4 +144,22 @@ export async function releaseClaim(sql: Sql, c: { chainId: number; subscriptionI
 /** Drops every claim of this owner and expired claims of anyone (start and stop). */
 export async function releaseAllClaims(sql: Sql, c: { chainId: number; owner: string }) {
   await sql`delete from keeper_claims where chain_id = ${c.chainId} and (owner = ${c.owner} or expires_at <= now())`;
+}
+
+/** Records that a never-paid, out-of-attempts subscription was re-simulated at `at` (unix seconds) and still fails. */
+export async function noteRecheck(sql: Sql, c: { chainId: number; subscriptionId: string; at: bigint }) {
+  await sql`
+    insert into keeper_rechecks (chain_id, subscription_id, checked_at)
+    values (${c.chainId}, ${c.subscriptionId}, ${c.at.toString()})
+    on conflict (chain_id, subscription_id) do update set checked_at = excluded.checked_at`;
+}
+
+/**
+ * Drops claims a dead instance of the same key left without a transaction (called when taking the key's lock:
+ * no other live process sends with this key). Claims with a sent transaction expire on their own.
+ */
+export async function releaseUnsentClaims(sql: Sql, c: { chainId: number; address: string }) {
+  await sql`
+    delete from keeper_claims
+    where chain_id = ${c.chainId} and tx_hash is null and starts_with(owner, ${`${c.address.toLowerCase()}:`})`;
 }

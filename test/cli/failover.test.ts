@@ -1,16 +1,19 @@
 /**
- * Indexer failover on Postgres: two `bun run src/main.ts` processes with ROLES=indexer share one database; the
- * leader is SIGKILLed and the standby goes on indexing. Uses DATABASE_URL when set, else the local server.
+ * Failover on Postgres: two `bun run src/main.ts` processes share one database; the leader is SIGKILLed and the
+ * standby goes on (indexing with ROLES=indexer; charging with one keeper key and ROLES=indexer,keeper). Uses
+ * DATABASE_URL when set, else the local server.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import postgres from "postgres";
 import type { Address } from "viem";
 import { createDb, type Db } from "../../src/db/client";
+import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { spawnBun, until, type Child } from "../../testkit/cli";
 
 const BASE = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const NAME = `failover_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 6)}`;
+const KEEPER_DB = `${NAME}_k`;
 
 let chain: TestChain;
 let token: Address;
@@ -41,10 +44,11 @@ afterAll(async () => {
   await db?.close();
   await chain?.stop();
   await admin?.unsafe(`drop database if exists ${NAME} with (force)`);
+  await admin?.unsafe(`drop database if exists ${KEEPER_DB} with (force)`);
   await admin?.end();
 }, 60_000);
 
-function startIndexer(): Child {
+function startIndexer(extra: Record<string, string> = {}): Child {
   const child = spawnBun(["src/main.ts"], {
     DATABASE_URL: url,
     RPC_URL: chain.rpcUrl,
@@ -53,6 +57,7 @@ function startIndexer(): Child {
     ROLES: "indexer",
     POLL_INTERVAL_MS: "100",
     LOG_LEVEL: "info",
+    ...extra,
   });
   children.push(child);
   return child;
@@ -114,4 +119,58 @@ test("the standby indexer takes over when the leader is killed", async () => {
 
   standby.proc.kill("SIGTERM");
   expect(await standby.exited).toBe(0);
+}, 120_000);
+
+test("one keeper key on two machines: only the lock holder sends, and the standby takes over when it is killed", async () => {
+  await admin.unsafe(`create database ${KEEPER_DB}`);
+  const u = new URL(BASE);
+  u.pathname = `/${KEEPER_DB}`;
+  const kdb = await createDb({ url: u.toString(), max: 2 });
+  const env = { DATABASE_URL: u.toString(), ROLES: "indexer,keeper", KEEPER_PRIVATE_KEY: keys.keeper };
+  const said = (c: Child, msg: string) =>
+    c
+      .output()
+      .split("\n")
+      .filter((l) => l.includes(`"msg":"${msg}`)).length;
+  const unpaid = async () => {
+    const [row] = await kdb.sql<{ n: number; total: number }[]>`
+      select count(*) filter (where times_executed = 0)::int as n, count(*)::int as total from subscriptions`;
+    return row!.total > 0 && row!.n === 0;
+  };
+  try {
+    const first = startIndexer(env);
+    await first.waitFor(/"msg":"keeper holds its key's lock/, 60_000);
+    const second = startIndexer(env);
+    await second.waitFor(/"msg":"keeper is a standby/, 60_000);
+    await chain.fund("bob", token, 1_000_000n);
+    for (const plan of [1, 2, 3]) await chain.subscribe("bob", module, plan);
+    await until("every subscription to be charged", unpaid, 30_000);
+    await Bun.sleep(500);
+    expect(said(first, "charge sent")).toBeGreaterThanOrEqual(3);
+    expect(said(second, "charge sent")).toBe(0);
+
+    first.proc.kill("SIGKILL");
+    expect(await first.exited).not.toBe(0);
+    await chain.fund("carol", token, 1_000_000n);
+    const late = await chain.subscribe("carol", module, 1);
+    await until(
+      "the standby to charge the new subscription",
+      async () => {
+        const [row] = await kdb.sql<{ t: string }[]>`
+          select times_executed::text as t from subscriptions where subscription_id = ${late.toString()}`;
+        return row?.t === "1";
+      },
+      30_000,
+    );
+    expect(said(second, "keeper holds its key's lock")).toBe(1);
+    expect(said(second, "charge sent")).toBe(1);
+    for (const c of [first, second]) expect(said(c, "charge attempt failed") + said(c, "keeper pass failed")).toBe(0);
+    const [charges] = await kdb.sql<{ n: number; subs: number }[]>`
+      select count(*)::int as n, count(distinct subscription_id)::int as subs from activity where type = 'CHARGE'`;
+    expect(charges!.n).toBe(charges!.subs);
+    second.proc.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+  } finally {
+    await kdb.close();
+  }
 }, 120_000);

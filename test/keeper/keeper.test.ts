@@ -1,19 +1,19 @@
 /**
  * The keeper against a real anvil chain and the real indexer: first charges, the retry schedule with time travel,
- * the grace cut-off, two keepers side by side, nonce resync and RPC outages.
+ * the grace cut-off, two keepers side by side, nonce resync, RPC outages, one sender per key and the attempt cap.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createPublicClient, createWalletClient, http, maxUint256, type Address, type Hash } from "viem";
 import { publicClientFor } from "../../src/chain/clients";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
-import type { Db } from "../../src/db/client";
+import { createDb, type Db } from "../../src/db/client";
 import { createNotifier } from "../../src/db/notify";
 import { createIndexer } from "../../src/indexer";
 import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper";
 import { createLogger } from "../../src/common/log";
 import { accounts } from "../../testkit/accounts";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
-import { createTestDb } from "../../testkit/db";
+import { createTestDb, testDbKind } from "../../testkit/db";
 
 const LONG = 1; // plan: 30-day interval, for tests without time travel
 const SHORT = 2; // plan: 1000 s interval, 500 s grace, for the retry tests
@@ -75,12 +75,16 @@ afterAll(async () => {
   await chain?.stop();
 }, 60_000);
 
+function keeperConfig(retrySchedule: number[]): KeeperOptions["config"] {
+  return { chainId: chain.chainId, PROCESSOR_ADDRESS: chain.processor, POLL_INTERVAL_MS: 200, retrySchedule };
+}
+
 function makeKeeper(name: "keeper" | "keeper2", retrySchedule: number[], extra: Partial<KeeperOptions> = {}): Keeper {
   const keeper = createKeeper({
     sql: db.sql,
     client: publicClientFor(chain.rpcUrl),
     wallet: chain.wallet(name),
-    config: { chainId: chain.chainId, PROCESSOR_ADDRESS: chain.processor, POLL_INTERVAL_MS: 200, retrySchedule },
+    config: keeperConfig(retrySchedule),
     log: () => {},
     ...extra,
   });
@@ -191,6 +195,7 @@ describe("keeper", () => {
     records = await activity(id);
     expect(records.map((r) => r.type)).toEqual(["FAIL", "FAIL", "FAIL", "FAIL", "CHARGE"]);
     expect((await sub(id))!.times_executed).toBe("1");
+    await keeper.stop();
     await cancel("bob", id);
   }, 60_000);
 
@@ -220,6 +225,7 @@ describe("keeper", () => {
       "FAIL:InsufficientAllowance",
       "FAIL:InsufficientAllowance",
     ]);
+    await keeper.stop();
     await cancel("carol", id);
   }, 60_000);
 
@@ -328,6 +334,7 @@ describe("keeper", () => {
         [unpayable.toString()]: "failure_already_recorded",
       });
       expect(await chain.publicClient.getTransactionCount({ address: accounts.keeper.address })).toBe(before);
+      await stale.stop();
       await synced();
       await cancel("erin", paid);
       await cancel("erin", paused);
@@ -362,6 +369,7 @@ describe("keeper", () => {
     expect(await chain.publicClient.getTransactionCount({ address: accounts.carol.address })).toBe(before);
     await outsider.tick();
     expect(warnings.filter((w) => w.includes("NotKeeper"))).toHaveLength(1);
+    await outsider.stop();
     await cancel("dave", id);
   }, 60_000);
 
@@ -385,6 +393,7 @@ describe("keeper", () => {
     expect(r3.sent.map((s) => s.subscriptionId)).toEqual([second.toString()]);
     await minedAndIndexed(r3.sent[0]!.hash);
     expect((await sub(second))!.times_executed).toBe("1");
+    await keeper.stop();
     await cancel("dave", first);
     await cancel("dave", second);
   }, 60_000);
@@ -431,5 +440,106 @@ describe("keeper", () => {
     } finally {
       await proxy.stop(true);
     }
+  }, 60_000);
+
+  test("two instances with one key: only the lock holder sends, the other takes over when it stops", async () => {
+    // Postgres: the second instance has its own connection pool, as another process would; PGlite has one session.
+    const otherDb = testDbKind === "postgres" ? await createDb({ url: db.url, max: 2 }) : undefined;
+    const logs = { a: [] as string[], b: [] as string[] };
+    const a = makeKeeper("keeper", [3600], { log: createLogger("info", (l) => logs.a.push(l)) });
+    const b = makeKeeper("keeper", [3600], {
+      sql: otherDb?.sql ?? db.sql,
+      log: createLogger("info", (l) => logs.b.push(l)),
+    });
+    const said = (lines: string[], msg: string) => lines.filter((l) => l.includes(`"msg":"${msg}`)).length;
+    try {
+      await a.start();
+      await until("the first instance to take the lock", async () => said(logs.a, "keeper holds its key's lock") > 0);
+      await b.start();
+      await until("the second instance to stand by", async () => said(logs.b, "keeper is a standby") > 0);
+      const payers: WalletName[] = ["alice", "bob", "carol", "dave", "erin"];
+      const ids: [WalletName, bigint][] = [];
+      for (const name of payers) {
+        await chain.fund(name, token, 100_000_000n);
+        ids.push(
+          [name, await chain.subscribe(name, module, LONG)],
+          [name, await chain.subscribe(name, module, LONG_B)],
+        );
+      }
+      await until("every subscription to be charged", async () => {
+        for (const [, id] of ids) if ((await sub(id))?.times_executed !== "1") return false;
+        return true;
+      });
+      await Bun.sleep(600); // several more passes of both
+      expect(said(logs.a, "charge sent")).toBe(ids.length);
+      expect(said(logs.b, "charge sent")).toBe(0);
+
+      // The holder goes: the standby takes the lock and charges what comes next.
+      await a.stop();
+      await chain.fund("merchant2", token, 100_000_000n);
+      const late = await chain.subscribe("merchant2", module, LONG);
+      await until("the standby to charge", async () => (await sub(late))?.times_executed === "1");
+      expect(said(logs.b, "keeper holds its key's lock")).toBe(1);
+      expect(said(logs.b, "charge sent")).toBe(1);
+      for (const lines of [logs.a, logs.b]) {
+        expect(said(lines, "charge attempt failed") + said(lines, "keeper pass failed")).toBe(0);
+      }
+      for (const [, id] of [...ids, ["merchant2", late] as const]) {
+        expect((await activity(id)).map((r) => r.type)).toEqual(["CHARGE"]);
+      }
+      for (const [name, id] of [...ids, ["merchant2", late] as const]) await cancel(name, id);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await otherDb?.close();
+    }
+  }, 60_000);
+
+  test("a never-paid subscription stops after KEEPER_MAX_ATTEMPTS and is only re-simulated until it can pay", async () => {
+    const keeper = makeKeeper("keeper", [100, 200], {
+      config: { ...keeperConfig([100, 200]), maxAttempts: 2, recheckIntervalS: 1000 },
+    });
+    await chain.fund("bob", token, 10_000_000n, 0n);
+    const id = await chain.subscribe("bob", module, SHORT);
+    await synced();
+    const sentFor = (r: { sent: { subscriptionId: string; hash: Hash }[] }) =>
+      r.sent.find((s) => s.subscriptionId === id.toString());
+    const fail1 = await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    await chain.mineAt(fail1 + 100n);
+    await synced();
+    const fail2 = await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    const nonce = () => chain.publicClient.getTransactionCount({ address: accounts.keeper.address });
+    const sentBefore = await nonce();
+
+    // The schedule would allow a third attempt 200 s later: two attempts are the cap.
+    await chain.mineAt(fail2 + 200n);
+    await synced();
+    expect(sentFor(await keeper.tick())).toBeUndefined();
+    // After the recheck interval it is simulated (free) and, still failing, not sent.
+    await chain.mineAt(fail2 + 1000n);
+    await synced();
+    const recheck = await keeper.tick();
+    expect(recheck.skipped).toContainEqual({
+      module: module.toLowerCase(),
+      subscriptionId: `${id}`,
+      reason: "attempts_exhausted",
+    });
+    // approve() is not an indexed event: nothing happens until the next recheck, which sends the charge.
+    await approve("bob", maxUint256);
+    await synced();
+    const early = await keeper.tick();
+    expect(sentFor(early)).toBeUndefined();
+    expect(early.skipped.map((s) => s.subscriptionId)).not.toContain(`${id}`);
+    expect(await nonce()).toBe(sentBefore);
+    await chain.mineAt(BigInt(recheck.now) + 1000n);
+    await synced();
+    await minedAndIndexed(sentFor(await keeper.tick())!.hash);
+    expect((await activity(id)).map((r) => `${r.type}:${r.reason}`)).toEqual([
+      "FAIL:InsufficientAllowance",
+      "FAIL:InsufficientAllowance",
+      "CHARGE:null",
+    ]);
+    await keeper.stop();
+    await cancel("bob", id);
   }, 60_000);
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
-import { claimSubscription, findDueSubscriptions, releaseClaim } from "../../src/keeper/queries";
+import { claimSubscription, findDueSubscriptions, noteRecheck, releaseClaim } from "../../src/keeper/queries";
 import { createTestDb } from "../../testkit/db";
 
 const CHAIN = 31337;
@@ -23,7 +23,15 @@ afterAll(async () => {
 
 beforeEach(async () => {
   const { sql } = db;
-  for (const table of ["subscriptions", "plans", "activity", "events", "blocked_subscribers", "keeper_claims"]) {
+  for (const table of [
+    "subscriptions",
+    "plans",
+    "activity",
+    "events",
+    "blocked_subscribers",
+    "keeper_claims",
+    "keeper_rechecks",
+  ]) {
     await sql`delete from ${sql(table)}`;
   }
   // plan 1: interval 1000 s, grace 500 s
@@ -197,5 +205,57 @@ describe("findDueSubscriptions", () => {
     expect(await claimSubscription(db.sql, { chainId: CHAIN, subscriptionId: "1", owner: ME, ttlMs: 60_000 })).toBe(
       true,
     );
+  });
+
+  describe("with maxAttempts (KEEPER_MAX_ATTEMPTS) and a recheck interval", () => {
+    const capped = async (now = NOW) =>
+      (
+        await findDueSubscriptions(db.sql, {
+          chainId: CHAIN,
+          now,
+          retrySchedule: SCHEDULE,
+          owner: ME,
+          limit: 100,
+          maxAttempts: 2,
+          recheckIntervalS: 1000,
+        })
+      ).map((r) => `${r.subscription_id}${r.recheck ? ":recheck" : ""}`);
+
+    test("a never-paid subscription out of attempts is due only once per recheck interval, flagged", async () => {
+      await addSubscription({ id: 1 });
+      await addActivity(1, "FAIL", NOW - 500n);
+      expect(await capped()).toEqual(["1"]);
+      await addActivity(1, "FAIL", NOW - 300n);
+      // The schedule (200 s after the 2nd failure) no longer applies: the recheck interval does.
+      expect(await capped()).toEqual([]);
+      expect(await capped(NOW + 699n)).toEqual([]);
+      expect(await capped(NOW + 700n)).toEqual(["1:recheck"]);
+      await noteRecheck(db.sql, { chainId: CHAIN, subscriptionId: "1", at: NOW + 700n });
+      expect(await capped(NOW + 1699n)).toEqual([]);
+      expect(await capped(NOW + 1700n)).toEqual(["1:recheck"]);
+    });
+
+    test("a refill, a resume or an allowance change restarts the count", async () => {
+      for (const [id, name] of [
+        [1, "REFILL"],
+        [2, "SubscriptionResumed"],
+        [3, "AllowanceExpiryUpdated"],
+      ] as const) {
+        await addSubscription({ id });
+        await addActivity(id, "FAIL", NOW - 400n);
+        await addActivity(id, "FAIL", NOW - 300n);
+        if (name === "REFILL") await addActivity(id, "REFILL", NOW - 5n);
+        else await addEvent(id, name, NOW - 5n);
+      }
+      expect(await capped()).toEqual(["1", "2", "3"]);
+    });
+
+    test("a subscription paid before is not capped: its grace period ends its retries", async () => {
+      await addSubscription({ id: 1, lastPaidAt: NOW - 1100n, nextChargeAt: NOW - 100n, timesExecuted: 1 });
+      await addActivity(1, "FAIL", NOW - 450n);
+      await addActivity(1, "FAIL", NOW - 250n);
+      await addActivity(1, "FAIL", NOW - 200n);
+      expect(await capped()).toEqual(["1"]);
+    });
   });
 });

@@ -119,7 +119,7 @@ function toApiError(code: unknown, error: unknown, request: Request, requestId: 
   return new ApiError(500, "api_error", "internal_error", "internal error");
 }
 
-/** Renders every error as the service.md envelope; nothing reaches the client as a 500 page. */
+/** Renders every error as the envelope of docs/api-rules.md "Errors"; nothing reaches the client as a 500 page. */
 export function createErrorHandler(log: Logger = createLogger("info")) {
   return new Elysia({ name: "error-handler" })
     .derive({ as: "global" }, () => ({ requestId: newRequestId() }))

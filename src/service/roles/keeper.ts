@@ -1,4 +1,4 @@
-import { createWalletClient, http } from "viem";
+import { createWalletClient, http, parseGwei } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { publicClientFor } from "../../chain/clients";
 import { chainDefinition } from "../../chain/define";
@@ -6,7 +6,7 @@ import { requireChain } from "../../common/config";
 import { createKeeper } from "../../keeper";
 import type { Role } from "../context";
 
-/** Role `keeper`: charges due subscriptions; stays off without KEEPER_PRIVATE_KEY. */
+/** Role `keeper`: charges due subscriptions while it holds its key's lock; stays off without KEEPER_PRIVATE_KEY. */
 export const keeperRole: Role = {
   name: "keeper",
   async start({ config, opts, db, chains, chainId, log, service }) {
@@ -30,7 +30,12 @@ export const keeperRole: Role = {
         PROCESSOR_ADDRESS: config.PROCESSOR_ADDRESS,
         POLL_INTERVAL_MS: config.POLL_INTERVAL_MS,
         retrySchedule: config.retrySchedule,
+        maxAttempts: config.KEEPER_MAX_ATTEMPTS ?? config.retrySchedule.length,
+        recheckIntervalS: config.KEEPER_RECHECK_INTERVAL_S,
+        txDeadlineMs: config.KEEPER_TX_DEADLINE_MS,
+        maxFeePerGas: parseGwei(config.KEEPER_MAX_FEE_GWEI),
       },
+      dbKind: db.kind,
       log,
     });
     await keeper.start();

@@ -1,4 +1,4 @@
-/** Activity records (api.md 2.1) and the documentation of the activity, payments and failures routes. */
+/** Activity records (docs/api-rules.md) and the documentation of the activity, payments and failures routes. */
 import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";

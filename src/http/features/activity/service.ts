@@ -126,7 +126,7 @@ export function eventId(r: { chain_id: string; tx_hash: string; log_index: numbe
   return `${r.chain_id}:${r.tx_hash}:${r.log_index}`;
 }
 
-/** The API record of a row (api.md 2.1; service.md "Activity records" fixes the per-type nulls). */
+/** The API record of a row (docs/api-rules.md "Records" fixes the per-type nulls). */
 export function toActivityRecord(r: ActivityRow): ActivityRecord {
   return {
     event_id: eventId(r),

@@ -1,4 +1,4 @@
-/** Authorization check result (api.md 2.3) and the documentation of `GET /v0/auth/check`. */
+/** Authorization check result (docs/api-rules.md "Records") and the documentation of `GET /v0/auth/check`. */
 import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { errorEnvelopeWith, responses } from "../docs";

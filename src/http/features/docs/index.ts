@@ -4,7 +4,7 @@ import { Type as t, type TProperties, type TSchema } from "@sinclair/typebox";
 import { openapi } from "@elysiajs/openapi";
 import type { OpenAPIV3 } from "openapi-types";
 
-/** Fields of the `error` object of service.md's envelope. */
+/** Fields of the `error` object of the error envelope (docs/api-rules.md "Errors"). */
 const errorFields = {
   type: t.Union(
     ["invalid_request_error", "authentication_error", "permission_error", "rate_limit_error", "api_error"].map((v) =>
@@ -18,7 +18,7 @@ const errorFields = {
   request_id: t.String({ description: "Also sent as the X-Request-Id header" }),
 };
 
-/** The error envelope of service.md, as a schema. */
+/** The error envelope of docs/api-rules.md "Errors", as a schema. */
 export const ErrorEnvelope = t.Object(
   { error: t.Object(errorFields) },
   { description: "Every error response has this shape." },

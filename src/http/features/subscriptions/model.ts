@@ -1,4 +1,4 @@
-/** Subscription records (api.md 2.2) and the documentation of the subscriptions routes. */
+/** Subscription records (docs/api-rules.md "Records") and the documentation of the subscriptions routes. */
 import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";

@@ -1,4 +1,4 @@
-/** Subscription allocations of a merchant, with the status computed at query time (service.md "Status"). */
+/** Subscription allocations of a merchant, with the status computed at query time (docs/api-rules.md "Status"). */
 import type { Sql } from "../../../db/client";
 import { chainNow, statusJoins, statusSql } from "../../../domain/status";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
@@ -70,7 +70,7 @@ export function allocationId(r: { chain_id: string; module: string; subscription
   return `${r.chain_id}:${r.module}:${r.subscription_id}`;
 }
 
-/** The API record of a row (api.md 2.2). */
+/** The API record of a row (docs/api-rules.md "Records"). */
 export function toSubscriptionRecord(r: SubscriptionRow): SubscriptionRecord {
   const max = BigInt(r.max_executions);
   const times = BigInt(r.times_executed);

@@ -1,0 +1,83 @@
+import { eachBounded } from "../common/async";
+import type { Charger, PassContext } from "./charge";
+import type { KeeperLock } from "./lock";
+import type { NonceManager } from "./nonce";
+import { findDueSubscriptions, indexedBlock, releaseUnsentClaims, type DueSubscription } from "./queries";
+import type { Receipts } from "./receipts";
+import { emptyResult, type KeeperConfig, type KeeperContext, type TickResult } from "./types";
+
+/** What one pass uses besides the context. */
+export type PassDeps = {
+  config: KeeperConfig;
+  lock: () => Promise<KeeperLock>;
+  nonces: NonceManager;
+  receipts: Receipts;
+  charger: Charger;
+  limits: { batchLimit: number; maxInFlight: number; concurrency: number };
+};
+
+/** Creates one keeper's pass: lock, receipts, due subscriptions, charges. */
+export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<TickResult> {
+  const { sql, client, chainId, address, owner, log } = ctx;
+  const { config, nonces, receipts, charger, limits } = deps;
+  const retrySchedule = config.retrySchedule.length ? config.retrySchedule : [86_400];
+  let standbyLogged = false;
+
+  /** Whether this instance may send now; a change of holder resets the nonce and the dead holder's claims. */
+  async function holdLock(): Promise<boolean> {
+    const state = await (await deps.lock()).hold();
+    if (state.lost) log("warn", "keeper lost its key's lock: standing by", { keeper: address });
+    if (state.acquired) {
+      nonces.reset();
+      await releaseUnsentClaims(sql, { chainId, address });
+      log("info", "keeper holds its key's lock: sending charges", { keeper: address, chainId });
+    } else if (!state.held && !standbyLogged) {
+      log("info", "keeper is a standby: another process sends with this key", { keeper: address, chainId });
+    }
+    standbyLogged = !state.held;
+    return state.held;
+  }
+
+  /** The due subscriptions this pass tries; the others are reported as skipped (in flight, over capacity). */
+  function select(due: DueSubscription[], result: TickResult): DueSubscription[] {
+    let room = Math.max(0, limits.maxInFlight - receipts.pending());
+    return due.filter((d) => {
+      const reason = receipts.has(d.subscription_id) ? "in_flight" : room-- > 0 ? null : "capacity";
+      if (reason) result.skipped.push({ module: d.module, subscriptionId: d.subscription_id, reason });
+      return !reason;
+    });
+  }
+
+  return async () => {
+    if (!(await holdLock())) return emptyResult("0", true);
+    const head = await client.getBlock({ blockTag: "latest" });
+    const wall = BigInt(Math.floor(Date.now() / 1000));
+    const now = head.timestamp > wall ? head.timestamp : wall;
+    const result = emptyResult(now.toString());
+    const indexed = await indexedBlock(sql, chainId);
+    await receipts.collect(indexed, result);
+    const due = await findDueSubscriptions(sql, {
+      chainId,
+      now,
+      retrySchedule,
+      owner,
+      limit: limits.batchLimit,
+      maxAttempts: config.maxAttempts,
+      recheckIntervalS: config.recheckIntervalS,
+    });
+    result.due = due.length;
+    const pass: PassContext = { now, indexed, head: head.number, baseFee: head.baseFeePerGas ?? null };
+    await eachBounded(select(due, result), limits.concurrency, (d) => charger.tryCharge(d, pass, result));
+    const { sent, replaced, errors } = result;
+    if (sent.length || replaced.length || errors) {
+      log("debug", "keeper pass", {
+        now: result.now,
+        due: due.length,
+        sent: sent.length,
+        replaced: replaced.length,
+        errors,
+      });
+    }
+    return result;
+  };
+}

@@ -1,0 +1,174 @@
+/**
+ * Slow transactions on anvil with automine off: a charge not mined within the deadline is replaced at its nonce with
+ * fees at least 12.5 % higher, exactly one version is mined and indexed; KEEPER_MAX_FEE_GWEI is never exceeded.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { TransactionReceiptNotFoundError, parseGwei, type Address, type Hash } from "viem";
+import { publicClientFor } from "../../src/chain/clients";
+import { createLogger } from "../../src/common/log";
+import type { Db } from "../../src/db/client";
+import { createIndexer } from "../../src/indexer";
+import { createKeeper, type Keeper, type KeeperConfig } from "../../src/keeper";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { createTestDb } from "../../testkit/db";
+
+let chain: TestChain;
+let db: Db;
+let token: Address;
+let module: Address;
+let indexer: ReturnType<typeof createIndexer>;
+const keepers: Keeper[] = [];
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  db = await createTestDb();
+  token = await chain.deployToken();
+  module = await chain.createModule("merchant");
+  await chain.createPlan("merchant", module, { planId: 1, token, amount: 1_000_000n, interval: 30 * 86_400 });
+  indexer = createIndexer({
+    sql: db.sql,
+    db,
+    client: publicClientFor(chain.rpcUrl),
+    config: {
+      PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
+      START_BLOCK: Number(chain.startBlock),
+      CONFIRMATIONS: 0,
+      POLL_INTERVAL_MS: 100,
+      chainId: chain.chainId,
+    },
+  });
+  await indexer.start();
+}, 60_000);
+
+afterAll(async () => {
+  await chain?.testClient.setAutomine(true).catch(() => {});
+  for (const k of keepers) await k.stop().catch(() => {});
+  await indexer?.stop();
+  await db?.close();
+  await chain?.stop();
+}, 60_000);
+
+function makeKeeper(config: Partial<KeeperConfig>, lines: string[]): Keeper {
+  const keeper = createKeeper({
+    sql: db.sql,
+    client: publicClientFor(chain.rpcUrl),
+    wallet: chain.wallet("keeper"),
+    config: {
+      chainId: chain.chainId,
+      PROCESSOR_ADDRESS: chain.processor,
+      POLL_INTERVAL_MS: 100,
+      retrySchedule: [3600],
+      txDeadlineMs: 300,
+      ...config,
+    },
+    log: createLogger("debug", (l) => lines.push(l)),
+  });
+  keepers.push(keeper);
+  return keeper;
+}
+
+/** A due subscription, indexed, with automine switched off afterwards so that the keeper's sends stay pending. */
+async function dueWithAutomineOff(name: "alice" | "bob" | "carol"): Promise<bigint> {
+  await chain.fund(name, token, 10_000_000n);
+  const id = await chain.subscribe(name, module, 1);
+  await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
+  await chain.testClient.setAutomine(false);
+  return id;
+}
+
+async function eip1559(hash: Hash) {
+  const tx = await chain.publicClient.getTransaction({ hash });
+  return { nonce: tx.nonce, maxFee: tx.maxFeePerGas!, tip: tx.maxPriorityFeePerGas! };
+}
+
+async function minedOnce(hashes: Hash[]): Promise<Hash> {
+  const mined: Hash[] = [];
+  for (const hash of hashes) {
+    try {
+      expect((await chain.publicClient.getTransactionReceipt({ hash })).status).toBe("success");
+      mined.push(hash);
+    } catch (err) {
+      expect(err).toBeInstanceOf(TransactionReceiptNotFoundError);
+    }
+  }
+  expect(mined).toHaveLength(1);
+  return mined[0]!;
+}
+
+async function chargesIndexed(id: bigint) {
+  await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
+  const rows = await db.sql<{ type: string }[]>`
+    select type from activity where chain_id = ${chain.chainId} and subscription_id = ${id.toString()}`;
+  return rows.map((r) => r.type);
+}
+
+test("a charge not mined by the deadline is replaced at its nonce with 12.5 % higher fees; one is mined", async () => {
+  const lines: string[] = [];
+  const id = await dueWithAutomineOff("alice");
+  try {
+    const keeper = makeKeeper({ maxFeePerGas: parseGwei("1000") }, lines);
+    const first = await keeper.tick();
+    expect(first.sent.map((s) => s.subscriptionId)).toEqual([`${id}`]);
+    const original = first.sent[0]!.hash;
+    const before = await eip1559(original);
+    // Before the deadline the next pass only waits.
+    const waiting = await keeper.tick();
+    expect(waiting.replaced).toEqual([]);
+    expect(waiting.sent).toEqual([]);
+    await Bun.sleep(400);
+    const late = await keeper.tick();
+    expect(late.replaced).toHaveLength(1);
+    expect(late.replaced[0]).toMatchObject({ subscriptionId: `${id}`, replaced: original, nonce: before.nonce });
+    const replacement = late.replaced[0]!.hash;
+    const after = await eip1559(replacement);
+    expect(after.nonce).toBe(before.nonce);
+    expect(after.maxFee * 1000n).toBeGreaterThanOrEqual(before.maxFee * 1125n);
+    expect(after.tip * 1000n).toBeGreaterThanOrEqual(before.tip * 1125n);
+
+    await chain.testClient.mine({ blocks: 1 });
+    expect(await minedOnce([original, replacement])).toBe(replacement);
+    const collected = await keeper.tick();
+    expect(collected.mined).toEqual([{ subscriptionId: `${id}`, hash: replacement, status: "success" }]);
+    expect(await chargesIndexed(id)).toEqual(["CHARGE"]);
+    await keeper.stop();
+  } finally {
+    await chain.testClient.setAutomine(true);
+  }
+}, 60_000);
+
+test("KEEPER_MAX_FEE_GWEI is never exceeded: no replacement above it, no send when the base fee is above it", async () => {
+  const lines: string[] = [];
+  const id = await dueWithAutomineOff("bob");
+  try {
+    const network = await chain.publicClient.estimateFeesPerGas();
+    // Room for the first send, not for a 12.5 % bump.
+    const cap = (network.maxFeePerGas * 105n) / 100n;
+    const keeper = makeKeeper({ maxFeePerGas: cap }, lines);
+    const first = await keeper.tick();
+    expect(first.sent).toHaveLength(1);
+    const original = first.sent[0]!.hash;
+    expect((await eip1559(original)).maxFee).toBeLessThanOrEqual(cap);
+    await Bun.sleep(400);
+    const late = await keeper.tick();
+    expect(late.replaced).toEqual([]);
+    expect(lines.some((l) => l.includes("fee cap leaves no room to replace it"))).toBe(true);
+    await chain.testClient.mine({ blocks: 1 });
+    expect(await minedOnce([original])).toBe(original);
+    expect(await chargesIndexed(id)).toEqual(["CHARGE"]);
+    await keeper.stop();
+
+    // A cap below the base fee: nothing is sent, and the keeper says why.
+    const poorLines: string[] = [];
+    await chain.testClient.setAutomine(true);
+    const other = await dueWithAutomineOff("carol");
+    const poor = makeKeeper({ maxFeePerGas: 1n }, poorLines);
+    const nonce = await chain.publicClient.getTransactionCount({ address: chain.keeper, blockTag: "pending" });
+    const r = await poor.tick();
+    expect(r.sent).toEqual([]);
+    expect(r.skipped).toContainEqual({ module: module.toLowerCase(), subscriptionId: `${other}`, reason: "fee_cap" });
+    expect(poorLines.some((l) => l.includes("KEEPER_MAX_FEE_GWEI") && l.includes('"level":"warn"'))).toBe(true);
+    expect(await chain.publicClient.getTransactionCount({ address: chain.keeper, blockTag: "pending" })).toBe(nonce);
+  } finally {
+    await chain.testClient.setAutomine(true);
+  }
+}, 60_000);

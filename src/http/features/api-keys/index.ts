@@ -21,8 +21,7 @@ export function apiKeyRoutes(deps: AppDeps) {
         set.headers["cache-control"] = "no-store";
         return createKey(deps.sql, merchant, label);
       },
-      // Left out of /docs/json: its document requires a 200 body of every operation, this one answers 201.
-      { params: KeysParamsDoc, detail: { ...createDetail, hide: true } },
+      { params: KeysParamsDoc, detail: createDetail },
     )
     .get(
       "/:merchant",

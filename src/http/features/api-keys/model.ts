@@ -76,6 +76,15 @@ const sessionOnly = {
   },
 };
 
+/** The 201 body's example. */
+export const createdExample: CreatedKey = {
+  id: listed.id,
+  key: "sk_live_4Hq2vX9bN7mK3pR8sT1wY6zC5dF0gJ2hL4nQ8rU3",
+  merchant: MERCHANT,
+  label: "production server",
+  created_at: listed.created_at,
+};
+
 /** OpenAPI detail of `POST /v0/api_keys/:merchant` (201). */
 export const createDetail = {
   tags: ["api_keys"],
@@ -94,15 +103,17 @@ export const createDetail = {
       },
     },
   },
-};
-
-/** The 201 body's example. */
-export const createdExample: CreatedKey = {
-  id: listed.id,
-  key: "sk_live_4Hq2vX9bN7mK3pR8sT1wY6zC5dF0gJ2hL4nQ8rU3",
-  merchant: MERCHANT,
-  label: "production server",
-  created_at: listed.created_at,
+  responses: responses(
+    {
+      description: "The new key, shown only here",
+      schema: CreatedKey,
+      example: createdExample,
+      freshness: false,
+      status: 201,
+    },
+    [400, 401, 403, 503],
+    { ...badMerchant, ...sessionOnly },
+  ),
 };
 
 /** OpenAPI detail of `GET /v0/api_keys/:merchant`. */

@@ -173,6 +173,8 @@ export function responses(
     link?: boolean;
     freshness?: boolean;
     headers?: Record<string, OpenAPIV3.HeaderObject>;
+    /** The success status (default 200; 201 for a create). */
+    status?: 200 | 201;
   },
   statuses: number[],
   errors: Partial<Record<number, Partial<ErrorDoc>>> = {},
@@ -189,7 +191,7 @@ export function responses(
     };
   }
   const out: OpenAPIV3.ResponsesObject = {
-    200: {
+    [ok.status ?? 200]: {
       description: ok.description,
       headers,
       content: { "application/json": { schema: jsonSchema(ok.schema) as OpenAPIV3.SchemaObject, example: ok.example } },

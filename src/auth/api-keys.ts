@@ -1,4 +1,5 @@
 /** Merchant API keys: random secrets shown once, stored only as SHA-256 hashes, revocable. */
+import { AppError } from "../common/errors";
 import { isAddress } from "viem";
 import type { Sql } from "../db/client";
 import { hashSecret, randomId, randomSecret } from "./hash";
@@ -16,14 +17,10 @@ const LAST_USED_RESOLUTION_S = 60;
 const MAX_LABEL_LENGTH = 200;
 
 /** Thrown for a merchant that is not a 0x + 40 hex address. */
-export class InvalidMerchantError extends Error {
-  override name = "InvalidMerchantError";
-}
+export class InvalidMerchantError extends AppError {}
 
 /** Thrown for a label that is too long or has control characters. */
-export class InvalidLabelError extends Error {
-  override name = "InvalidLabelError";
-}
+export class InvalidLabelError extends AppError {}
 
 /** A newly created key: `key` is the secret, returned this once and never stored. */
 export type CreatedApiKey = { id: string; key: string; merchant: string };

@@ -1,3 +1,4 @@
+import { AppError } from "../common/errors";
 import { spawn, type Subprocess } from "bun";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -6,9 +7,7 @@ import { join } from "node:path";
 export type Anvil = { rpcUrl: string; port: number; chainId: number; stop: () => Promise<void> };
 
 /** Thrown when the anvil binary is missing or does not answer. */
-export class AnvilStartError extends Error {
-  override name = "AnvilStartError";
-}
+export class AnvilStartError extends AppError {}
 
 /** Path of the anvil binary shipped inside the npm package for this platform. */
 export function anvilBinary(): string {

@@ -1,3 +1,4 @@
+import { AppError } from "../common/errors";
 import {
   getAddress,
   parseEventLogs,
@@ -27,9 +28,7 @@ export type DeployWallet = WalletClient<Transport, Chain | undefined, Account>;
 export type TokenKind = "test" | "false" | "nometa";
 
 /** Thrown when a deploy or setup transaction is mined but reverted or did not produce what was expected. */
-export class DeployError extends Error {
-  override name = "DeployError";
-}
+export class DeployError extends AppError {}
 
 async function mined(publicClient: PublicClient, hash: Hash) {
   const receipt = await publicClient.waitForTransactionReceipt({ hash, pollingInterval: 50 });

@@ -9,6 +9,7 @@
  *
  * Bad input or a failure: a message on stderr and exit code 1.
  */
+import { AppError } from "../common/errors";
 import { ConfigError, loadConfig } from "../common/config";
 import { createDb, DataDirInUseError } from "../db/client";
 import { readControlFile, type ControlInfo } from "../db/control-file";
@@ -24,10 +25,10 @@ import {
   revokeApiKey,
 } from "../auth/api-keys";
 
-class UsageError extends Error {}
+class UsageError extends AppError {}
 
 /** A command that ran but could not do its job (printed without the usage text). */
-class CommandError extends Error {}
+class CommandError extends AppError {}
 
 const USAGE = `usage:
   bun run apikey create --merchant 0x… [--label text] [--json]

@@ -3,12 +3,13 @@
  * `{"chainId":…,"processor":"0x…","startBlock":"…"}`. FEE_BPS (default 100, at most 1000) and FEE_RECIPIENT
  * (default the deployer) set the protocol fee. Any bad input or failure: a message on stderr and exit code 1.
  */
+import { AppError } from "../common/errors";
 import { createPublicClient, createWalletClient, http, isAddress, webSocket, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { deployProtocol } from "../chain/deploy";
 import { chainDefinition } from "../chain/define";
 
-class UsageError extends Error {}
+class UsageError extends AppError {}
 
 type DeployEnv = { rpcUrl: string; privateKey: Hex; feeBps: number; feeRecipient?: Address };
 

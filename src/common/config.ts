@@ -1,10 +1,9 @@
+import { AppError } from "./errors";
 import { OptionalKind, Type as T, type Static, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 
 /** Thrown when an environment variable is missing or malformed; the message names it. */
-export class ConfigError extends Error {
-  override name = "ConfigError";
-}
+export class ConfigError extends AppError {}
 
 const Address = T.String({ pattern: "^0x[0-9a-fA-F]{40}$", description: "0x + 40 hex" });
 const PrivateKey = T.String({ pattern: "^0x[0-9a-fA-F]{64}$", description: "0x + 64 hex" });

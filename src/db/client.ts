@@ -1,3 +1,4 @@
+import { AppError } from "../common/errors";
 import postgres from "postgres";
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
@@ -31,9 +32,7 @@ export type DbOptions = {
 };
 
 /** Thrown when another live process already has the embedded database directory open. */
-export class DataDirInUseError extends Error {
-  override name = "DataDirInUseError";
-}
+export class DataDirInUseError extends AppError {}
 
 function pidAlive(pid: number): boolean {
   try {

@@ -1,3 +1,4 @@
+import { AppError } from "../common/errors";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Sql } from "./client";
@@ -9,9 +10,7 @@ export const migrationsDir = join(import.meta.dir, "..", "..", "sql", "migration
 const MIGRATION_LOCK = 7_413_902_211;
 
 /** Thrown when a migration file fails to apply; the whole run is rolled back (see {@link migrate}). */
-export class MigrationError extends Error {
-  override name = "MigrationError";
-}
+export class MigrationError extends AppError {}
 
 /** Lists migration files in apply order. */
 export function listMigrations(dir = migrationsDir): { name: string; text: string }[] {
@@ -44,7 +43,7 @@ export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> 
           await sp`insert into schema_migrations (name) values (${m.name})`;
         });
       } catch (err) {
-        throw new MigrationError(`migration ${m.name} failed: ${(err as Error).message}`);
+        throw new MigrationError(`migration ${m.name} failed: ${(err as Error).message}`, { cause: err });
       }
       applied.push(m.name);
     }

@@ -1,12 +1,12 @@
 /** Error envelope types and the classes that carry their HTTP status (see docs/api-rules.md "Errors"). */
+import { AppError } from "../common/errors";
 
 /** The `error.type` family of an API error. */
 export type ErrorType =
   "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
 
-/** Base class: every error a route throws on purpose; rendered as the JSON envelope. */
-export class ApiError extends Error {
-  override name = "ApiError";
+/** Base class: every error a route throws on purpose; rendered as the JSON envelope. Retryable: 429, 502, 503. */
+export class ApiError extends AppError {
   constructor(
     readonly status: number,
     readonly type: ErrorType,
@@ -16,7 +16,7 @@ export class ApiError extends Error {
     readonly headers: Record<string, string> = {},
     readonly extra: Record<string, unknown> = {},
   ) {
-    super(message);
+    super(message, { retryable: status === 429 || status >= 502 });
   }
 }
 

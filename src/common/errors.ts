@@ -21,14 +21,6 @@ export class AppError extends Error {
   }
 }
 
-/** Whether `err` or an error it wraps says retrying may help. */
-export function isRetryable(err: unknown): boolean {
-  for (let e = err, depth = 0; e && depth < 10; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof AppError) return e.retryable;
-  }
-  return false;
-}
-
 /** `Name: message` of any thrown value, short and single-line, for logs and status fields. */
 export function describeError(err: unknown, max = 500): string {
   const e = err as { shortMessage?: string; message?: string; name?: string };

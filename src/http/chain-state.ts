@@ -16,6 +16,8 @@ export type ChainRow = {
   indexedTime: Date | null;
   headBlock: string | null;
   headSeenAt: Date | null;
+  /** Since when the indexer suspects a reorg deeper than its stored window (not yet acted on); null when not. */
+  deepReorgSuspectedAt: Date | null;
 };
 
 /** Cached view of the `chains` table. */
@@ -43,9 +45,10 @@ export async function readChains(sql: Sql): Promise<ChainRow[]> {
         indexed_time: Date | null;
         head_block: string | null;
         head_seen_at: Date | null;
+        deep_reorg_suspected_at: Date | null;
       }[]
     >`
-      select chain_id, indexed_block, indexed_time, head_block, head_seen_at from chains`,
+      select chain_id, indexed_block, indexed_time, head_block, head_seen_at, deep_reorg_suspected_at from chains`,
     DEADLINE_FAST_MS,
   );
   return rows.map((r) => ({
@@ -54,6 +57,7 @@ export async function readChains(sql: Sql): Promise<ChainRow[]> {
     indexedTime: r.indexed_time,
     headBlock: r.head_block,
     headSeenAt: r.head_seen_at,
+    deepReorgSuspectedAt: r.deep_reorg_suspected_at,
   }));
 }
 

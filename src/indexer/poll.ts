@@ -11,7 +11,7 @@ import type { IndexerContext } from "./context";
 import { catchUp } from "./pipeline";
 import { checkChain, createDeepReorgGuard, type ChainCheck, type DeepReorgGuard } from "./reorg";
 import { applyReorg } from "./rollback";
-import { loadProgress, touchHead } from "./store";
+import { loadProgress, markDeepReorg, touchHead } from "./store";
 import { updateTokens } from "./token-book";
 
 /** Failures that mean "the chain moved or lags under this poll": looked at again at once, a few times. */
@@ -40,6 +40,7 @@ async function actOn(ctx: IndexerContext, check: ChainCheck, guard: DeepReorgGua
   }
   if (check.kind !== "deep") return false;
   const seen = guard.observe(check.fingerprint);
+  if (!state.deepReorgSuspected) await markDeepReorg(ctx.sql, chainId, true);
   state.deepReorgSuspected = true;
   if (!guard.confirmed()) {
     state.notice = `deep reorg suspected: no stored block matches the chain (poll ${seen} of ${guard.polls})`;
@@ -50,6 +51,7 @@ async function actOn(ctx: IndexerContext, check: ChainCheck, guard: DeepReorgGua
   await applyReorg(ctx, null, head, target);
   guard.clear();
   state.deepReorgSuspected = false;
+  await markDeepReorg(ctx.sql, chainId, false);
   return true;
 }
 
@@ -65,7 +67,10 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
   const target = head - ctx.confirmations;
   const check = await checkChain({ sql, client, chainId, cursor: state.cursor, head, window: ctx.window, policy });
   if (check.kind !== "deep") {
-    if (state.deepReorgSuspected) log("info", "deep reorg no longer seen", { chainId, head });
+    if (state.deepReorgSuspected) {
+      log("info", "deep reorg no longer seen", { chainId, head });
+      await markDeepReorg(sql, chainId, false);
+    }
     state.deepReorgSuspected = false;
     guard.clear();
   }

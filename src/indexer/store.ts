@@ -378,6 +378,12 @@ export async function touchHead(q: Q, chainId: number, head: bigint): Promise<vo
   await q`update chains set head_block = ${str(head)}, head_seen_at = now() where chain_id = ${chainId}`;
 }
 
+/** Records (or clears) that a deep reorg is suspected but not yet acted on, for every process's /readyz. */
+export async function markDeepReorg(q: Q, chainId: number, suspected: boolean): Promise<void> {
+  await q`update chains set deep_reorg_suspected_at = ${suspected ? q`coalesce(deep_reorg_suspected_at, now())` : null}
+    where chain_id = ${chainId}`;
+}
+
 /** Stored recent block hashes, newest first. */
 export async function loadBlocks(q: Q, chainId: number): Promise<{ number: bigint; hash: string; time: number }[]> {
   const rows = await q<{ number: string; hash: string; timestamp: Date }[]>`

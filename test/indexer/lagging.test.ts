@@ -3,6 +3,7 @@
  * token whose metadata call hangs. During each fault no indexed record disappears, and the end state equals a
  * fresh index of the same chain.
  */
+import { readiness } from "../../src/http/features/health/service";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { encodeFunctionData } from "viem";
 import { subscriptionProcessorAbi } from "../../src/chain/abis";
@@ -254,10 +255,18 @@ describe("deep reorgs", () => {
     const run = await follow({ deepReorgPolls: 3 });
     try {
       const suspected: boolean[] = [];
+      // What every API process sees: the chains row, and /readyz's verdict built on it.
+      const notReadyBecause: string[] = [];
       let sampling = true;
       const sampler = (async () => {
         while (sampling) {
           suspected.push(run.indexer.status().deepReorgSuspected);
+          const ready = await readiness(
+            run.db.sql,
+            { READY_MAX_LAG_BLOCKS: 1000, POLL_INTERVAL_MS: 20 },
+            chain.chainId,
+          );
+          if (ready.chains[0]?.deep_reorg_suspected_at) notReadyBecause.push(...ready.reasons);
           await Bun.sleep(2);
         }
       })();
@@ -283,6 +292,9 @@ describe("deep reorgs", () => {
       expect(before.map((l) => l.fields?.polls).slice(-2)).toEqual([1, 2]);
       expect(run.logs[confirmed]!.fields?.polls).toBe(3);
       expect(suspected).toContain(true);
+      expect(notReadyBecause.some((r) => r.includes("deep reorg is suspected"))).toBe(true);
+      const [row] = await run.db.sql`select deep_reorg_suspected_at from chains where chain_id = ${chain.chainId}`;
+      expect(row!.deep_reorg_suspected_at).toBeNull();
       expect(run.indexer.status().deepReorgSuspected).toBe(false);
       expect(run.indexer.status().lastError).toBeNull();
     } finally {

@@ -13,6 +13,11 @@ const ChainReadiness = t.Object({
     description: "When the indexer last observed the head",
   }),
   lag_blocks: t.Union([t.String(), t.Null()], { description: "head_block - indexed_block (decimal)" }),
+  deep_reorg_suspected_at: t.Union([t.String(), t.Null()], {
+    description:
+      "Since when the chain disagrees with every stored block: a reorg deeper than the stored window, which the " +
+      "indexer acts on only once several polls confirm it (null when not suspected)",
+  }),
 });
 
 const chainExample = {
@@ -22,6 +27,7 @@ const chainExample = {
   head_block: "1042",
   head_seen_at: "2026-11-20T10:00:00.512Z",
   lag_blocks: "0",
+  deep_reorg_suspected_at: null,
 };
 
 /** OpenAPI detail of /healthz. */

@@ -11,6 +11,8 @@ export type ChainReadiness = {
   head_block: string | null;
   head_seen_at: string | null;
   lag_blocks: string | null;
+  /** Since when a reorg deeper than the indexer's stored window is suspected (it waits for confirmation). */
+  deep_reorg_suspected_at: string | null;
 };
 
 /** The verdict of {@link readiness}. */
@@ -30,6 +32,7 @@ function describe(r: ChainRow): ChainReadiness {
     head_block: r.headBlock,
     head_seen_at: r.headSeenAt?.toISOString() ?? null,
     lag_blocks: lag === null ? null : String(lag < 0n ? 0n : lag),
+    deep_reorg_suspected_at: r.deepReorgSuspectedAt?.toISOString() ?? null,
   };
 }
 
@@ -53,6 +56,12 @@ export async function readiness(
     if (lag === null) reasons.push(`the indexer has not observed the head of chain ${chainId}`);
     else if (lag > BigInt(config.READY_MAX_LAG_BLOCKS)) {
       reasons.push(`chain ${chainId} is ${lag} blocks behind the head (at most ${config.READY_MAX_LAG_BLOCKS})`);
+    }
+    if (row.deepReorgSuspectedAt) {
+      reasons.push(
+        `chain ${chainId} disagrees with every stored block since ${row.deepReorgSuspectedAt.toISOString()}: ` +
+          "a deep reorg is suspected and waits for confirmation",
+      );
     }
     const staleMs = headStaleAfterMs(config);
     if (!row.headSeenAt || now - row.headSeenAt.getTime() > staleMs) {

@@ -216,7 +216,8 @@ export async function insertTokens(q: Q, chainId: number, rows: TokenMeta[]): Pr
     on conflict (chain_id, address) do nothing`;
 }
 
-type SubRow = {
+/** A row of `subscriptions` as the indexer reads it. */
+export type SubRow = {
   subscription_id: string;
   module: string;
   merchant: string;
@@ -236,7 +237,8 @@ type SubRow = {
   tx_hash: string;
 };
 
-function fromRow(r: SubRow): SubState {
+/** The allocation state of a row. */
+export function fromRow(r: SubRow): SubState {
   return {
     subscriptionId: r.subscription_id,
     module: r.module,

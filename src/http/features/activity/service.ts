@@ -6,6 +6,9 @@ import type { ReadDeps } from "../../chain-state";
 import type { Loaded } from "../../cache";
 import { InvalidParameterError } from "../../errors";
 import { AppError } from "../../../common/errors";
+import { eventId, toActivityRecord as toRecord } from "../../../domain/records";
+
+export { eventId };
 import { csvText } from "../../csv";
 import { keysetBatches, listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 
@@ -121,28 +124,9 @@ export async function activityPosition(
   return row && { blockNumber: row.block_number, logIndex: row.log_index };
 }
 
-/** `<chain_id>:<tx_hash>:<log_index>`. */
-export function eventId(r: { chain_id: string; tx_hash: string; log_index: number }): string {
-  return `${r.chain_id}:${r.tx_hash}:${r.log_index}`;
-}
-
-/** The API record of a row (docs/api-rules.md "Records" fixes the per-type nulls). */
+/** The API record of a row (one mapping, in domain/records.ts). */
 export function toActivityRecord(r: ActivityRow): ActivityRecord {
-  return {
-    event_id: eventId(r),
-    allocation_id: `${r.chain_id}:${r.module}:${r.subscription_id}`,
-    module_address: r.module,
-    tx_hash: r.tx_hash,
-    block_number: r.block_number,
-    type: r.type,
-    amount_charged: r.type === "FAIL" ? "0" : r.amount,
-    token_decimals: r.decimals,
-    currency: r.symbol,
-    reason: r.type === "FAIL" ? (r.reason as ActivityRecord["reason"]) : null,
-    keeper_address: r.type === "REFILL" ? null : r.keeper,
-    fee_paid: r.type === "CHARGE" ? r.fee : null,
-    timestamp: r.timestamp,
-  };
+  return toRecord(r) as ActivityRecord;
 }
 
 /**

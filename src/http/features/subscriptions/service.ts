@@ -1,6 +1,9 @@
 /** Subscription allocations of a merchant, with the status computed at query time (docs/api-rules.md "Status"). */
 import type { Sql } from "../../../db/client";
 import { chainNow, statusJoins, statusSql } from "../../../domain/status";
+import { allocationId, isoFromUnix, nextChargeDate, toSubscriptionRecord as toRecord } from "../../../domain/records";
+
+export { allocationId, isoFromUnix, nextChargeDate };
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { freshnessHeaders } from "../../chain-state";
 import {
@@ -42,53 +45,9 @@ function columns(sql: Sql) {
     coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status`;
 }
 
-/** ISO 8601 (ms, UTC) of unix seconds held as a decimal string; clamped to the range a JS Date can show. */
-export function isoFromUnix(seconds: string | number): string {
-  const ms = Math.min(Math.max(Number(seconds) * 1000, -8.64e15), 8.64e15);
-  return new Date(ms).toISOString();
-}
-
-/**
- * The next scheduled charge: null when none is queued (cancelled, paused, blocked, or every execution used),
- * otherwise the contract's nextChargeAt, also when it lies in the past.
- */
-export function nextChargeDate(r: {
-  is_blocked: boolean;
-  cancelled: boolean;
-  paused: boolean;
-  max_executions: string;
-  times_executed: string;
-  next_charge_at: string;
-}): string | null {
-  if (r.is_blocked || r.cancelled || r.paused) return null;
-  if (BigInt(r.max_executions) > 0n && BigInt(r.times_executed) >= BigInt(r.max_executions)) return null;
-  return isoFromUnix(r.next_charge_at);
-}
-
-/** `<chain_id>:<module>:<subscription_id>`. */
-export function allocationId(r: { chain_id: string; module: string; subscription_id: string }): string {
-  return `${r.chain_id}:${r.module}:${r.subscription_id}`;
-}
-
-/** The API record of a row (docs/api-rules.md "Records"). */
+/** The API record of a row (one mapping, in domain/records.ts). */
 export function toSubscriptionRecord(r: SubscriptionRow): SubscriptionRecord {
-  const max = BigInt(r.max_executions);
-  const times = BigInt(r.times_executed);
-  return {
-    allocation_id: allocationId(r),
-    on_chain_id: r.subscription_id,
-    module_address: r.module,
-    user_address: r.subscriber,
-    plan_id: `${r.chain_id}:${r.module}:${r.plan_id}`,
-    status: r.status,
-    total_spent: r.total_spent,
-    times_executed: Number(times),
-    next_charge_date: nextChargeDate(r),
-    expires_at: r.allowance_expiry === "0" ? null : r.allowance_expiry,
-    remaining_executions: max === 0n ? null : Number(max > times ? max - times : 0n),
-    created_at: isoFromUnix(r.created_at),
-    is_blocked: r.is_blocked,
-  };
+  return toRecord(r);
 }
 
 /** Filters and page of a subscription list. */

@@ -1,0 +1,150 @@
+/**
+ * The API records of the index (docs/api-rules.md "Records"): one mapping from table rows to the activity record and
+ * the subscription record, used by the API routes and by the event log (events carry these records as `data.object`).
+ */
+import type { SubscriptionStatus } from "./status";
+
+/** An activity row: the columns of `activity` the record needs, token metadata joined. */
+export type ActivityRecordRow = {
+  chain_id: string;
+  block_number: string;
+  log_index: number;
+  tx_hash: string;
+  /** Block timestamp, ISO 8601 UTC with milliseconds. */
+  timestamp: string;
+  module: string;
+  subscription_id: string;
+  type: "CHARGE" | "FAIL" | "REFILL";
+  amount: string;
+  fee: string | null;
+  reason: string | null;
+  keeper: string | null;
+  symbol: string | null;
+  decimals: number | null;
+};
+
+/** The activity record (api.md 2.1). */
+export type ActivityRecordObject = {
+  event_id: string;
+  allocation_id: string;
+  module_address: string;
+  tx_hash: string;
+  block_number: string;
+  type: "CHARGE" | "FAIL" | "REFILL";
+  amount_charged: string;
+  token_decimals: number | null;
+  currency: string | null;
+  reason: string | null;
+  keeper_address: string | null;
+  fee_paid: string | null;
+  timestamp: string;
+};
+
+/** `<chain_id>:<tx_hash>:<log_index>`. */
+export function eventId(r: { chain_id: string; tx_hash: string; log_index: number }): string {
+  return `${r.chain_id}:${r.tx_hash}:${r.log_index}`;
+}
+
+/** `<chain_id>:<module>:<subscription_id>`. */
+export function allocationId(r: { chain_id: string; module: string; subscription_id: string }): string {
+  return `${r.chain_id}:${r.module}:${r.subscription_id}`;
+}
+
+/** The activity record of a row; the per-type nulls are fixed here. */
+export function toActivityRecord(r: ActivityRecordRow): ActivityRecordObject {
+  return {
+    event_id: eventId(r),
+    allocation_id: allocationId(r),
+    module_address: r.module,
+    tx_hash: r.tx_hash,
+    block_number: r.block_number,
+    type: r.type,
+    amount_charged: r.type === "FAIL" ? "0" : r.amount,
+    token_decimals: r.decimals,
+    currency: r.symbol,
+    reason: r.type === "FAIL" ? r.reason : null,
+    keeper_address: r.type === "REFILL" ? null : r.keeper,
+    fee_paid: r.type === "CHARGE" ? r.fee : null,
+    timestamp: r.timestamp,
+  };
+}
+
+/** A subscription row: the columns of `subscriptions` the record needs, block state and status computed. */
+export type SubscriptionRecordRow = {
+  chain_id: string;
+  subscription_id: string;
+  module: string;
+  subscriber: string;
+  plan_id: string;
+  max_executions: string;
+  times_executed: string;
+  total_spent: string;
+  created_at: string;
+  next_charge_at: string;
+  allowance_expiry: string;
+  paused: boolean;
+  cancelled: boolean;
+  is_blocked: boolean;
+  status: SubscriptionStatus;
+};
+
+/** The subscription record (api.md 2.2). */
+export type SubscriptionRecordObject = {
+  allocation_id: string;
+  on_chain_id: string;
+  module_address: string;
+  user_address: string;
+  plan_id: string;
+  status: SubscriptionStatus;
+  total_spent: string;
+  times_executed: number;
+  next_charge_date: string | null;
+  expires_at: string | null;
+  remaining_executions: number | null;
+  created_at: string;
+  is_blocked: boolean;
+};
+
+/** ISO 8601 (ms, UTC) of unix seconds held as a decimal string; clamped to the range a JS Date can show. */
+export function isoFromUnix(seconds: string | number): string {
+  const ms = Math.min(Math.max(Number(seconds) * 1000, -8.64e15), 8.64e15);
+  return new Date(ms).toISOString();
+}
+
+/**
+ * The next scheduled charge: null when none is queued (cancelled, paused, blocked, or every execution used),
+ * otherwise the contract's nextChargeAt, also when it lies in the past.
+ */
+export function nextChargeDate(r: {
+  is_blocked: boolean;
+  cancelled: boolean;
+  paused: boolean;
+  max_executions: string;
+  times_executed: string;
+  next_charge_at: string;
+}): string | null {
+  if (r.is_blocked || r.cancelled || r.paused) return null;
+  if (BigInt(r.max_executions) > 0n && BigInt(r.times_executed) >= BigInt(r.max_executions)) return null;
+  return isoFromUnix(r.next_charge_at);
+}
+
+/** The subscription record of a row. */
+export function toSubscriptionRecord(r: SubscriptionRecordRow): SubscriptionRecordObject {
+  const max = BigInt(r.max_executions);
+  const times = BigInt(r.times_executed);
+  return {
+    allocation_id: allocationId(r),
+    on_chain_id: r.subscription_id,
+    module_address: r.module,
+    user_address: r.subscriber,
+    plan_id: `${r.chain_id}:${r.module}:${r.plan_id}`,
+    status: r.status,
+    total_spent: r.total_spent,
+    times_executed: Number(times),
+    next_charge_date: nextChargeDate(r),
+    expires_at: r.allowance_expiry === "0" ? null : r.allowance_expiry,
+    remaining_executions: max === 0n ? null : Number(max > times ? max - times : 0n),
+    created_at: isoFromUnix(r.created_at),
+    is_blocked: r.is_blocked,
+  };
+}

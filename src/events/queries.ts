@@ -1,0 +1,169 @@
+/** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
+import type { Q } from "../indexer/store";
+import { fromRow, type SubRow } from "../indexer/store";
+import type { SubState } from "../indexer/derive";
+import type { NewEvent, PlanTerms } from "./timeline";
+
+const SUB_COLUMNS = (q: Q) => q`s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, s.max_executions,
+  s.times_executed, s.total_spent, s.created_at, s.last_paid_at, s.next_charge_at, s.allowance_expiry, s.paused,
+  s.cancelled, s.block_number, s.log_index, s.tx_hash`;
+
+/** Timestamp (unix seconds) of the chain's indexed block, 0 before the first batch. */
+export async function indexedTime(q: Q, chainId: number): Promise<number> {
+  const [row] = await q<{ t: string | null }[]>`
+    select floor(extract(epoch from indexed_time))::bigint as t from chains where chain_id = ${chainId}`;
+  return row?.t ? Number(row.t) : 0;
+}
+
+/** Existing allocations named by id or by `(module, subscriber)` pair, with their pairs' block state and plans. */
+export async function loadTouched(q: Q, chainId: number, ids: string[], pairs: [string, string][]) {
+  const rows = await q<(SubRow & { interval_s: string; grace_s: string; token: string; blocked: boolean })[]>`
+    select ${SUB_COLUMNS(q)}, p.interval_s, p.grace_s, p.token, coalesce(b.blocked, false) as blocked
+    from subscriptions s
+    join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+    left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber
+    where s.chain_id = ${chainId} and (s.subscription_id = any(${ids}::text[]::numeric[])
+      or (s.module, s.subscriber) in (select * from unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[])))`;
+  return withTerms(rows);
+}
+
+/** States, block flags and plan terms of rows that carry their plan and block state. */
+function withTerms(rows: (SubRow & { interval_s: string; grace_s: string; token: string; blocked: boolean })[]) {
+  const subs = new Map<string, SubState>();
+  const blocked = new Map<string, boolean>();
+  const plans = new Map<string, PlanTerms>();
+  for (const r of rows) {
+    subs.set(r.subscription_id, fromRow(r));
+    blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
+    plans.set(`${r.module}:${r.plan_id}`, { interval: Number(r.interval_s), grace: Number(r.grace_s), token: r.token });
+  }
+  return { subs, blocked, plans };
+}
+
+/** Block state of `(module, subscriber)` pairs. */
+export async function loadBlocked(q: Q, chainId: number, pairs: [string, string][]): Promise<Map<string, boolean>> {
+  const rows = await q<{ module: string; subscriber: string; blocked: boolean }[]>`
+    select module, subscriber, blocked from blocked_subscribers where chain_id = ${chainId}
+      and (module, subscriber) in (select * from unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[]))`;
+  return new Map(rows.map((r) => [`${r.module}:${r.subscriber}`, r.blocked]));
+}
+
+/** Plans by `<module>:<planId>`, merchants by module, tokens by address: the ones named. */
+export async function loadRefs(q: Q, chainId: number, modules: string[], tokens: string[]) {
+  const [plans, mods, toks] = await Promise.all([
+    q<{ module: string; plan_id: string; interval_s: string; grace_s: string; token: string }[]>`
+      select module, plan_id, interval_s, grace_s, token from plans where chain_id = ${chainId} and module = any(${modules})`,
+    q<{ address: string; merchant: string }[]>`
+      select address, merchant from modules where chain_id = ${chainId} and address = any(${modules})`,
+    q<{ address: string; symbol: string | null; decimals: number | null }[]>`
+      select address, symbol, decimals from tokens where chain_id = ${chainId} and address = any(${tokens})`,
+  ]);
+  return {
+    plans: new Map(
+      plans.map((p) => [
+        `${p.module}:${p.plan_id}`,
+        { interval: Number(p.interval_s), grace: Number(p.grace_s), token: p.token },
+      ]),
+    ),
+    merchants: new Map(mods.map((m) => [m.address, m.merchant])),
+    tokens: new Map(toks.map((t) => [t.address, { symbol: t.symbol, decimals: t.decimals }])),
+  };
+}
+
+/** `<subscriptionId>:<instant>` of the expiries announced after `after` for the given allocations. */
+export async function loadAnnounced(q: Q, chainId: number, ids: string[], after: number): Promise<Set<string>> {
+  const rows = await q<{ subscription_id: string; t: string }[]>`
+    select subscription_id, floor(extract(epoch from expires_at))::bigint as t from event_expiries
+    where chain_id = ${chainId} and subscription_id = any(${ids}) and expires_at > to_timestamp(${after})`;
+  return new Set(rows.map((r) => `${r.subscription_id}:${r.t}`));
+}
+
+/**
+ * Paid allocations whose expiry instant (`last_paid_at + interval + grace + 1`) lies in `(after, until]`, not yet
+ * announced, not among `skip`. The due index bounds the scan: `next_charge_at = last_paid_at + interval` once paid,
+ * so the instant is `next_charge_at + grace + 1` with grace at most the chain's longest.
+ */
+export async function expiringBetween(q: Q, chainId: number, after: number, until: number, skip: string[]) {
+  const rows = await q<(SubRow & { interval_s: string; grace_s: string; token: string; blocked: boolean })[]>`
+    with g as (select coalesce(max(grace_s), 0) as max_grace from plans where chain_id = ${chainId})
+    select ${SUB_COLUMNS(q)}, p.interval_s, p.grace_s, p.token, false as blocked
+    from g, subscriptions s
+    join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+    left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber
+    where s.chain_id = ${chainId}
+      and s.next_charge_at > ${after}::bigint - 1 - g.max_grace and s.next_charge_at <= ${until}::bigint - 1
+      and s.times_executed > 0 and not s.paused and not s.cancelled and not coalesce(b.blocked, false)
+      and s.last_paid_at + p.interval_s + p.grace_s + 1 > ${after}::bigint
+      and s.last_paid_at + p.interval_s + p.grace_s + 1 <= ${until}::bigint
+      and s.subscription_id <> all(${skip}::text[]::numeric[])
+      and not exists (select 1 from event_expiries e where e.chain_id = s.chain_id
+        and e.subscription_id = s.subscription_id::text
+        and e.expires_at = to_timestamp(s.last_paid_at + p.interval_s + p.grace_s + 1))`;
+  return withTerms(rows);
+}
+
+/** Appends events (already in order) and records their expiries; returns the seq range written, or null. */
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[]) {
+  if (events.length === 0) return null;
+  const rows = await q<{ lo: string; hi: string }[]>`
+    with ins as (
+      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+      select v->>'id', ${chainId}, v->>'merchant', v->>'type', (v->>'block_number')::bigint, (v->>'log_index')::int,
+        (v->>'sub_index')::int, to_timestamp((v->>'ts')::bigint), v->'data'
+      from jsonb_array_elements(${JSON.stringify(
+        events.map((e) => ({
+          id: e.id,
+          merchant: e.merchant,
+          type: e.type,
+          block_number: e.blockNumber.toString(),
+          log_index: e.logIndex,
+          sub_index: e.subIndex,
+          ts: e.ts,
+          data: e.data,
+        })),
+      )}::text::jsonb) with ordinality as e(v, n)
+      order by e.n
+      on conflict (id) do nothing
+      returning seq)
+    select min(seq) as lo, max(seq) as hi from ins`;
+  const expiries = events.filter((e) => e.expiry);
+  if (expiries.length) {
+    await q`
+      insert into event_expiries (chain_id, subscription_id, expires_at, block_number)
+      select ${chainId}, x.s, to_timestamp(x.t), x.b from jsonb_to_recordset(${JSON.stringify(
+        expiries.map((e) => ({ s: e.expiry!.subscriptionId, t: e.expiry!.instant, b: e.blockNumber.toString() })),
+      )}::text::jsonb) as x(s text, t bigint, b bigint)
+      on conflict do nothing`;
+  }
+  const r = rows[0];
+  return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi) } : null;
+}
+
+/**
+ * Withdraws the events of the blocks above `ancestor` (all when null): each gets an `event.reverted` after it in
+ * the log, and its `reverted_by` set. Returns the seq range of the `event.reverted` events, or null.
+ */
+export async function withdrawAbove(q: Q, chainId: number, ancestor: bigint | null, ancestorBlock: bigint) {
+  const above = ancestor === null ? -1n : ancestor;
+  const rows = await q<{ lo: string | null; hi: string | null }[]>`
+    with gone as (
+      select seq, id, merchant, type from merchant_events
+      where chain_id = ${chainId} and block_number > ${above.toString()} and reverted_by is null
+        and type not in ('event.reverted', 'webhook.test')
+      order by seq),
+    ins as (
+      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+      select 'evt_' || substr(encode(sha256(convert_to('reverted|' || g.id, 'UTF8')), 'hex'), 1, 40), ${chainId},
+        g.merchant, 'event.reverted', ${ancestorBlock.toString()}, 2147483647, 0, now(),
+        jsonb_build_object('object', jsonb_build_object('id', g.id, 'type', g.type))
+      from gone g order by g.seq
+      on conflict (id) do nothing
+      returning seq, id, data),
+    upd as (
+      update merchant_events m set reverted_by = i.id from ins i
+      where m.id = i.data->'object'->>'id')
+    select min(seq) as lo, max(seq) as hi from ins`;
+  await q`delete from event_expiries where chain_id = ${chainId} and block_number > ${above.toString()}`;
+  const r = rows[0];
+  return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi!) } : null;
+}

@@ -1,0 +1,253 @@
+/**
+ * The events of one batch, computed by folding its logs over the state before it (webhooks.md §1): one per activity
+ * record, `subscription.created`, and `subscription.status_changed` for every change of the computed status, expiries
+ * included at their exact instant. Pure: the hook loads the inputs and writes the output.
+ */
+import { paidUntil, subscriptionStatus, type SubscriptionStatus } from "../domain/status";
+import { toActivityRecord, toSubscriptionRecord } from "../domain/records";
+import { applyToSubscription, subscriptionFromCreated, type ActivityRow, type SubState } from "../indexer/derive";
+import { moduleOfEvent } from "../domain/attribution";
+import type { BatchEvent } from "../indexer/fetch";
+import { eventIdOf } from "./ids";
+
+/** An event to write. `ts` is unix seconds; an expiry carries its instant to record it in `event_expiries`. */
+export type NewEvent = {
+  id: string;
+  merchant: string;
+  type: string;
+  blockNumber: bigint;
+  logIndex: number;
+  subIndex: number;
+  ts: number;
+  data: Record<string, unknown>;
+  expiry?: { subscriptionId: string; instant: number };
+};
+
+/** Plan terms the status depends on. */
+export type PlanTerms = { interval: number; grace: number; token: string };
+
+/** What the fold of one batch needs besides its logs. */
+export type TimelineInput = {
+  chainId: number;
+  events: BatchEvent[];
+  /** State before the batch of every existing allocation the batch touches. */
+  before: Map<string, SubState>;
+  /** `<module>:<subscriber>` → blocked, before the batch (absent: not blocked). */
+  blocked: Map<string, boolean>;
+  /** `<module>:<planId>` → terms (plans of the batch included). */
+  plans: Map<string, PlanTerms>;
+  /** Token address → metadata. */
+  tokens: Map<string, { symbol: string | null; decimals: number | null }>;
+  /** `<subscriptionId>:<instant>` of expiries already announced. */
+  announced: Set<string>;
+  /** Timestamp of the last block before the batch (0 before the first). */
+  prevTime: number;
+  toBlock: bigint;
+  toHash: string;
+  toTime: number;
+};
+
+/** Where an expiry at `instant` is placed: the first block of the batch at or after it, else the batch's last. */
+function blockFinder(input: TimelineInput) {
+  return (instant: number): { number: bigint; hash: string } => {
+    for (const ev of input.events) if (ev.blockTime >= instant) return { number: ev.blockNumber, hash: ev.blockHash };
+    return { number: input.toBlock, hash: input.toHash };
+  };
+}
+
+/** The activity events of the batch (`charge.succeeded`, `charge.failed`, `credit.refilled`). */
+export function activityEvents(input: TimelineInput, activity: ActivityRow[], hashes: Map<bigint, string>): NewEvent[] {
+  const types = { CHARGE: "charge.succeeded", FAIL: "charge.failed", REFILL: "credit.refilled" } as const;
+  return activity.map((a) => {
+    const meta = a.token ? input.tokens.get(a.token) : undefined;
+    const object = toActivityRecord({
+      chain_id: String(input.chainId),
+      block_number: a.blockNumber.toString(),
+      log_index: a.logIndex,
+      tx_hash: a.txHash,
+      timestamp: new Date(a.blockTime * 1000).toISOString(),
+      module: a.module,
+      subscription_id: a.subscriptionId,
+      type: a.type,
+      amount: a.amount,
+      fee: a.fee,
+      reason: a.reason,
+      keeper: a.keeper,
+      symbol: meta?.symbol ?? null,
+      decimals: meta?.decimals ?? null,
+    });
+    const type = types[a.type];
+    return {
+      id: eventIdOf(input.chainId, hashes.get(a.blockNumber)!, a.logIndex, type),
+      merchant: a.merchant,
+      type,
+      blockNumber: a.blockNumber,
+      logIndex: a.logIndex,
+      subIndex: 0,
+      ts: a.blockTime,
+      data: { object },
+    };
+  });
+}
+
+/** The subscription record of a state at unix second `at`. */
+export function recordOf(chainId: number, s: SubState, blocked: boolean, status: SubscriptionStatus) {
+  return toSubscriptionRecord({
+    chain_id: String(chainId),
+    subscription_id: s.subscriptionId,
+    module: s.module,
+    subscriber: s.subscriber,
+    plan_id: s.planId,
+    max_executions: s.maxExecutions,
+    times_executed: String(s.timesExecuted),
+    total_spent: s.totalSpent.toString(),
+    created_at: String(s.createdAt),
+    next_charge_at: String(s.nextChargeAt),
+    allowance_expiry: s.allowanceExpiry,
+    paused: s.paused,
+    cancelled: s.cancelled,
+    is_blocked: blocked,
+    status,
+  });
+}
+
+/** Status of a state at unix second `at`. */
+export function statusAt(s: SubState, blocked: boolean, terms: PlanTerms | undefined, at: number): SubscriptionStatus {
+  return subscriptionStatus(
+    {
+      blocked,
+      cancelled: s.cancelled,
+      paused: s.paused,
+      timesExecuted: s.timesExecuted,
+      lastPaidAt: s.lastPaidAt,
+      interval: terms?.interval ?? 0,
+      grace: terms?.grace ?? 0,
+    },
+    at,
+  );
+}
+
+/** The expiry event of an allocation that turned EXPIRED at `instant`. */
+export function expiryEvent(
+  chainId: number,
+  s: SubState,
+  blocked: boolean,
+  instant: number,
+  block: { number: bigint; hash: string },
+  logIndex: number,
+): NewEvent {
+  return {
+    id: eventIdOf(chainId, block.hash, "expired", s.subscriptionId, instant),
+    merchant: s.merchant,
+    type: "subscription.status_changed",
+    blockNumber: block.number,
+    logIndex,
+    subIndex: 0,
+    ts: instant,
+    data: { object: recordOf(chainId, s, blocked, "EXPIRED"), previous_status: "ACTIVE" },
+    expiry: { subscriptionId: s.subscriptionId, instant },
+  };
+}
+
+/** Logs of the batch that touch each allocation, in chain order (block changes fan out to the pair's allocations). */
+function logsBySubscription(input: TimelineInput, pairs: Map<string, string[]>): Map<string, BatchEvent[]> {
+  const out = new Map<string, BatchEvent[]>();
+  const push = (id: string, ev: BatchEvent) => (out.get(id) ?? out.set(id, []).get(id)!).push(ev);
+  for (const ev of input.events) {
+    if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
+      for (const id of pairs.get(`${moduleOfEvent(ev)}:${String(ev.args.subscriber)}`) ?? []) push(id, ev);
+    } else if (ev.subscriptionId !== null && ev.name !== "KeeperSet" && ev.name !== "FeeSet") {
+      push(ev.subscriptionId, ev);
+    }
+  }
+  return out;
+}
+
+/** Allocations of each `<module>:<subscriber>` pair: the existing ones and those the batch creates, in order. */
+function pairsOf(input: TimelineInput, merchants: Map<string, string>): Map<string, string[]> {
+  const pairs = new Map<string, string[]>();
+  const add = (key: string, id: string) => {
+    const list = pairs.get(key) ?? pairs.set(key, []).get(key)!;
+    if (!list.includes(id)) list.push(id);
+  };
+  for (const s of input.before.values()) add(`${s.module}:${s.subscriber}`, s.subscriptionId);
+  for (const ev of input.events) {
+    if (ev.name !== "SubscriptionCreated") continue;
+    const module = moduleOfEvent(ev)!;
+    if (merchants.has(module)) add(`${module}:${String(ev.args.subscriber)}`, ev.subscriptionId!);
+  }
+  return pairs;
+}
+
+/**
+ * The subscription events of the batch for every allocation it touches: created, status changes in log order,
+ * and expiries up to the batch's last block. `merchants` maps module → merchant (the batch's modules included).
+ */
+export function subscriptionEvents(input: TimelineInput, merchants: Map<string, string>): NewEvent[] {
+  const out: NewEvent[] = [];
+  const findBlock = blockFinder(input);
+  const pairs = pairsOf(input, merchants);
+  const blocked = new Map(input.blocked);
+  for (const [id, logs] of logsBySubscription(input, pairs)) {
+    let state = input.before.has(id) ? { ...input.before.get(id)! } : null;
+    const pair = () => `${state!.module}:${state!.subscriber}`;
+    const terms = () => input.plans.get(`${state!.module}:${state!.planId}`);
+    let prev = state ? statusAt(state, blocked.get(pair()) ?? false, terms(), input.prevTime) : null;
+    const expireUpTo = (t: number) => {
+      if (!state || prev !== "ACTIVE") return;
+      const instant = paidUntil({ lastPaidAt: state.lastPaidAt, ...(terms() ?? { interval: 0, grace: 0 }) }) + 1;
+      if (instant > t) return;
+      prev = "EXPIRED";
+      if (input.announced.has(`${id}:${instant}`)) return;
+      out.push(expiryEvent(input.chainId, state, blocked.get(pair()) ?? false, instant, findBlock(instant), -1));
+    };
+    for (const ev of logs) {
+      expireUpTo(ev.blockTime);
+      const module = moduleOfEvent(ev)!;
+      if (ev.name === "SubscriptionCreated") {
+        const merchant = merchants.get(module);
+        if (merchant === undefined) break;
+        state = subscriptionFromCreated(ev, merchant);
+      } else if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
+        blocked.set(`${module}:${String(ev.args.subscriber)}`, ev.name === "SubscriberBlocked");
+      } else if (state && state.module === module) {
+        applyToSubscription(state, ev, terms());
+      }
+      if (!state) continue;
+      const isBlocked = blocked.get(pair()) ?? false;
+      const now = statusAt(state, isBlocked, terms(), ev.blockTime);
+      const base = { merchant: state.merchant, blockNumber: ev.blockNumber, logIndex: ev.logIndex, ts: ev.blockTime };
+      if (ev.name === "SubscriptionCreated") {
+        const type = "subscription.created";
+        const object = recordOf(input.chainId, state, isBlocked, now);
+        out.push({
+          ...base,
+          id: eventIdOf(input.chainId, ev.blockHash, ev.logIndex, type),
+          type,
+          subIndex: 0,
+          data: { object },
+        });
+      } else if (now !== prev) {
+        const type = "subscription.status_changed";
+        const object = recordOf(input.chainId, state, isBlocked, now);
+        const subIndex = ev.name.startsWith("Charge") || ev.name === "CreditRefilled" ? 1 : 0;
+        const eventId = eventIdOf(input.chainId, ev.blockHash, ev.logIndex, "status", id, now);
+        out.push({ ...base, id: eventId, type, subIndex, data: { object, previous_status: prev } });
+      }
+      prev = now;
+    }
+    expireUpTo(input.toTime);
+  }
+  return out;
+}
+
+/** Orders a batch's events: by block, then position in the block (expiries first), then sub-index. */
+export function sortEvents(events: NewEvent[]): NewEvent[] {
+  return events.sort((a, b) =>
+    a.blockNumber !== b.blockNumber
+      ? a.blockNumber < b.blockNumber
+        ? -1
+        : 1
+      : a.logIndex - b.logIndex || a.subIndex - b.subIndex,
+  );
+}

@@ -1,0 +1,108 @@
+/** `GET /v0/events/:merchant` (the event log) and `GET /v0/events/:merchant/:id`. */
+import { Elysia } from "elysia";
+import { parseAddress, parseEnum, parseLimit, parseSince, type RawParams } from "../../params";
+import { authPlugin } from "../../plugins/auth";
+import { nextLink } from "../../paging";
+import { freshnessHeaders, resolveChain } from "../../chain-state";
+import type { RouteDeps } from "../../deps";
+import { InvalidParameterError, NotFoundError } from "../../errors";
+import { details, EVENT_TYPES, EventParamsDoc, EventsParamsDoc, EventsQueryDoc } from "./model";
+import { findEvent, listEvents, type EventQuery } from "./service";
+
+const EVENT_ID = /^evt_[0-9a-z]{1,60}$/;
+
+/** `type`: one known type or several, comma-separated. */
+function parseTypes(q: RawParams): string[] | undefined {
+  const v = q.type;
+  if (v === undefined) return undefined;
+  const types = String(v)
+    .split(",")
+    .map((s) => s.trim());
+  for (const type of types) {
+    if (!(EVENT_TYPES as readonly string[]).includes(type)) {
+      throw new InvalidParameterError("type", `type must be one or more of ${EVENT_TYPES.join(", ")}`);
+    }
+  }
+  return types;
+}
+
+/** An optional chain filter (no default: the log spans the merchant's chains). */
+function parseChainFilter(q: RawParams): number | undefined {
+  const v = q.chain_id;
+  if (v === undefined) return undefined;
+  if (!/^[0-9]{1,15}$/.test(String(v)) || Number(v) < 1) {
+    throw new InvalidParameterError("chain_id", "chain_id must be a positive integer");
+  }
+  return Number(v);
+}
+
+/** Parses the list's parameters in `resolve`, before the credential is checked (a 400 comes first). */
+function parseList({ params, query }: { params: unknown; query: unknown }) {
+  const q = query as RawParams;
+  const startingAfter = q.starting_after === undefined ? undefined : String(q.starting_after);
+  if (startingAfter !== undefined && !EVENT_ID.test(startingAfter)) {
+    throw new InvalidParameterError("starting_after", "starting_after must be an event id (evt_…)");
+  }
+  return {
+    input: {
+      merchant: parseAddress(params as RawParams, "merchant"),
+      chainId: parseChainFilter(q),
+      types: parseTypes(q),
+      since: parseSince(q, "since"),
+      order: parseEnum(q, "order", ["asc", "desc"] as const, "asc"),
+      limit: parseLimit(q) ?? 100,
+      startingAfter,
+    },
+  };
+}
+
+/** Parses one event's path. */
+function parseOne({ params }: { params: unknown }) {
+  const p = params as RawParams;
+  const id = String(p.id ?? "");
+  if (!EVENT_ID.test(id)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
+  return { input: { merchant: parseAddress(p, "merchant"), id } };
+}
+
+/** The event log routes. */
+export function eventRoutes(deps: RouteDeps) {
+  return new Elysia({ name: "events" })
+    .use(authPlugin({ ...deps, defaultChainId: deps.chains.defaultChainId }))
+    .get(
+      "/v0/events/:merchant",
+      async (ctx) => {
+        const { input } = ctx as unknown as ReturnType<typeof parseList>;
+        const chain = await resolveChain(deps, input.chainId ?? deps.chains.defaultChainId);
+        freshnessHeaders(ctx.set.headers as Record<string, string>, chain);
+        let afterSeq: string | undefined;
+        if (input.startingAfter) {
+          const cursor = await findEvent(deps.sql, input.merchant, input.startingAfter);
+          if (!cursor)
+            throw new InvalidParameterError("starting_after", "starting_after names no event of this merchant");
+          afterSeq = cursor.seq;
+        }
+        const q: EventQuery = { ...input, afterSeq };
+        const page = await listEvents(deps.sql, q);
+        if (page.more) ctx.set.headers["link"] = nextLink(ctx.request.url, page.events.at(-1)!.id);
+        return page.events;
+      },
+      {
+        resolve: parseList,
+        merchantReader: true,
+        params: EventsParamsDoc,
+        query: EventsQueryDoc,
+        detail: details.list,
+      },
+    )
+    .get(
+      "/v0/events/:merchant/:id",
+      async (ctx) => {
+        const { input } = ctx as unknown as ReturnType<typeof parseOne>;
+        const event = await findEvent(deps.sql, input.merchant, input.id);
+        if (!event) throw new NotFoundError(`no event ${input.id}`);
+        const { seq: _seq, ...body } = event;
+        return body;
+      },
+      { resolve: parseOne, merchantReader: true, params: EventParamsDoc, detail: details.one },
+    );
+}

@@ -1,0 +1,326 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Address } from "viem";
+import { subscriptionModuleAbi } from "../../src/chain/abis";
+import type { Db } from "../../src/db/client";
+import { eventsHook } from "../../src/events/hook";
+import { paidUntil, subscriptionStatus } from "../../src/domain/status";
+import { selectActivity, toActivityRecord } from "../../src/http/features/activity/service";
+import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
+import { createTestDb } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
+import { runScenario, type Scenario } from "../../testkit/scenario";
+
+type Ev = {
+  seq: string;
+  id: string;
+  type: string;
+  merchant: string;
+  block_number: string;
+  log_index: number;
+  ts: Date;
+  data: any;
+  reverted_by: string | null;
+};
+
+const events = (db: Db) => db.sql<Ev[]>`select * from merchant_events order by seq`;
+const allocationOf = (e: Ev): string | undefined => e.data.object?.allocation_id;
+
+function moduleCall(chain: TestChain, who: WalletName, module: Address, functionName: string, args: unknown[]) {
+  return chain.send(
+    chain.wallet(who).writeContract({ address: module, abi: subscriptionModuleAbi, functionName, args } as never),
+  );
+}
+
+/** Final status of every allocation by the one status rule, at unix second `at`. */
+async function statusesAt(db: Db, chainId: number, at: number): Promise<Map<string, string>> {
+  const rows = await db.sql<any[]>`
+    select s.module, s.subscription_id, s.cancelled, s.paused, s.times_executed, s.last_paid_at,
+      p.interval_s, p.grace_s, coalesce(b.blocked, false) as blocked
+    from subscriptions s join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+    left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber`;
+  return new Map(
+    rows.map((r) => [
+      `${chainId}:${r.module}:${r.subscription_id}`,
+      subscriptionStatus(
+        {
+          blocked: r.blocked,
+          cancelled: r.cancelled,
+          paused: r.paused,
+          timesExecuted: Number(r.times_executed),
+          lastPaidAt: Number(r.last_paid_at),
+          interval: Number(r.interval_s),
+          grace: Number(r.grace_s),
+        },
+        at,
+      ),
+    ]),
+  );
+}
+
+describe("the event log of a scenario that emits every protocol event", () => {
+  let chain: TestChain;
+  let db: Db;
+  let scenario: Scenario;
+  let log: Ev[];
+  let idleAt: number;
+
+  beforeAll(async () => {
+    chain = await createTestChain();
+    scenario = await runScenario(chain);
+    db = await createTestDb();
+    idleAt = Number(await chain.now()) + 10 * 86400; // later than every paid-until of the scenario's short plans
+    const hook = eventsHook({ now: () => idleAt });
+    await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: [hook] });
+    const [c] = await db.sql<{ block: string; t: string }[]>`
+      select indexed_block::text as block, floor(extract(epoch from indexed_time))::text as t from chains`;
+    const idle = {
+      chainId: chain.chainId,
+      indexedBlock: BigInt(c!.block),
+      indexedTime: Number(c!.t),
+      head: BigInt(c!.block),
+    };
+    await hook.onIdle!(db.sql, idle);
+    log = await events(db);
+  }, 120_000);
+
+  afterAll(async () => {
+    await db?.close();
+    await chain?.stop();
+  });
+
+  test("one event per activity record, its data.object exactly the activity API's record", async () => {
+    const merchants = await db.sql<{ merchant: string }[]>`select distinct merchant from activity`;
+    let records: any[] = [];
+    for (const { merchant } of merchants) {
+      const rows = await selectActivity(db.sql, { merchant, chainId: chain.chainId, order: "asc" }, undefined);
+      records = records.concat(rows.map(toActivityRecord));
+    }
+    const types = { CHARGE: "charge.succeeded", FAIL: "charge.failed", REFILL: "credit.refilled" } as const;
+    const fromLog = log.filter((e) => Object.values(types).includes(e.type as never));
+    expect(records.length).toBeGreaterThan(5);
+    expect(fromLog.length).toBe(records.length);
+    const byEventId = new Map(fromLog.map((e) => [e.data.object.event_id, e]));
+    for (const r of records) {
+      const e = byEventId.get(r.event_id)!;
+      expect(e.type).toBe(types[r.type as keyof typeof types]);
+      expect(e.data.object).toEqual(r);
+      expect(e.ts.toISOString()).toBe(r.timestamp);
+    }
+    expect(new Set(log.map((e) => e.id)).size).toBe(log.length);
+    for (const e of log) expect(e.id).toMatch(/^evt_[0-9a-f]{40}$/);
+  });
+
+  test("each allocation starts with subscription.created and its status changes chain up to its final status", async () => {
+    const finals = await statusesAt(db, chain.chainId, idleAt);
+    const subs = await db.sql<
+      { module: string; subscription_id: string }[]
+    >`select module, subscription_id from subscriptions`;
+    expect(subs.length).toBe(finals.size);
+    for (const s of subs) {
+      const alloc = `${chain.chainId}:${s.module}:${s.subscription_id}`;
+      const mine = log.filter((e) => e.type.startsWith("subscription.") && allocationOf(e) === alloc);
+      expect(mine[0]!.type).toBe("subscription.created");
+      expect(mine.filter((e) => e.type === "subscription.created").length).toBe(1);
+      let status = mine[0]!.data.object.status;
+      for (const e of mine.slice(1)) {
+        expect(e.data.previous_status).toBe(status);
+        expect(e.data.object.status).not.toBe(status);
+        status = e.data.object.status;
+      }
+      expect(status).toBe(finals.get(alloc)!);
+    }
+    const statuses = new Set(
+      log.filter((e) => e.type === "subscription.status_changed").map((e) => e.data.object.status),
+    );
+    for (const s of ["ACTIVE", "PAUSED", "CANCELLED", "BLOCKED", "EXPIRED"]) expect(statuses).toContain(s);
+  });
+
+  test("a first successful charge gives charge.succeeded, then PENDING → ACTIVE, in that order", () => {
+    const first = log.findIndex((e) => e.type === "charge.succeeded");
+    const alloc = allocationOf(log[first]!)!;
+    const next = log.slice(first + 1).find((e) => allocationOf(e) === alloc)!;
+    const before = log.slice(0, first).filter((e) => allocationOf(e) === alloc);
+    if (before.every((e) => e.type === "subscription.created")) {
+      expect(next.type).toBe("subscription.status_changed");
+      expect(next.data.previous_status).toBe("PENDING");
+      expect(next.data.object.status).toBe("ACTIVE");
+      expect(next.block_number).toBe(log[first]!.block_number);
+    }
+  });
+
+  test("a re-index into a fresh database creates exactly the same event ids", async () => {
+    const other = await createTestDb();
+    try {
+      const hook = eventsHook({ now: () => idleAt });
+      await indexOnce(other.sql, chain.rpcUrl, chain.processor, {
+        db: other,
+        startBlock: chain.startBlock,
+        hooks: [hook],
+        tuning: { initialRange: 2, maxRange: 3 },
+      });
+      const [c] = await other.sql<{ block: string; t: string }[]>`
+        select indexed_block::text as block, floor(extract(epoch from indexed_time))::text as t from chains`;
+      await hook.onIdle!(other.sql, {
+        chainId: chain.chainId,
+        indexedBlock: BigInt(c!.block),
+        indexedTime: Number(c!.t),
+        head: BigInt(c!.block),
+      });
+      const again = await events(other);
+      expect(again.map((e) => e.id).sort()).toEqual(log.map((e) => e.id).sort());
+    } finally {
+      await other.close();
+    }
+  }, 120_000);
+});
+
+describe("expiry", () => {
+  let chain: TestChain;
+  let db: Db;
+  let module: Address;
+  let token: Address;
+  const INTERVAL = 3600;
+  const GRACE = 600;
+
+  beforeAll(async () => {
+    chain = await createTestChain();
+    db = await createTestDb();
+    token = await chain.deployToken();
+    module = await chain.createModule("merchant");
+    await chain.createPlan("merchant", module, {
+      planId: 1,
+      token,
+      amount: 1000n,
+      interval: INTERVAL,
+      gracePeriod: GRACE,
+    });
+    await chain.fund("alice", token, 10_000_000n);
+    await chain.fund("bob", token, 10_000_000n);
+  }, 60_000);
+
+  afterAll(async () => {
+    await db?.close();
+    await chain?.stop();
+  });
+
+  const expiries = async () =>
+    (await events(db)).filter((e) => e.type === "subscription.status_changed" && e.data.object.status === "EXPIRED");
+
+  test("announced at the exact instant, once, never early; inside one big batch; a late charge gives EXPIRED then ACTIVE", async () => {
+    const a = await chain.subscribe("alice", module, 1);
+    const paid = (await chain.charge(module, a)).blockNumber;
+    const paidAt = Number((await chain.publicClient.getBlock({ blockNumber: paid })).timestamp);
+    const instant = paidUntil({ lastPaidAt: paidAt, interval: INTERVAL, grace: GRACE }) + 1;
+    // A block exactly at the last ACTIVE second: nothing yet, even with the idle clock at that second.
+    await chain.mineAt(instant - 1);
+    const hook = eventsHook({ now: () => instant - 1 });
+    await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: [hook] });
+    expect(await expiries()).toEqual([]);
+    // Blocks far past it, plus another allocation's activity, all indexed in one batch.
+    const b = await chain.subscribe("bob", module, 1);
+    await chain.mineAt(instant + 5000);
+    await chain.charge(module, a); // a late charge: EXPIRED at the instant, then ACTIVE again at this block
+    const late = eventsHook({ now: () => instant - 1 });
+    await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: [late] });
+    const got = await expiries();
+    expect(got.length).toBe(1);
+    expect(got[0]!.ts.getTime() / 1000).toBe(instant);
+    expect(got[0]!.data.previous_status).toBe("ACTIVE");
+    expect(got[0]!.data.object.on_chain_id).toBe(a.toString());
+    const mine = (await events(db)).filter(
+      (e) => e.data.object?.on_chain_id === a.toString() && e.type.startsWith("subscription."),
+    );
+    expect(mine.map((e) => e.data.object.status)).toEqual(["PENDING", "ACTIVE", "EXPIRED", "ACTIVE"]);
+    expect(b).toBeGreaterThan(a);
+    // A restart re-reads nothing twice.
+    await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: [late] });
+    expect((await expiries()).length).toBe(1);
+  }, 120_000);
+
+  test("an idle index announces an expiry once the wall clock passes it, with the newest indexed block", async () => {
+    await chain.fund("carol", token, 10_000_000n);
+    const sub = await chain.subscribe("carol", module, 1);
+    const rc = await chain.charge(module, sub);
+    const paidAt = Number((await chain.publicClient.getBlock({ blockNumber: rc.blockNumber })).timestamp);
+    const instant = paidAt + INTERVAL + GRACE + 1;
+    const before = (await expiries()).length;
+    let clock = instant - 1;
+    const hook = eventsHook({ now: () => clock });
+    await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: [hook] });
+    expect((await expiries()).length).toBe(before);
+    clock = instant;
+    const [{ block }] = await db.sql<{ block: string }[]>`select indexed_block::text as block from chains`;
+    await hook.onIdle!(db.sql, {
+      chainId: chain.chainId,
+      indexedBlock: BigInt(block),
+      indexedTime: paidAt,
+      head: BigInt(block),
+    });
+    await hook.onIdle!(db.sql, {
+      chainId: chain.chainId,
+      indexedBlock: BigInt(block),
+      indexedTime: paidAt,
+      head: BigInt(block),
+    });
+    const got = (await expiries()).filter((e) => e.data.object.on_chain_id === sub.toString());
+    expect(got.length).toBe(1);
+    expect(got[0]!.ts.getTime() / 1000).toBe(instant);
+    expect(got[0]!.block_number).toBe(block);
+  }, 120_000);
+});
+
+describe("reorgs", () => {
+  test("withdrawn events are followed by event.reverted; applying them leaves exactly a fresh index of the new chain", async () => {
+    const chain = await createTestChain();
+    const db = await createTestDb();
+    const fresh = await createTestDb();
+    try {
+      const token = await chain.deployToken();
+      const module = await chain.createModule("merchant");
+      await chain.createPlan("merchant", module, { planId: 1, token, amount: 1000n, interval: 3600 });
+      await chain.fund("alice", token, 10_000_000n);
+      await chain.fund("bob", token, 10_000_000n);
+      const a = await chain.subscribe("alice", module, 1);
+      await chain.charge(module, a);
+      const hooks = () => [eventsHook({ now: () => 0 })];
+      await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: hooks() });
+      const snap = await chain.snapshot();
+      const b = await chain.subscribe("bob", module, 1);
+      await chain.charge(module, b);
+      await moduleCall(chain, "alice", module, "pause", [a]);
+      await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: hooks() });
+      const withdrawnIds = (await events(db))
+        .filter((e) => e.data.object?.on_chain_id === b.toString())
+        .map((e) => e.id);
+      expect(withdrawnIds.length).toBeGreaterThan(1);
+      await chain.revert(snap);
+      await moduleCall(chain, "alice", module, "cancel", [a]);
+      await chain.mineAt(Number(await chain.now()) + 20);
+      await chain.mineAt(Number(await chain.now()) + 20);
+      await chain.mineAt(Number(await chain.now()) + 20);
+      await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: hooks() });
+      const after = await events(db);
+      const reverted = after.filter((e) => e.type === "event.reverted");
+      for (const id of withdrawnIds) {
+        const r = reverted.find((e) => e.data.object.id === id)!;
+        expect(r).toBeDefined();
+        const orig = after.find((e) => e.id === id)!;
+        expect(orig.reverted_by).toBe(r.id);
+        expect(BigInt(r.seq)).toBeGreaterThan(BigInt(orig.seq));
+      }
+      const withdrawn = new Set(reverted.map((e) => e.data.object.id));
+      const applied = after.filter((e) => e.type !== "event.reverted" && !withdrawn.has(e.id));
+      await indexOnce(fresh.sql, chain.rpcUrl, chain.processor, {
+        db: fresh,
+        startBlock: chain.startBlock,
+        hooks: hooks(),
+      });
+      const expected = await events(fresh);
+      expect(applied.map((e) => [e.id, e.type, e.data])).toEqual(expected.map((e) => [e.id, e.type, e.data]));
+    } finally {
+      await db.close();
+      await fresh.close();
+      await chain.stop();
+    }
+  }, 120_000);
+});

@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createApiKey } from "../../../src/auth/api-keys";
+import { startSeededApp, type SeededApp } from "../../../testkit/app";
+
+const M1 = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+const M2 = "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc";
+const TYPES = ["charge.succeeded", "charge.failed", "subscription.created", "subscription.status_changed"];
+
+let s: SeededApp;
+let key1: string;
+let key2: string;
+const ids: string[] = [];
+
+beforeAll(async () => {
+  s = await startSeededApp();
+  key1 = (await createApiKey(s.db.sql, { merchant: M1 })).key;
+  key2 = (await createApiKey(s.db.sql, { merchant: M2 })).key;
+  for (let i = 0; i < 12; i++) {
+    const id = `evt_${i.toString(16).padStart(40, "0")}`;
+    ids.push(id);
+    await s.db.sql`
+      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts, data)
+      values (${id}, ${i % 2 ? 31337 : 10}, ${M1}, ${TYPES[i % 4]!}, ${100 + i}, 0,
+        ${new Date(Date.UTC(2026, 10, 1 + i))}, ${s.db.sql.json({ object: { n: i } })})`;
+  }
+  await s.db.sql`
+    insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts, data)
+    values ('evt_ffff', 31337, ${M2}, 'charge.failed', 1, 0, now(), '{"object":{}}')`;
+});
+
+afterAll(() => s?.close());
+
+const get = (path: string, key = key1) => s.get(path, { authorization: `Bearer ${key}` });
+
+describe("GET /v0/events/:merchant", () => {
+  test("the merchant's events as envelopes, in log order, 100 by default", async () => {
+    const res = await get(`/v0/events/${M1}`);
+    expect(res.status).toBe(200);
+    expect(res.body.map((e: any) => e.id)).toEqual(ids);
+    expect(res.body[3]).toEqual({
+      id: ids[3],
+      type: "subscription.status_changed",
+      timestamp: "2026-11-04T00:00:00.000Z",
+      chain_id: 31337,
+      merchant: M1,
+      block_number: "103",
+      data: { object: { n: 3 } },
+    });
+    expect(res.headers.get("link")).toBeNull();
+  });
+
+  test("limit, Link and starting_after page through it; order=desc reverses it", async () => {
+    const seen: string[] = [];
+    let path: string | null = `/v0/events/${M1}?limit=5`;
+    while (path) {
+      const res = await get(path);
+      expect(res.status).toBe(200);
+      seen.push(...res.body.map((e: any) => e.id));
+      const link = res.headers.get("link");
+      path = link ? new URL(/<([^>]+)>/.exec(link)![1]!).pathname + new URL(/<([^>]+)>/.exec(link)![1]!).search : null;
+    }
+    expect(seen).toEqual(ids);
+    const desc = await get(`/v0/events/${M1}?order=desc&limit=3&starting_after=${ids[5]}`);
+    expect(desc.body.map((e: any) => e.id)).toEqual([ids[4], ids[3], ids[2]]);
+  });
+
+  test("type (one or several), since and chain_id filter", async () => {
+    const one = await get(`/v0/events/${M1}?type=charge.failed`);
+    expect(one.body.map((e: any) => e.id)).toEqual([ids[1], ids[5], ids[9]]);
+    const two = await get(`/v0/events/${M1}?type=charge.failed,subscription.created`);
+    expect(two.body.length).toBe(6);
+    const since = await get(`/v0/events/${M1}?since=2026-11-10T00:00:00Z`);
+    expect(since.body.map((e: any) => e.id)).toEqual(ids.slice(9));
+    const chain = await get(`/v0/events/${M1}?chain_id=10`);
+    expect(chain.body.every((e: any) => e.chain_id === 10)).toBe(true);
+    expect(chain.body.length).toBe(6);
+  });
+
+  test("bad input is a 400 with the parameter named; another merchant's key 403; none 401", async () => {
+    for (const q of [
+      "type=charge.nope",
+      "limit=0",
+      "limit=1001",
+      "starting_after=nope",
+      "order=up",
+      "since=yesterday",
+      "chain_id=x",
+    ]) {
+      const res = await get(`/v0/events/${M1}?${q}`);
+      expect(res.status).toBe(400);
+      expect(res.body.error.param).toBe(q.split("=")[0]);
+    }
+    expect((await get(`/v0/events/${M1}?starting_after=evt_ffff`)).status).toBe(400);
+    expect((await get(`/v0/events/${M1}`, key2)).status).toBe(403);
+    expect((await s.get(`/v0/events/${M1}`, {})).status).toBe(401);
+  });
+});
+
+describe("GET /v0/events/:merchant/:id", () => {
+  test("one event; 404 when unknown or another merchant's", async () => {
+    const res = await get(`/v0/events/${M1}/${ids[2]}`);
+    expect(res.status).toBe(200);
+    expect(res.body.id).toBe(ids[2]);
+    expect(res.body.type).toBe("subscription.created");
+    expect((await get(`/v0/events/${M1}/evt_ffff`)).status).toBe(404);
+    expect((await get(`/v0/events/${M1}/evt_0`)).status).toBe(404);
+    expect((await get(`/v0/events/${M1}/nope`)).status).toBe(400);
+  });
+});

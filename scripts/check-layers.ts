@@ -12,7 +12,7 @@ const RULES: [RegExp, RegExp, string][] = [
   [/^(chain|db)\//, /^(indexer|keeper|http|service|cli|auth|webhooks|metrics)\//, "chain/ and db/ sit below the roles"],
   [/^auth\//, /^(http|indexer|keeper|service|cli)\//, "auth/ throws its own errors; http/ maps them"],
   [/^http\//, /^(indexer|keeper|service|cli)\//, "http/ reads tables, never the indexer or keeper"],
-  [/^(indexer|keeper|webhooks)\//, /^(http|cli|service)\//, "roles do not reach into the API or the wiring"],
+  [/^(indexer|keeper|webhooks|events)\//, /^(http|cli|service)\//, "roles do not reach into the API or the wiring"],
   [/^(?!cli\/)/, /^cli\//, "nothing imports cli/"],
 ];
 

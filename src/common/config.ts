@@ -10,7 +10,7 @@ const PrivateKey = T.String({ pattern: "^0x[0-9a-fA-F]{64}$", description: "0x +
 const Url = T.String({ pattern: "^(https?|wss?)://", description: "an http(s) or ws(s) URL" });
 const PgUrl = T.String({ pattern: "^postgres(ql)?://", description: "a postgres:// URL" });
 const Uint = (min = 0) => T.Integer({ minimum: min, description: `an integer >= ${min}` });
-const Role = T.Union([T.Literal("api"), T.Literal("indexer"), T.Literal("keeper")]);
+const Role = T.Union([T.Literal("api"), T.Literal("indexer"), T.Literal("keeper"), T.Literal("webhooks")]);
 
 /** Every variable the service reads, with its schema and default. */
 const EnvSchema = {
@@ -35,7 +35,7 @@ const EnvSchema = {
   SESSION_TTL_S: Uint(60),
   PORT: T.Integer({ minimum: 0, maximum: 65535, description: "a port number" }),
   HOST: T.String({ default: "0.0.0.0" }),
-  ROLES: T.Array(Role, { minItems: 1, description: "api, indexer, keeper (comma-separated)" }),
+  ROLES: T.Array(Role, { minItems: 1, description: "api, indexer, keeper, webhooks (comma-separated)" }),
   READY_MAX_LAG_BLOCKS: Uint(0),
   RATE_LIMIT_PER_MINUTE: Uint(1),
   TRUSTED_PROXY_HOPS: T.Integer({ minimum: 0, maximum: 16, description: "an integer from 0 to 16" }),
@@ -49,6 +49,14 @@ const EnvSchema = {
   KEEPER_RECHECK_INTERVAL_S: Uint(1),
   KEEPER_TX_DEADLINE_MS: Uint(100),
   KEEPER_MAX_FEE_GWEI: T.String({ pattern: "^\\d+(\\.\\d{1,9})?$", description: "gwei, a decimal number" }),
+  WEBHOOK_TIMEOUT_MS: Uint(100),
+  WEBHOOK_RETRY_SCHEDULE: T.String({ pattern: "^\\d+(,\\d+)*$", description: "seconds, comma-separated" }),
+  WEBHOOK_DISABLE_AFTER_S: Uint(1),
+  WEBHOOK_CONCURRENCY_PER_ENDPOINT: Uint(1),
+  WEBHOOK_CONCURRENCY: Uint(1),
+  WEBHOOK_POLL_INTERVAL_MS: Uint(10),
+  WEBHOOK_ALLOW_PRIVATE_URLS: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
+  WEBHOOK_SECRET_KEY: T.Optional(T.String({ minLength: 16, description: "at least 16 characters" })),
 } satisfies Record<string, TSchema>;
 
 const defaults: Record<string, string> = {
@@ -57,7 +65,7 @@ const defaults: Record<string, string> = {
   POLL_INTERVAL_MS: "1000",
   SESSION_TTL_S: "86400",
   PORT: "3000",
-  ROLES: "api,indexer,keeper",
+  ROLES: "api,indexer,keeper,webhooks",
   READY_MAX_LAG_BLOCKS: "20",
   RATE_LIMIT_PER_MINUTE: "6000",
   TRUSTED_PROXY_HOPS: "0",
@@ -66,6 +74,13 @@ const defaults: Record<string, string> = {
   KEEPER_RECHECK_INTERVAL_S: "86400",
   KEEPER_TX_DEADLINE_MS: "30000",
   KEEPER_MAX_FEE_GWEI: "500",
+  WEBHOOK_TIMEOUT_MS: "10000",
+  WEBHOOK_RETRY_SCHEDULE: "5,300,1800,7200,18000,36000,36000,86400,86400",
+  WEBHOOK_DISABLE_AFTER_S: "432000",
+  WEBHOOK_CONCURRENCY_PER_ENDPOINT: "4",
+  WEBHOOK_CONCURRENCY: "64",
+  WEBHOOK_POLL_INTERVAL_MS: "1000",
+  WEBHOOK_ALLOW_PRIVATE_URLS: "0",
 };
 
 type Env = { [K in keyof typeof EnvSchema]: Static<(typeof EnvSchema)[K]> };
@@ -79,7 +94,7 @@ export type Config = Env & {
 };
 
 // Values that may hold credentials (URLs with passwords, keys) are never echoed in errors.
-const SECRET = /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|KEEPER_PRIVATE_KEY|ADMIN_API_KEY)$/;
+const SECRET = /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|KEEPER_PRIVATE_KEY|ADMIN_API_KEY|WEBHOOK_SECRET_KEY)$/;
 
 function parseOne(name: string, schema: TSchema, raw: string | undefined): unknown {
   if (raw === undefined || raw === "") {

@@ -13,6 +13,8 @@ import { docsRoutes } from "./features/docs";
 import { createApiCaches } from "./caches";
 import { createLogger } from "../common/log";
 import { statsRoutes } from "./features/stats";
+import { eventRoutes } from "./features/events";
+import { webhookRoutes } from "./features/webhooks";
 import { apiKeyRoutes } from "./features/api-keys";
 import { dashboardRoutes } from "./features/dashboard";
 
@@ -32,6 +34,8 @@ export function createApp(deps: AppDeps) {
     .use(subscriptionRoutes(routeDeps))
     .use(checkRoutes(routeDeps, caches.check))
     .use(statsRoutes(routeDeps))
+    .use(eventRoutes(routeDeps))
+    .use(webhookRoutes(routeDeps))
     .use(apiKeyRoutes(deps))
     .use(dashboardRoutes())
     .onStop(async () => {

@@ -6,6 +6,7 @@ import type { Notifier } from "../db/notify";
 import type { IndexerHook } from "../indexer/hooks";
 import type { Indexer } from "../indexer";
 import type { Keeper, KeeperOptions } from "../keeper";
+import type { Dispatcher } from "../webhooks/dispatcher";
 
 /** Options for `startService`: everything defaults to what `bun start` does. */
 export type ServiceOptions = {
@@ -29,6 +30,7 @@ export type Service = {
   notifier: Notifier;
   indexer?: Indexer;
   keeper?: Keeper;
+  webhooks?: Dispatcher;
   /** Graceful stop: HTTP drained, indexer batch and keeper pass finished, database closed. Idempotent. */
   stop: () => Promise<void>;
 };

@@ -1,6 +1,6 @@
 /**
  * Starts the service from a Config. ROLES picks what runs in this process, in this order: `indexer` (one writer per
- * chain, the others wait as standbys), `keeper` (only with KEEPER_PRIVATE_KEY) and `api` (HTTP). Stop runs in reverse:
+ * chain, the others wait as standbys), `keeper` (only with KEEPER_PRIVATE_KEY), `webhooks` (the dispatcher) and `api` (HTTP). Stop runs in reverse:
  * no new requests, in-flight ones and the current batch finish, then the database closes.
  */
 import { createChainRegistry } from "../chain/clients";
@@ -13,11 +13,12 @@ import type { Role, RoleContext, Service, ServiceOptions } from "./context";
 import { apiRole } from "./roles/api";
 import { indexerRole } from "./roles/indexer";
 import { keeperRole } from "./roles/keeper";
+import { webhooksRole } from "./roles/webhooks";
 
 export type { Service, ServiceOptions } from "./context";
 
 /** Every role, in start order. */
-const ROLES: Role[] = [indexerRole, keeperRole, apiRole];
+const ROLES: Role[] = [indexerRole, keeperRole, webhooksRole, apiRole];
 
 /** Opens the database, migrates it and starts the configured roles. Throws ConfigError on a bad setup. */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {

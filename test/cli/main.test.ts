@@ -102,11 +102,11 @@ describe("startService in process", () => {
   }, 60_000);
 
   test("runs every role and logs one start line without secrets", () => {
-    expect(service.roles.sort()).toEqual(["api", "indexer", "keeper"]);
+    expect(service.roles.sort()).toEqual(["api", "indexer", "keeper", "webhooks"]);
     const started = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === "service started");
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({
-      roles: ["indexer", "keeper", "api"],
+      roles: ["indexer", "keeper", "webhooks", "api"],
       chainId: chain.chainId,
       port: service.port,
     });
@@ -210,7 +210,7 @@ describe("bun start as a process", () => {
       expect(await child.exited).toBe(0);
       const logs = jsonLines(child.output());
       const started = logs.find((l) => l.msg === "service started")!;
-      expect(started.roles).toEqual(["indexer", "keeper", "api"]);
+      expect(started.roles).toEqual(["indexer", "keeper", "webhooks", "api"]);
       expect(started.port).toBe(port);
       expect(logs.some((l) => l.msg === "service stopped")).toBe(true);
       expect(child.output()).not.toContain(keys.keeper2.slice(2));

@@ -10,7 +10,7 @@ describe("loadConfig", () => {
     expect(c.CONFIRMATIONS).toBe(0);
     expect(c.POLL_INTERVAL_MS).toBe(1000);
     expect(c.PORT).toBe(3000);
-    expect(c.ROLES).toEqual(["api", "indexer", "keeper"]);
+    expect(c.ROLES).toEqual(["api", "indexer", "keeper", "webhooks"]);
     expect(c.KEEPER_PRIVATE_KEY).toBeUndefined();
     expect(c.retrySchedule).toEqual([3600, 21600, 86400]);
     expect(c.extraRpcUrls).toEqual({});

@@ -22,16 +22,16 @@ export type AuthPluginDeps = { sql: Sql; config: Config; defaultChainId: number;
 
 type RequestCtx = { request: Request; server: unknown; set: { headers: Record<string, unknown> } };
 
-/** Adds the `merchantReader` and `siweSession` route options. */
+/** Adds the `merchantReader`, `merchantWriter` and `siweSession` route options. */
 export function authPlugin(deps: AuthPluginDeps) {
-  const principalOf = async ({ request, server, set }: RequestCtx): Promise<Principal> => {
+  const principalOf = async ({ request, server, set }: RequestCtx, cookies = true): Promise<Principal> => {
     set.headers["cache-control"] = "private, no-store";
     const srv = server as Server<unknown> | null;
     deps.limiter.assertOpen(request, srv);
     try {
       return await authenticate(deps.sql, deps.config, {
         authorization: request.headers.get("authorization"),
-        cookie: request.headers.get("cookie"),
+        cookie: cookies ? request.headers.get("cookie") : null,
       });
     } catch (err) {
       if (err instanceof InvalidCredentialError) deps.limiter.hit(request, srv);
@@ -45,6 +45,16 @@ export function authPlugin(deps: AuthPluginDeps) {
         const merchant = parseAddress(ctx.params as RawParams, "merchant");
         const chainId = parseChainId(ctx.query as RawParams, deps.defaultChainId);
         const principal = await principalOf(ctx);
+        assertCanRead(principal, merchant, chainId);
+        return { principal };
+      },
+    },
+    /** As `merchantReader`, from the `Authorization` header only: a cross-site request cannot carry it. */
+    merchantWriter: {
+      async resolve(ctx) {
+        const merchant = parseAddress(ctx.params as RawParams, "merchant");
+        const chainId = parseChainId(ctx.query as RawParams, deps.defaultChainId);
+        const principal = await principalOf(ctx, false);
         assertCanRead(principal, merchant, chainId);
         return { principal };
       },

@@ -2,6 +2,8 @@ import { publicClientFor } from "../../chain/clients";
 import { requireChain } from "../../common/config";
 import { createIndexer } from "../../indexer";
 import { statsRollupsHook } from "../../indexer/rollups";
+import { eventsHook } from "../../events/hook";
+import { fanOut } from "../../webhooks/fanout";
 import type { Role } from "../context";
 
 /** Role `indexer`: follows the chain into the database (one leader per chain, the others wait as standbys). */
@@ -22,7 +24,7 @@ export const indexerRole: Role = {
       },
       notifier,
       log,
-      hooks: [statsRollupsHook(), ...indexerHooks],
+      hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut }), ...indexerHooks],
     });
     await indexer.start();
     service.indexer = indexer;

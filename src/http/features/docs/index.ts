@@ -312,6 +312,11 @@ export function docsRoutes() {
             { name: "subscriptions", description: "Subscription allocations with their computed status" },
             { name: "authorization", description: "Is a wallet authorized for a plan? (public)" },
             { name: "stats", description: "Revenue, failures, subscriptions and run rate of a merchant over time" },
+            { name: "events", description: "The event log: what webhooks deliver, readable and pageable" },
+            {
+              name: "webhooks",
+              description: "Endpoints that receive the event log as signed POSTs (Standard Webhooks)",
+            },
             {
               name: "api_keys",
               description: "API keys a merchant signed in with its wallet creates, lists and revokes",

@@ -1,0 +1,202 @@
+/** `/v0/webhook_endpoints/:merchant…` and `POST /v0/events/:merchant/:id/redeliver` (webhooks.md §3). */
+import { Elysia } from "elysia";
+import { parseAddress, parseEnum, parseLimit, type RawParams } from "../../params";
+import { authPlugin } from "../../plugins/auth";
+import { nextLink } from "../../paging";
+import type { RouteDeps } from "../../deps";
+import { InvalidParameterError, NotFoundError } from "../../errors";
+import { dispatcherConfig } from "../../../webhooks/dispatcher";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  enqueue,
+  findDelivery,
+  getEndpoint,
+  listDeliveries,
+  listEndpoints,
+  rotateSecret,
+  toDelivery,
+  updateEndpoint,
+} from "../../../webhooks/endpoints";
+import { bodyObject, eventTypesField, sendTest, stringField, timeField, urlField } from "./service";
+import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
+
+const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
+const DELIVERY_ID = /^wd_[0-9a-f]{24}$/;
+const EVENT_ID = /^evt_[0-9a-z]{1,60}$/;
+
+type Ctx = {
+  params: unknown;
+  body?: unknown;
+  query?: unknown;
+  set: { status?: number | string; headers: Record<string, unknown> };
+};
+
+/** Merchant and endpoint id of the path (a 400 for a malformed id). */
+function path(params: unknown): { merchant: string; id: string } {
+  const p = params as RawParams;
+  const merchant = parseAddress(p, "merchant");
+  const id = String(p.id ?? "");
+  if (!ENDPOINT_ID.test(id)) throw new InvalidParameterError("id", "id must be an endpoint id (we_…)");
+  return { merchant, id };
+}
+
+/** The webhook routes. */
+export function webhookRoutes(deps: RouteDeps) {
+  const config = dispatcherConfig(deps.config);
+  const allowPrivate = config.allowPrivate;
+  const mustExist = async (merchant: string, id: string) => {
+    const endpoint = await getEndpoint(deps.sql, merchant, id);
+    if (!endpoint) throw new NotFoundError(`no endpoint ${id}`, "id");
+    return endpoint;
+  };
+  const auth = authPlugin({ ...deps, defaultChainId: deps.chains.defaultChainId });
+  const endpoints = new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoints" })
+    .use(auth)
+    .post(
+      "/:merchant",
+      async ({ params, body, set }: Ctx) => {
+        const merchant = parseAddress(params as RawParams, "merchant");
+        const b = bodyObject(body, ["url", "event_types", "description"]);
+        const url = (await urlField(b, allowPrivate, true))!;
+        const eventTypes = eventTypesField(b) ?? ["*"];
+        const description = stringField(b, "description", 500) ?? null;
+        set.status = 201;
+        return createEndpoint(deps.sql, { merchant, url, eventTypes, description }, config.secretKey);
+      },
+      { merchantWriter: true, params: MerchantParamsDoc, detail: details.create },
+    )
+    .get("/:merchant", ({ params }: Ctx) => listEndpoints(deps.sql, parseAddress(params as RawParams, "merchant")), {
+      merchantReader: true,
+      params: MerchantParamsDoc,
+      detail: details.list,
+    })
+    .get("/:merchant/:id", ({ params }: Ctx) => mustExist(path(params).merchant, path(params).id), {
+      merchantReader: true,
+      params: EndpointParamsDoc,
+      detail: details.get,
+    })
+    .patch(
+      "/:merchant/:id",
+      async ({ params, body }: Ctx) => {
+        const { merchant, id } = path(params);
+        const b = bodyObject(body, ["url", "event_types", "description", "enabled"]);
+        if (b.enabled !== undefined && typeof b.enabled !== "boolean") {
+          throw new InvalidParameterError("enabled", "enabled must be true or false");
+        }
+        if (b.description !== undefined && b.description !== null) stringField(b, "description", 500);
+        const patch = {
+          url: await urlField(b, allowPrivate, false),
+          eventTypes: eventTypesField(b),
+          description: b.description === undefined ? undefined : (b.description as string | null),
+          enabled: b.enabled as boolean | undefined,
+        };
+        const updated = await updateEndpoint(deps.sql, merchant, id, patch);
+        if (!updated) throw new NotFoundError(`no endpoint ${id}`, "id");
+        return updated;
+      },
+      { merchantWriter: true, params: EndpointParamsDoc, detail: details.update },
+    )
+    .delete(
+      "/:merchant/:id",
+      async ({ params }: Ctx) => {
+        const { merchant, id } = path(params);
+        if (!(await deleteEndpoint(deps.sql, merchant, id))) throw new NotFoundError(`no endpoint ${id}`, "id");
+        return { id, deleted: true as const };
+      },
+      { merchantWriter: true, params: EndpointParamsDoc, detail: details.remove },
+    )
+    .post(
+      "/:merchant/:id/rotate_secret",
+      async ({ params }: Ctx) => {
+        const { merchant, id } = path(params);
+        const rotated = await rotateSecret(deps.sql, merchant, id, config.secretKey);
+        if (!rotated) throw new NotFoundError(`no endpoint ${id}`, "id");
+        return rotated;
+      },
+      { merchantWriter: true, params: EndpointParamsDoc, detail: details.rotate },
+    )
+    .post(
+      "/:merchant/:id/test",
+      async ({ params }: Ctx) => {
+        const { merchant, id } = path(params);
+        await mustExist(merchant, id);
+        return sendTest(deps.sql, { id, merchant, chainId: deps.chains.defaultChainId }, config);
+      },
+      { merchantWriter: true, params: EndpointParamsDoc, detail: details.test },
+    )
+    .get(
+      "/:merchant/:id/deliveries",
+      async (ctx: Ctx & { request: Request }) => {
+        const { merchant, id } = path(ctx.params);
+        const q = ctx.query as RawParams;
+        const status = parseEnum(q, "status", ["pending", "succeeded", "failed"] as const, undefined);
+        const limit = parseLimit(q) ?? 100;
+        const startingAfter = q.starting_after === undefined ? undefined : String(q.starting_after);
+        if (startingAfter !== undefined && !DELIVERY_ID.test(startingAfter)) {
+          throw new InvalidParameterError("starting_after", "starting_after must be a delivery id (wd_…)");
+        }
+        await mustExist(merchant, id);
+        const after = startingAfter ? await findDelivery(deps.sql, id, startingAfter) : undefined;
+        if (startingAfter && !after)
+          throw new InvalidParameterError("starting_after", "no such delivery of this endpoint");
+        const rows = await listDeliveries(deps.sql, id, {
+          status,
+          limit,
+          after: after && { createdAt: after.created_at, id: after.id },
+        });
+        const page = rows.slice(0, limit).map(toDelivery);
+        if (rows.length > limit) ctx.set.headers["link"] = nextLink(ctx.request.url, page.at(-1)!.id);
+        return page;
+      },
+      { merchantReader: true, params: EndpointParamsDoc, query: DeliveriesQueryDoc, detail: details.deliveries },
+    )
+    .post(
+      "/:merchant/:id/replay",
+      async ({ params, body }: Ctx) => {
+        const { merchant, id } = path(params);
+        const b = bodyObject(body, ["since", "until", "types"]);
+        const since = timeField(b, "since", true)!;
+        const until = timeField(b, "until", false);
+        const endpoint = await mustExist(merchant, id);
+        const types = eventTypesField(b, "types") ?? endpoint.event_types;
+        const sql = deps.sql;
+        const where = sql`e.merchant = ${merchant} and e.ts >= ${since} ${until ? sql`and e.ts < ${until}` : sql``}
+          and e.type <> 'webhook.test' ${types.includes("*") ? sql`` : sql`and e.type = any(${types})`}`;
+        return { enqueued: await enqueue(sql, "replay", { endpointId: id, where }) };
+      },
+      { merchantWriter: true, params: EndpointParamsDoc, detail: details.replay },
+    );
+
+  const redeliver = new Elysia({ name: "event-redeliver" }).use(auth).post(
+    "/v0/events/:merchant/:id/redeliver",
+    async ({ params, body }: Ctx) => {
+      const p = params as RawParams;
+      const merchant = parseAddress(p, "merchant");
+      const eventId = String(p.id ?? "");
+      if (!EVENT_ID.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
+      const b = bodyObject(body, ["endpoint_id"]);
+      const endpointId = stringField(b, "endpoint_id", 64);
+      if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
+        throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
+      }
+      const sql = deps.sql;
+      const [event] = await sql<
+        { type: string }[]
+      >`select type from merchant_events where id = ${eventId} and merchant = ${merchant}`;
+      if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
+      const targets = endpointId
+        ? [await mustExist(merchant, endpointId)]
+        : (await listEndpoints(sql, merchant)).filter(
+            (w) => w.enabled && (w.event_types.includes("*") || w.event_types.includes(event.type)),
+          );
+      let enqueued = 0;
+      for (const w of targets) {
+        enqueued += await enqueue(sql, "redeliver", { endpointId: w.id, where: sql`e.id = ${eventId}` });
+      }
+      return { enqueued };
+    },
+    { merchantWriter: true, params: EventParamsDoc, detail: details.redeliver },
+  );
+  return new Elysia({ name: "webhooks" }).use(endpoints).use(redeliver);
+}

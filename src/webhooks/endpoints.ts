@@ -1,0 +1,179 @@
+/** Webhook endpoints and their deliveries as stored: the one place the API and the CLI read and change them. */
+import { randomBytes } from "node:crypto";
+import type { PendingQuery, Row } from "postgres";
+import type { Sql } from "../db/client";
+import { newSecret, sealSecret } from "./secrets";
+
+/** The endpoint object (webhooks.md §3); never the secret. */
+export type EndpointObject = {
+  id: string;
+  url: string;
+  event_types: string[];
+  description: string | null;
+  enabled: boolean;
+  disabled_reason: string | null;
+  created_at: string;
+  updated_at: string;
+};
+
+/** A delivery as the delivery log shows it. */
+export type DeliveryObject = {
+  id: string;
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  status: "pending" | "succeeded" | "failed";
+  response_status: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: string;
+  next_attempt_at: string | null;
+};
+
+type EndpointRow = Omit<EndpointObject, "created_at" | "updated_at"> & { created_at: Date; updated_at: Date };
+type DeliveryRow = Omit<DeliveryObject, "created_at" | "next_attempt_at" | "attempt"> & {
+  attempts: number;
+  created_at: Date;
+  last_attempt_at: Date | null;
+  next_attempt_at: Date;
+};
+
+const ENDPOINT_COLUMNS = "id, url, event_types, description, enabled, disabled_reason, created_at, updated_at";
+
+/** A random id with a prefix (`we_`, `wd_`). */
+export const randomId = (prefix: string) => `${prefix}${randomBytes(12).toString("hex")}`;
+
+const toEndpoint = (r: EndpointRow): EndpointObject => ({
+  ...r,
+  created_at: r.created_at.toISOString(),
+  updated_at: r.updated_at.toISOString(),
+});
+
+/** The delivery object of a row: its latest attempt, or the pending delivery before any. */
+export const toDelivery = (r: DeliveryRow): DeliveryObject => ({
+  id: r.id,
+  event_id: r.event_id,
+  event_type: r.event_type,
+  attempt: r.attempts,
+  status: r.status,
+  response_status: r.response_status,
+  error: r.error,
+  duration_ms: r.duration_ms,
+  created_at: (r.last_attempt_at ?? r.created_at).toISOString(),
+  next_attempt_at: r.status === "pending" ? r.next_attempt_at.toISOString() : null,
+});
+
+/** Creates an endpoint; the only time its secret is returned. */
+export async function createEndpoint(
+  sql: Sql,
+  input: { merchant: string; url: string; eventTypes: string[]; description: string | null },
+  secretKey: string | undefined,
+): Promise<EndpointObject & { secret: string }> {
+  const secret = newSecret();
+  const [row] = await sql<EndpointRow[]>`
+    insert into webhook_endpoints (id, merchant, url, event_types, description, secret)
+    values (${randomId("we_")}, ${input.merchant}, ${input.url}, ${input.eventTypes}, ${input.description},
+      ${sealSecret(secret, secretKey)})
+    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
+  return { ...toEndpoint(row!), secret };
+}
+
+/** The merchant's endpoints, oldest first. */
+export async function listEndpoints(sql: Sql, merchant: string): Promise<EndpointObject[]> {
+  const rows = await sql<EndpointRow[]>`
+    select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints where merchant = ${merchant} order by created_at, id`;
+  return rows.map(toEndpoint);
+}
+
+/** One endpoint of the merchant (any merchant's when `merchant` is null), or undefined. */
+export async function getEndpoint(sql: Sql, merchant: string | null, id: string): Promise<EndpointObject | undefined> {
+  const [row] = await sql<EndpointRow[]>`
+    select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints
+    where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`}`;
+  return row && toEndpoint(row);
+}
+
+/** Applies a change; `enabled: true` re-enables (and restarts the failure clock). Undefined when unknown. */
+export async function updateEndpoint(
+  sql: Sql,
+  merchant: string,
+  id: string,
+  patch: { url?: string; eventTypes?: string[]; description?: string | null; enabled?: boolean },
+): Promise<EndpointObject | undefined> {
+  const [row] = await sql<EndpointRow[]>`
+    update webhook_endpoints set
+      url = coalesce(${patch.url ?? null}, url),
+      event_types = coalesce(${patch.eventTypes ?? null}::text[], event_types),
+      description = case when ${patch.description !== undefined} then ${patch.description ?? null} else description end,
+      enabled = coalesce(${patch.enabled ?? null}::boolean, enabled),
+      disabled_reason = case when ${patch.enabled === true} then null else disabled_reason end,
+      failing_since = case when ${patch.enabled === true} then null else failing_since end,
+      updated_at = clock_timestamp()
+    where id = ${id} and merchant = ${merchant}
+    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
+  return row && toEndpoint(row);
+}
+
+/** Deletes an endpoint with its deliveries (pending ones are thereby cancelled). False when unknown. */
+export async function deleteEndpoint(sql: Sql, merchant: string | null, id: string): Promise<boolean> {
+  const rows = await sql`
+    delete from webhook_endpoints where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`}
+    returning id`;
+  return rows.length > 0;
+}
+
+/** A new secret; the previous one keeps signing for 24 h. Undefined when unknown. */
+export async function rotateSecret(
+  sql: Sql,
+  merchant: string,
+  id: string,
+  secretKey: string | undefined,
+): Promise<(EndpointObject & { secret: string }) | undefined> {
+  const secret = newSecret();
+  const [row] = await sql<EndpointRow[]>`
+    update webhook_endpoints set previous_secret = secret, previous_secret_expires_at = clock_timestamp() + interval '24 hours',
+      secret = ${sealSecret(secret, secretKey)}, updated_at = clock_timestamp()
+    where id = ${id} and merchant = ${merchant}
+    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
+  return row && { ...toEndpoint(row), secret };
+}
+
+/** The delivery log of an endpoint, newest first, keyset-paged by delivery id. */
+export async function listDeliveries(
+  sql: Sql,
+  endpointId: string,
+  q: { status?: string; limit: number; after?: { createdAt: Date; id: string } },
+): Promise<DeliveryRow[]> {
+  return sql<DeliveryRow[]>`
+    select id, event_id, event_type, attempts, status, response_status, error, duration_ms, created_at,
+      last_attempt_at, next_attempt_at
+    from webhook_deliveries
+    where endpoint_id = ${endpointId} and status <> 'cancelled'
+    ${q.status ? sql`and status = ${q.status}` : sql``}
+    ${q.after ? sql`and (created_at, id) < (${q.after.createdAt}, ${q.after.id})` : sql``}
+    order by created_at desc, id desc
+    limit ${q.limit + 1}`;
+}
+
+/** A delivery of an endpoint (for `starting_after`), or undefined. */
+export async function findDelivery(sql: Sql, endpointId: string, id: string) {
+  const [row] = await sql<{ created_at: Date; id: string }[]>`
+    select created_at, id from webhook_deliveries where endpoint_id = ${endpointId} and id = ${id}`;
+  return row;
+}
+
+/** Enqueues explicit deliveries of events (by seq) to endpoints; returns how many were created. */
+export async function enqueue(
+  sql: Sql,
+  origin: "redeliver" | "replay",
+  pairs: { endpointId: string; where: PendingQuery<Row[]> },
+): Promise<number> {
+  const rows = await sql`
+    insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
+    select 'wd_' || substr(md5(random()::text || e.id || ${pairs.endpointId}), 1, 24), ${pairs.endpointId}, e.seq, e.id,
+      e.type, ${origin}
+    from merchant_events e where ${pairs.where}
+    order by e.seq
+    returning id`;
+  return rows.length;
+}

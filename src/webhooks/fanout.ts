@@ -1,0 +1,34 @@
+/**
+ * Fan-out of new events to endpoints, inside the transaction that wrote the events (so a committed event always
+ * has its deliveries). Idempotent: the range may hold seqs of other transactions, whose deliveries exist already.
+ */
+import type { Q } from "../indexer/store";
+import type { EventRange } from "../events/hook";
+
+/** Creates the deliveries of the events in `range`: one per enabled endpoint of the merchant whose types match. */
+export async function fanOut(tx: Q, range: EventRange): Promise<void> {
+  const from = range.fromSeq.toString();
+  const to = range.toSeq.toString();
+  await tx`
+    insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
+    select 'wd_' || substr(md5(w.id || e.id), 1, 24), w.id, e.seq, e.id, e.type, 'auto'
+    from merchant_events e
+    join webhook_endpoints w on w.merchant = e.merchant and w.enabled
+      and ('*' = any(w.event_types) or e.type = any(w.event_types))
+    where e.seq between ${from} and ${to} and e.chain_id = ${range.chainId} and e.type <> 'event.reverted'
+    on conflict do nothing`;
+  // A withdrawn event: its event.reverted goes to the endpoints that were sent the original (an attempt was
+  // made), then the original's pending deliveries are cancelled; an endpoint never sent it gets neither.
+  await tx`
+    insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
+    select 'wd_' || substr(md5(d.endpoint_id || r.id), 1, 24), d.endpoint_id, r.seq, r.id, r.type, 'auto'
+    from merchant_events r
+    join webhook_deliveries d on d.event_id = r.data->'object'->>'id' and (d.status = 'succeeded' or d.attempts > 0)
+    where r.seq between ${from} and ${to} and r.chain_id = ${range.chainId} and r.type = 'event.reverted'
+    on conflict do nothing`;
+  await tx`
+    update webhook_deliveries d set status = 'cancelled', lease_until = null
+    from merchant_events r
+    where r.seq between ${from} and ${to} and r.chain_id = ${range.chainId} and r.type = 'event.reverted'
+      and d.event_id = r.data->'object'->>'id' and d.status = 'pending'`;
+}

@@ -1,0 +1,106 @@
+/** The dispatcher's statements: claiming due deliveries with a lease, and recording attempts in batches. */
+import type { Sql } from "../db/client";
+import type { EventRow } from "../events/envelope";
+
+/** A claimed delivery with what sending it needs. */
+export type Claimed = EventRow & {
+  delivery_id: string;
+  attempts: number;
+  origin: string;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: Date | null;
+};
+
+/**
+ * Claims up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` leased per endpoint (across
+ * processes), and counts the claim as an attempt. The conditional UPDATE makes two dispatchers that pick the same
+ * row take it once: the second re-checks the lease after the first commits and skips it.
+ */
+export function claimDue(sql: Sql, opts: { limit: number; perEndpoint: number; leaseMs: number }): Promise<Claimed[]> {
+  return sql<Claimed[]>`
+    with cand as (
+      select d.id, d.endpoint_id, row_number() over (partition by d.endpoint_id order by d.next_attempt_at, d.id) as rn
+      from webhook_deliveries d join webhook_endpoints w on w.id = d.endpoint_id and w.enabled
+      where d.status = 'pending' and d.next_attempt_at <= clock_timestamp()
+        and (d.lease_until is null or d.lease_until <= clock_timestamp())
+      order by d.next_attempt_at limit ${opts.limit * 4}),
+    busy as (
+      select endpoint_id, count(*) as n from webhook_deliveries
+      where status = 'pending' and lease_until > clock_timestamp() group by endpoint_id),
+    pick as (
+      select c.id from cand c left join busy b on b.endpoint_id = c.endpoint_id
+      where c.rn + coalesce(b.n, 0) <= ${opts.perEndpoint} limit ${opts.limit})
+    update webhook_deliveries d
+    set lease_until = clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond', attempts = d.attempts + 1
+    from pick, merchant_events e, webhook_endpoints w
+    where d.id = pick.id and e.id = d.event_id and w.id = d.endpoint_id and d.status = 'pending'
+      and (d.lease_until is null or d.lease_until <= clock_timestamp())
+    returning d.id as delivery_id, d.attempts, d.origin, w.url, w.secret, w.previous_secret,
+      w.previous_secret_expires_at, e.seq, e.id, e.chain_id, e.merchant, e.type, e.block_number, e.ts, e.data`;
+}
+
+/** The outcome of one attempt, to record. */
+export type Outcome = {
+  deliveryId: string;
+  attempt: number;
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+  /** Seconds until the next attempt; null when this was the last one (the delivery is then `failed`). */
+  retryInS: number | null;
+};
+
+/**
+ * Records a batch of attempts in one transaction: the attempt log, each delivery's state (a cancelled one stays
+ * cancelled), and each endpoint's failure clock — disabled once it has only failed for `disableAfterS`.
+ */
+export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfterS: number): Promise<void> {
+  if (outcomes.length === 0) return;
+  const rows = JSON.stringify(
+    outcomes.map((o) => ({
+      id: o.deliveryId,
+      attempt: o.attempt,
+      ok: o.ok,
+      status: o.status,
+      error: o.error,
+      ms: o.durationMs,
+      retry: o.retryInS,
+    })),
+  );
+  await sql.begin(async (tx) => {
+    const touched = await tx<{ endpoint_id: string; ok: boolean }[]>`
+      with r as (
+        select * from jsonb_to_recordset(${rows}::text::jsonb)
+          as r(id text, attempt int, ok boolean, status int, error text, ms int, retry float8)),
+      att as (
+        insert into webhook_attempts (delivery_id, attempt, endpoint_id, outcome, response_status, error, duration_ms)
+        select r.id, r.attempt, d.endpoint_id, case when r.ok then 'succeeded' else 'failed' end, r.status, r.error, r.ms
+        from r join webhook_deliveries d on d.id = r.id
+        on conflict do nothing)
+      update webhook_deliveries d set
+        status = case when d.status <> 'pending' then d.status when r.ok then 'succeeded'
+          when r.retry is null then 'failed' else 'pending' end,
+        next_attempt_at = case when r.ok or r.retry is null then d.next_attempt_at
+          else clock_timestamp() + r.retry * interval '1 second' end,
+        lease_until = null, response_status = r.status, error = r.error, duration_ms = r.ms,
+        last_attempt_at = clock_timestamp()
+      from r where d.id = r.id
+      returning d.endpoint_id, r.ok`;
+    const ok = [...new Set(touched.filter((t) => t.ok).map((t) => t.endpoint_id))];
+    const failed = [...new Set(touched.filter((t) => !t.ok).map((t) => t.endpoint_id))].filter((e) => !ok.includes(e));
+    if (ok.length) await tx`update webhook_endpoints set failing_since = null where id = any(${ok})`;
+    if (failed.length) {
+      await tx`
+        update webhook_endpoints set failing_since = coalesce(failing_since, clock_timestamp())
+        where id = any(${failed})`;
+      await tx`
+        update webhook_endpoints set enabled = false, updated_at = clock_timestamp(),
+          disabled_reason = 'every delivery failed for ' || ${disableAfterS} || ' s'
+        where id = any(${failed}) and enabled
+          and failing_since <= clock_timestamp() - ${disableAfterS} * interval '1 second'`;
+    }
+  });
+}

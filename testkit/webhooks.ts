@@ -1,0 +1,68 @@
+/** A real HTTP receiver for webhook tests: records every request, answers as told. */
+
+/** One received request. */
+export type Received = {
+  id: string;
+  timestamp: string;
+  signature: string;
+  body: string;
+  headers: Record<string, string>;
+};
+
+/** A running receiver. */
+export type Receiver = {
+  url: string;
+  received: Received[];
+  /** Distinct `webhook-id`s of requests answered 2xx. */
+  delivered: () => Set<string>;
+  /** Requests in flight now, and the most ever seen at once. */
+  inflight: () => number;
+  maxInflight: () => number;
+  /** Sets how the receiver answers the next requests: a status, a delay, or a function of the request number. */
+  respond: (fn: (r: Received, n: number) => { status: number; delayMs?: number }) => void;
+  stop: () => Promise<void>;
+};
+
+/** Starts a receiver on 127.0.0.1 (a random port); answers 200 until told otherwise. */
+export function startReceiver(): Receiver {
+  const received: Received[] = [];
+  const ok = new Set<string>();
+  let answer: (r: Received, n: number) => { status: number; delayMs?: number } = () => ({ status: 200 });
+  let now = 0;
+  let max = 0;
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      now++;
+      max = Math.max(max, now);
+      try {
+        const body = await req.text();
+        const headers = Object.fromEntries(req.headers.entries());
+        const r = {
+          id: headers["webhook-id"] ?? "",
+          timestamp: headers["webhook-timestamp"] ?? "",
+          signature: headers["webhook-signature"] ?? "",
+          body,
+          headers,
+        };
+        received.push(r);
+        const a = answer(r, received.length);
+        if (a.delayMs) await Bun.sleep(a.delayMs);
+        if (a.status >= 200 && a.status < 300) ok.add(r.id);
+        return new Response("ok", { status: a.status });
+      } finally {
+        now--;
+      }
+    },
+  });
+  return {
+    url: `http://127.0.0.1:${server.port}/hooks`,
+    received,
+    delivered: () => new Set(ok),
+    inflight: () => now,
+    maxInflight: () => max,
+    respond: (fn) => void (answer = fn),
+    stop: async () => void server.stop(true),
+  };
+}

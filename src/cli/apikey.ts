@@ -9,11 +9,6 @@
  *
  * Bad input or a failure: a message on stderr and exit code 1.
  */
-import { AppError } from "../common/errors";
-import { ConfigError, loadConfig } from "../common/config";
-import { createDb, DataDirInUseError } from "../db/client";
-import { readControlFile, type ControlInfo } from "../db/control-file";
-import { migrate } from "../db/migrate";
 import {
   createApiKey,
   type ApiKeyInfo,
@@ -24,11 +19,7 @@ import {
   normalizeMerchant,
   revokeApiKey,
 } from "../auth/api-keys";
-
-class UsageError extends AppError {}
-
-/** A command that ran but could not do its job (printed without the usage text). */
-class CommandError extends AppError {}
+import { callControl, checkAllowed, CommandError, openLocal, parseFlags, runCli, UsageError } from "./common";
 
 const USAGE = `usage:
   bun run apikey create --merchant 0x… [--label text] [--json]
@@ -46,34 +37,8 @@ export type ApiKeyCommand =
 export function parseApiKeyArgs(argv: string[]): ApiKeyCommand {
   const [cmd, ...rest] = argv;
   if (cmd === undefined || cmd === "help" || cmd === "--help" || cmd === "-h") return { cmd: "help" };
-  const flags: Record<string, string | true> = {};
-  const positional: string[] = [];
-  const valued = new Set(["merchant", "label"]);
-  const boolean = new Set(["json"]);
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i]!;
-    if (!arg.startsWith("--")) {
-      positional.push(arg);
-      continue;
-    }
-    const eq = arg.indexOf("=");
-    const name = arg.slice(2, eq < 0 ? undefined : eq);
-    if (boolean.has(name) && eq < 0) flags[name] = true;
-    else if (valued.has(name)) {
-      const value = eq < 0 ? rest[++i] : arg.slice(eq + 1);
-      if (value === undefined || (eq < 0 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`);
-      flags[name] = value;
-    } else throw new UsageError(`unknown option ${arg}`);
-  }
-  const allowed: Record<string, string[]> = {
-    create: ["merchant", "label", "json"],
-    revoke: [],
-    list: ["merchant", "json"],
-  };
-  if (!(cmd in allowed)) throw new UsageError(`unknown command ${JSON.stringify(cmd)}`);
-  for (const name of Object.keys(flags)) {
-    if (!allowed[cmd]!.includes(name)) throw new UsageError(`${cmd} takes no --${name}`);
-  }
+  const { flags, positional } = parseFlags(rest, ["merchant", "label"], ["json"]);
+  checkAllowed(cmd, flags, { create: ["merchant", "label", "json"], revoke: [], list: ["merchant", "json"] });
   const merchant = flags.merchant as string | undefined;
   try {
     if (merchant !== undefined) normalizeMerchant(merchant);
@@ -101,71 +66,37 @@ type KeyStore = {
   close: () => Promise<void>;
 };
 
-/** Calls a running service's control routes (src/api/control). */
-function controlStore(info: ControlInfo): KeyStore {
-  const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${info.url}/internal/api-keys${path}`, {
-      method,
-      headers: { authorization: `Bearer ${info.token}`, "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }).catch((err) => {
-      throw new CommandError(`the running service at ${info.url} did not answer: ${(err as Error).message}`);
-    });
-    const json = (await res.json().catch(() => null)) as { error?: { message?: string } } | null;
-    return { status: res.status, json };
-  };
-  const ok = <T>(r: { status: number; json: unknown }): T => {
-    if (r.status >= 400) {
-      throw new CommandError((r.json as { error?: { message?: string } })?.error?.message ?? `HTTP ${r.status}`);
-    }
-    return r.json as T;
-  };
-  return {
-    create: async (merchant, label) => ok<CreatedApiKey>(await call("POST", "", { merchant, label })),
-    revoke: async (id) => {
-      const r = await call("POST", `/${encodeURIComponent(id)}/revoke`);
-      if (r.status === 404) return false;
-      ok(r);
-      return true;
-    },
-    list: async (merchant) =>
-      ok<ApiKeyInfo[]>(await call("GET", merchant ? `?merchant=${encodeURIComponent(merchant)}` : "")),
-    close: async () => {},
-  };
-}
-
-/** Opens the database like the service does, or finds the service that holds the embedded one. */
+/** Key management through the running service's control routes, or on the database itself. */
 async function openStore(): Promise<KeyStore> {
-  const config = loadConfig(process.env);
-  if (!config.DATABASE_URL) {
-    // Without an explicit DATA_DIR, a running `bun run dev` (./.data/dev) is found too.
-    const dirs = process.env.DATA_DIR ? [config.DATA_DIR] : [config.DATA_DIR, "./.data/dev"];
-    for (const dir of dirs) {
-      const info = readControlFile(dir);
-      if (info) return controlStore(info);
-    }
+  const local = await openLocal();
+  if (local.kind === "control") {
+    const info = local.control;
+    return {
+      create: (merchant, label) => callControl<CreatedApiKey>(info, "POST", "/api-keys", { merchant, label }),
+      revoke: async (id) => {
+        try {
+          await callControl(info, "POST", `/api-keys/${encodeURIComponent(id)}/revoke`);
+          return true;
+        } catch (err) {
+          if (err instanceof CommandError && err.fields.status === 404) return false;
+          throw err;
+        }
+      },
+      list: (merchant) =>
+        callControl<ApiKeyInfo[]>(
+          info,
+          "GET",
+          merchant ? `/api-keys?merchant=${encodeURIComponent(merchant)}` : "/api-keys",
+        ),
+      close: async () => {},
+    };
   }
-  let db;
-  try {
-    db = await createDb(config.DATABASE_URL ? { url: config.DATABASE_URL, max: 1 } : { dataDir: config.DATA_DIR });
-  } catch (err) {
-    if (err instanceof DataDirInUseError) {
-      throw new CommandError(`${err.message} (a process without the api role holds it: stop it, or use its HTTP API)`);
-    }
-    throw err;
-  }
-  try {
-    await migrate(db.sql);
-  } catch (err) {
-    await db.close();
-    throw err;
-  }
-  const sql = db.sql;
+  const { sql } = local.db;
   return {
     create: (merchant, label) => createApiKey(sql, { merchant, label }),
     revoke: (id) => revokeApiKey(sql, id),
     list: (merchant) => listApiKeys(sql, merchant),
-    close: () => db.close(),
+    close: () => local.db.close(),
   };
 }
 
@@ -209,15 +140,4 @@ async function main(): Promise<void> {
   }
 }
 
-if (import.meta.main) {
-  try {
-    await main();
-  } catch (err) {
-    const e = err as Error;
-    if (err instanceof UsageError) console.error(`${e.message}\n${USAGE}`);
-    else if ([CommandError, ConfigError, InvalidLabelError, InvalidMerchantError].some((c) => err instanceof c)) {
-      console.error(e.message);
-    } else console.error(`apikey failed: ${e.message ?? String(err)}`);
-    process.exit(1);
-  }
-}
+if (import.meta.main) await runCli("apikey", USAGE, main, [InvalidLabelError, InvalidMerchantError]);

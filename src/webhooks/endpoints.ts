@@ -85,6 +85,24 @@ export async function listEndpoints(sql: Sql, merchant: string): Promise<Endpoin
   return rows.map(toEndpoint);
 }
 
+/** Every endpoint (or one merchant's) with its merchant, oldest first: the operator's view. */
+export async function listAllEndpoints(
+  sql: Sql,
+  merchant: string | null,
+): Promise<(EndpointObject & { merchant: string })[]> {
+  const rows = await sql<(EndpointRow & { merchant: string })[]>`
+    select merchant, ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints
+    ${merchant === null ? sql`` : sql`where merchant = ${merchant}`}
+    order by created_at, id`;
+  return rows.map((r) => ({ ...toEndpoint(r), merchant: r.merchant }));
+}
+
+/** The merchant an endpoint belongs to, or undefined when there is no such endpoint. */
+export async function endpointMerchant(sql: Sql, id: string): Promise<string | undefined> {
+  const [row] = await sql<{ merchant: string }[]>`select merchant from webhook_endpoints where id = ${id}`;
+  return row?.merchant;
+}
+
 /** One endpoint of the merchant (any merchant's when `merchant` is null), or undefined. */
 export async function getEndpoint(sql: Sql, merchant: string | null, id: string): Promise<EndpointObject | undefined> {
   const [row] = await sql<EndpointRow[]>`

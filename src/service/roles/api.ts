@@ -3,6 +3,7 @@ import { writeControlFile } from "../../db/control-file";
 import { createApp } from "../../http/app";
 import { startControlListener } from "../../http/features/control";
 import type { Role } from "../context";
+import { dispatcherConfig } from "../../webhooks/dispatcher";
 
 /** Loopback URL for a bound host: wildcard binds are reached through 127.0.0.1. */
 function baseUrl(host: string, port: number): string {
@@ -23,7 +24,13 @@ export const apiRole: Role = {
     let stopControl = async () => {};
     if (db.kind === "pglite" && db.dataDir) {
       const token = randomSecret("ctl_");
-      const control = startControlListener({ sql: db.sql, token, log });
+      const control = startControlListener({
+        sql: db.sql,
+        token,
+        log,
+        webhooks: dispatcherConfig(config),
+        defaultChainId: chains.defaultChainId,
+      });
       const removeControlFile = writeControlFile(db.dataDir, { pid: process.pid, url: control.url, token });
       stopControl = async () => {
         removeControlFile();

@@ -6,6 +6,13 @@ import { bodyLimit, serveOptions } from "../../plugins/body-limit";
 import { createApiKey, listApiKeys, normalizeMerchant, revokeApiKey } from "../../../auth/api-keys";
 import { constantTimeEqual } from "../../../auth/hash";
 import { InvalidParameterError, NotFoundError, UnauthenticatedError } from "../../errors";
+import type { DispatcherConfig } from "../../../webhooks/dispatcher";
+import { createEndpoint, deleteEndpoint, endpointMerchant, listAllEndpoints } from "../../../webhooks/endpoints";
+import { sendTest } from "../../../webhooks/test-delivery";
+import { bodyObject, eventTypesField, stringField, urlField } from "../webhooks/service";
+
+/** What the control routes need: the database, the token, and the webhook rules of the process. */
+export type ControlDeps = { sql: Sql; token: string; webhooks: DispatcherConfig; defaultChainId: number };
 
 /** A running control listener. */
 export type ControlListener = { url: string; stop: () => Promise<void> };
@@ -14,11 +21,12 @@ export type ControlListener = { url: string; stop: () => Promise<void> };
  * Serves the control routes on their own listener, on 127.0.0.1 at a random port, never on the public one: only
  * local processes reach it, and only with the token.
  */
-export function startControlListener(deps: { sql: Sql; token: string; log: Logger }): ControlListener {
+export function startControlListener(deps: ControlDeps & { log: Logger }): ControlListener {
   const app = new Elysia({ serve: serveOptions })
     .use(createErrorHandler(deps.log))
     .use(bodyLimit())
     .use(controlRoutes(deps))
+    .use(webhookControlRoutes(deps))
     .listen({ hostname: "127.0.0.1", port: 0 });
   return {
     url: `http://127.0.0.1:${app.server!.port}`,
@@ -28,25 +36,31 @@ export function startControlListener(deps: { sql: Sql; token: string; log: Logge
   };
 }
 
+/** Only callers with the control token get through. */
+const guard =
+  (token: string) =>
+  ({ request }: { request: Request }) => {
+    const given = request.headers.get("authorization")?.match(/^Bearer (\S+)$/)?.[1] ?? "";
+    if (!constantTimeEqual(given, token)) throw new UnauthenticatedError();
+  };
+
+/** A merchant address of the body or query (a 400 naming it otherwise). */
+function merchantOf(raw: string): string {
+  try {
+    return normalizeMerchant(raw);
+  } catch (err) {
+    throw new InvalidParameterError("merchant", (err as Error).message);
+  }
+}
+
 /**
  * Local control routes for `bun run apikey` while this process holds the embedded database (PGlite is
  * single-process, so the CLI cannot open it): key management over HTTP, authorized by a random token that only
  * the data directory's owner can read (`control.json`, mode 0600). Hidden from the public docs.
  */
-function controlRoutes(deps: { sql: Sql; token: string }) {
-  const guard = ({ request }: { request: Request }) => {
-    const given = request.headers.get("authorization")?.match(/^Bearer (\S+)$/)?.[1] ?? "";
-    if (!constantTimeEqual(given, deps.token)) throw new UnauthenticatedError();
-  };
-  const merchantOf = (raw: string) => {
-    try {
-      return normalizeMerchant(raw);
-    } catch (err) {
-      throw new InvalidParameterError("merchant", (err as Error).message);
-    }
-  };
+function controlRoutes(deps: ControlDeps) {
   return new Elysia({ prefix: "/internal/api-keys", name: "control" })
-    .onBeforeHandle(guard)
+    .onBeforeHandle(guard(deps.token))
     .post("/", ({ body }) => createApiKey(deps.sql, { merchant: merchantOf(body.merchant), label: body.label }), {
       body: t.Object({ merchant: t.String(), label: t.Optional(t.String()) }),
       detail: { hide: true },
@@ -61,6 +75,55 @@ function controlRoutes(deps: { sql: Sql; token: string }) {
         if (!(await revokeApiKey(deps.sql, params.id)))
           throw new NotFoundError(`no active API key with id ${params.id}`);
         return { id: params.id, revoked: true };
+      },
+      { detail: { hide: true } },
+    );
+}
+
+/** `bun run webhook` against the process that holds the embedded database: same rules as the public routes. */
+function webhookControlRoutes(deps: ControlDeps) {
+  const mustExist = async (id: string) => {
+    const merchant = await endpointMerchant(deps.sql, id);
+    if (!merchant) throw new NotFoundError(`no webhook endpoint with id ${id}`, "id");
+    return { id, merchant };
+  };
+  return new Elysia({ prefix: "/internal/webhook-endpoints", name: "control-webhooks" })
+    .onBeforeHandle(guard(deps.token))
+    .post(
+      "/",
+      async ({ body, set }) => {
+        const b = bodyObject(body, ["merchant", "url", "event_types", "description"]);
+        const merchant = merchantOf(stringField(b, "merchant", 100) ?? "");
+        const url = (await urlField(b, deps.webhooks.allowPrivate, true))!;
+        const eventTypes = eventTypesField(b) ?? ["*"];
+        const description = stringField(b, "description", 500) ?? null;
+        set.status = 201;
+        return createEndpoint(deps.sql, { merchant, url, eventTypes, description }, deps.webhooks.secretKey);
+      },
+      { detail: { hide: true } },
+    )
+    .get("/", ({ query }) => listAllEndpoints(deps.sql, query.merchant ? merchantOf(query.merchant) : null), {
+      query: t.Object({ merchant: t.Optional(t.String()) }),
+      detail: { hide: true },
+    })
+    .delete(
+      "/:id",
+      async ({ params }) => {
+        await mustExist(params.id);
+        await deleteEndpoint(deps.sql, null, params.id);
+        return { id: params.id, deleted: true };
+      },
+      { detail: { hide: true } },
+    )
+    .post(
+      "/:id/test",
+      async ({ params }) => {
+        const endpoint = await mustExist(params.id);
+        return sendTest(
+          deps.sql,
+          { id: endpoint.id, merchant: endpoint.merchant, chainId: deps.defaultChainId },
+          deps.webhooks,
+        );
       },
       { detail: { hide: true } },
     );

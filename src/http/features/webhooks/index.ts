@@ -18,7 +18,8 @@ import {
   toDelivery,
   updateEndpoint,
 } from "../../../webhooks/endpoints";
-import { bodyObject, eventTypesField, sendTest, stringField, timeField, urlField } from "./service";
+import { sendTest } from "../../../webhooks/test-delivery";
+import { bodyObject, eventTypesField, stringField, timeField, urlField } from "./service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
 
 const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;

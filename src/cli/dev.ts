@@ -41,7 +41,8 @@ async function main(argv: string[]) {
     console.error(startErrorMessage(err).replace(/^start failed/, "dev failed"));
     process.exit(1);
   }
-  process.stdout.write(env.banner);
+  process.stdout.write(env.banner + "\n");
+  env.live().catch((err) => console.error(`the live demo subscription failed: ${(err as Error).message}`));
   exitOnSignals(
     env.stop,
     () => console.log("stopping…"),

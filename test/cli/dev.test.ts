@@ -62,14 +62,39 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
 
   // The three copy-paste lines answer with data.
   const curls = out.split("\n").filter((l) => l.startsWith("curl "));
-  expect(curls).toHaveLength(3);
-  const [subsRes, activityRes, checkRes] = await Promise.all(curls.map(runCurl));
+  expect(curls).toHaveLength(4);
+  const [subsRes, activityRes, checkRes, eventsRes] = await Promise.all(curls.map(runCurl));
+  expect(eventsRes!.status).toBe(200);
+  expect(((await eventsRes!.json()) as unknown[]).length).toBe(5);
   expect(subsRes!.status).toBe(200);
   expect(((await subsRes!.json()) as Sub[]).length).toBe(subs.length);
   expect(activityRes!.status).toBe(200);
   expect(((await activityRes!.json()) as Activity[]).length).toBeGreaterThan(0);
   expect(checkRes!.status).toBe(200);
   expect(((await checkRes!.json()) as { authorized: boolean }).authorized).toBe(true);
+
+  // The live subscription reaches the demo receiver as signed, verified deliveries; the endpoint is the API's.
+  const [, endpointId] = out.match(
+    /^Webhooks: endpoint (we_[0-9a-f]+) → demo receiver http:\/\/127\.0\.0\.1:\d+\/webhooks/m,
+  )!;
+  await child.waitFor(
+    /^webhook ← charge\.succeeded evt_[0-9a-f]{40} \(signature ok\): subscription \d+, 9\.99 USDC$/m,
+    30_000,
+  );
+  await child.waitFor(
+    /^webhook ← subscription\.status_changed evt_[0-9a-f]{40} \(signature ok\): subscription \d+, PENDING → ACTIVE$/m,
+    30_000,
+  );
+  expect(child.output()).not.toContain("SIGNATURE INVALID");
+  const endpoints = (await (await fetch(`${api}/v0/webhook_endpoints/${merchant}`, { headers })).json()) as {
+    id: string;
+  }[];
+  expect(endpoints.map((e) => e.id)).toEqual([endpointId!]);
+  const deliveries = (await (
+    await fetch(`${api}/v0/webhook_endpoints/${merchant}/${endpointId}/deliveries`, { headers })
+  ).json()) as { status: string; event_type: string }[];
+  expect(deliveries.length).toBeGreaterThanOrEqual(3);
+  expect(deliveries.every((d) => d.status === "succeeded")).toBe(true);
 
   child.proc.kill("SIGINT");
   expect(await child.exited).toBe(0);

@@ -8,14 +8,16 @@ import { createLogger, type LogLevel } from "../../common/log";
 import { createDb, type Db } from "../../db/client";
 import { migrate } from "../../db/migrate";
 import { startService, type Service } from "../../service";
-import { seedDemo, type Seeded } from "./seed";
+import { createEndpoint } from "../../webhooks/endpoints";
+import { startDemoReceiver, type DemoReceiver } from "./receiver";
+import { seedDemo, subscribeNow, type Seeded } from "./seed";
 
 /** anvil's well-known dev key #4 (mnemonic "test … junk"): the demo keeper. Never use it on a real chain. */
 const DEV_KEEPER_KEY = "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a";
 
 /** Variables of the caller's environment that dev sets itself (its own chain, database and roles). */
 const OWN_VARIABLES =
-  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|PROCESSOR_ADDRESS|CHAIN_ID|START_BLOCK|CONFIRMATIONS|KEEPER_PRIVATE_KEY|ROLES|DATA_DIR|PORT)$/;
+  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|PROCESSOR_ADDRESS|CHAIN_ID|START_BLOCK|CONFIRMATIONS|KEEPER_PRIVATE_KEY|ROLES|DATA_DIR|PORT|WEBHOOK_ALLOW_PRIVATE_URLS)$/;
 
 /** Options for {@link runDev}. */
 export type DevOptions = {
@@ -25,6 +27,8 @@ export type DevOptions = {
   anvilPort?: number;
   dataDir?: string;
   logLevel?: LogLevel;
+  /** Where the demo receiver's lines go (default: stdout). */
+  print?: (line: string) => void;
 };
 
 /** The running dev environment. */
@@ -36,6 +40,8 @@ export type DevEnvironment = {
   rpcUrl: string;
   anvilPort: number;
   processor: Address;
+  /** Subscribes a new wallet now (the keeper charges it; the demo receiver prints the deliveries). */
+  live: () => Promise<bigint>;
   stop: () => Promise<void>;
 };
 
@@ -87,7 +93,9 @@ function devEnv(anvil: Anvil, seeded: Seeded, dataDir: string, apiPort: number, 
     START_BLOCK: seeded.startBlock.toString(),
     CONFIRMATIONS: "0",
     KEEPER_PRIVATE_KEY: DEV_KEEPER_KEY,
-    ROLES: "api,indexer,keeper",
+    ROLES: "api,indexer,keeper,webhooks",
+    // The demo receiver listens on the loopback interface.
+    WEBHOOK_ALLOW_PRIVATE_URLS: "1",
     DATA_DIR: dataDir,
     PORT: String(apiPort),
     HOST: host,
@@ -96,14 +104,22 @@ function devEnv(anvil: Anvil, seeded: Seeded, dataDir: string, apiPort: number, 
 }
 
 /** The banner's lines: what runs where, the demo merchant, its key and three commands to try. */
-function bannerLines(x: { seconds: string; anvil: Anvil; seeded: Seeded; dataDir: string; url: string; key: string }) {
+function bannerLines(x: {
+  seconds: string;
+  anvil: Anvil;
+  seeded: Seeded;
+  dataDir: string;
+  url: string;
+  key: string;
+  webhook: { url: string; id: string };
+}) {
   const { anvil, seeded, url } = x;
   const merchant = seeded.merchant.toLowerCase();
   const auth = `-H "Authorization: Bearer ${x.key}"`;
   const module = seeded.modules.streaming.toLowerCase();
   return [
     `Dev environment ready in ${x.seconds} s: anvil ${anvil.rpcUrl} (chain ${anvil.chainId}), processor ${seeded.processor.toLowerCase()},`,
-    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions, keeper + indexer + API on ${x.dataDir}.`,
+    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions, keeper, indexer, API and webhooks on ${x.dataDir}.`,
     "",
     `API: ${url}`,
     `Docs: ${url}/docs`,
@@ -111,11 +127,14 @@ function bannerLines(x: { seconds: string; anvil: Anvil; seeded: Seeded; dataDir
     `Dashboard: ${url}/dashboard#key=${x.key}&merchant=${merchant}`,
     `Merchant: ${merchant}`,
     `API key: ${x.key}`,
+    `Webhooks: endpoint ${x.webhook.id} → demo receiver ${x.webhook.url} (its deliveries print below)`,
     "",
     `curl -s ${auth} ${url}/v0/subscriptions/${merchant}`,
     `curl -s ${auth} "${url}/v0/activity/${merchant}?limit=10"`,
     `curl -s "${url}/v0/auth/check?module_address=${module}&wallet=${seeded.sampleWallet.toLowerCase()}&plan_ids=1,2"`,
+    `curl -s ${auth} "${url}/v0/events/${merchant}?limit=5"`,
     "",
+    "A new subscriber signs up now: the keeper charges it and the webhook deliveries arrive below.",
     "Ctrl-C stops everything.",
   ];
 }
@@ -130,6 +149,7 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
   let anvil: Anvil | undefined;
   let db: Db | undefined;
   let service: Service | undefined;
+  let receiver: DemoReceiver | undefined;
   // The embedded database initializes while the chain is seeded.
   const dbReady = createDb({ dataDir }).then(async (d) => {
     db = d;
@@ -144,12 +164,28 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
     const head = await createPublicClient({ transport: http(anvil.rpcUrl), cacheTime: 0 }).getBlockNumber();
     await service.indexer!.waitForBlock(head);
     const { key } = await createApiKey(service.db.sql, { merchant: seeded.merchant, label: "bun run dev" });
+    // Created after the history is indexed: the endpoint gets what happens from now on.
+    const print = opts.print ?? ((line: string) => console.log(line));
+    receiver = startDemoReceiver(print);
+    const endpoint = await createEndpoint(
+      service.db.sql,
+      {
+        merchant: seeded.merchant.toLowerCase(),
+        url: receiver.url,
+        eventTypes: ["*"],
+        description: "bun run dev demo receiver",
+      },
+      config.WEBHOOK_SECRET_KEY,
+    );
+    receiver.secret = endpoint.secret;
     const url = service.url!;
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    const [a, s] = [anvil, service];
+    const [a, s, r] = [anvil, service, receiver];
     let stopping: Promise<void> | undefined;
+    const webhook = { url: receiver.url, id: endpoint.id };
     return {
-      banner: formatBanner(bannerLines({ seconds, anvil, seeded, dataDir, url, key })),
+      banner: formatBanner(bannerLines({ seconds, anvil, seeded, dataDir, url, key, webhook })),
+      live: () => subscribeNow(a.rpcUrl, a.chainId, seeded),
       url,
       merchant: seeded.merchant.toLowerCase() as Address,
       apiKey: key,
@@ -160,9 +196,11 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
         (stopping ??= s
           .stop()
           .catch(() => {})
+          .then(() => r.stop())
           .then(() => a.stop())),
     };
   } catch (err) {
+    await receiver?.stop().catch(() => {});
     if (service) await service.stop().catch(() => {});
     else await dbReady.then((d) => d.close()).catch(() => db?.close().catch(() => {}));
     await anvil?.stop().catch(() => {});

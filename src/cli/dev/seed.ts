@@ -31,6 +31,7 @@ export type Seeded = {
   startBlock: bigint;
   merchant: Address;
   modules: { streaming: Address; pro: Address };
+  usdc: Address;
   sampleWallet: Address;
   subscribers: number;
   subscriptions: number;
@@ -71,7 +72,7 @@ async function connect(rpcUrl: string, chainId: number) {
   const [deployer, merchant, , , keeper] = all as [Address, Address, Address, Address, Address];
   const subs = [all[2], all[3], all[5], all[7], all[9], ...all.slice(10, 25)] as Address[];
   const people = Object.fromEntries(NAMES.map((n, i) => [n, subs[i]!])) as Record<Name, Address>;
-  return { pc, test, wallet, send, deployer, merchant, keeper, people };
+  return { pc, test, wallet, send, deployer, merchant, keeper, people, spare: all[6] as Address };
 }
 type Conn = Awaited<ReturnType<typeof connect>>;
 
@@ -240,8 +241,24 @@ export async function seedDemo(rpcUrl: string, chainId: number): Promise<Seeded>
     startBlock: d.startBlock,
     merchant: c.merchant,
     modules: { streaming: d.streaming, pro: d.pro },
+    usdc: d.usdc,
     sampleWallet: c.people.yolanda,
     subscribers: NAMES.length,
     subscriptions: 22,
   };
+}
+
+/**
+ * A new subscriber (anvil account #6, unused by the seed) funds, approves and subscribes to the streaming monthly
+ * plan now: the keeper charges it at once, so the running service has something live to announce.
+ */
+export async function subscribeNow(rpcUrl: string, chainId: number, seeded: Seeded): Promise<bigint> {
+  const c = await connect(rpcUrl, chainId);
+  const who = c.spare;
+  await c.send(who, seeded.usdc, testTokenAbi, "mint", [who, 100n * USDC]);
+  await c.send(who, seeded.usdc, testTokenAbi, "approve", [seeded.processor, maxUint256]);
+  const r = await c.send(who, seeded.modules.streaming, subscriptionModuleAbi, "subscribe", [1, 0, 0n]);
+  const [ev] = parseEventLogs({ abi: subscriptionModuleAbi, eventName: "SubscriptionCreated", logs: r.logs });
+  if (!ev) throw new Error("demo: subscribe emitted no SubscriptionCreated");
+  return ev.args.subscriptionId;
 }

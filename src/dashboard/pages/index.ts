@@ -4,5 +4,6 @@ import { apiKeysPage } from "./api-keys";
 import { overviewPage } from "./overview";
 import type { Page } from "./page";
 import { subscriptionsPage } from "./subscriptions";
+import { webhooksPage } from "./webhooks";
 
-export const pages: Page[] = [overviewPage, subscriptionsPage, activityPage, apiKeysPage];
+export const pages: Page[] = [overviewPage, subscriptionsPage, activityPage, webhooksPage, apiKeysPage];

@@ -1,14 +1,21 @@
 /**
  * The indexer as a separate process, for kill -9 / restart and leader-election tests. Configured by env:
  * RPC_URL, PROCESSOR_ADDRESS, START_BLOCK, CHAIN_ID, POLL_INTERVAL_MS, and DATABASE_URL (Postgres) or
- * PGLITE_DIR (a PGlite data directory); optional INITIAL_RANGE / MAX_RANGE / TARGET_LOGS.
- * Prints one JSON line per committed batch ({"batch": toBlock}) and its status every 50 ms ({"status": …}).
+ * PGLITE_DIR (a PGlite data directory); optional INITIAL_RANGE / MAX_RANGE / TARGET_LOGS. With WEBHOOKS=1 it
+ * runs as the service's indexer and webhooks roles do: the event log and fan-out in each batch, and a dispatcher
+ * (fast retries, private destinations allowed).
+ * Prints one JSON line per committed batch ({"batch": toBlock}) and its status every 50 ms ({"status": …}, with
+ * `pending` deliveries under WEBHOOKS=1).
  * SIGTERM stops it cleanly.
  */
 import { publicClientFor } from "../src/chain/clients";
 import { createDb } from "../src/db/client";
 import { migrate } from "../src/db/migrate";
 import { createIndexer } from "../src/indexer";
+import { statsRollupsHook } from "../src/indexer/rollups";
+import { eventsHook } from "../src/events/hook";
+import { fanOut } from "../src/webhooks/fanout";
+import { createDispatcher } from "../src/webhooks/dispatcher";
 
 const env = process.env;
 const print = (obj: unknown) =>
@@ -28,16 +35,40 @@ const indexer = createIndexer({
     POLL_INTERVAL_MS: Number(env.POLL_INTERVAL_MS ?? 50),
     chainId: Number(env.CHAIN_ID),
   },
+  hooks: env.WEBHOOKS === "1" ? [statsRollupsHook(), eventsHook({ onEvents: fanOut })] : [],
   tuning: { initialRange: num(env.INITIAL_RANGE), maxRange: num(env.MAX_RANGE), targetLogs: num(env.TARGET_LOGS) },
   log: (level, msg, fields) => {
     if (msg === "indexed batch") print({ batch: String(fields?.toBlock) });
     else if (level !== "debug") print({ log: msg, level, ...fields });
   },
 });
+const dispatcher =
+  env.WEBHOOKS === "1"
+    ? createDispatcher({
+        sql: db.sql,
+        log: () => {},
+        config: {
+          timeoutMs: 2000,
+          retrySchedule: [0.2, 0.5, 1, 1, 1],
+          disableAfterS: 3600,
+          perEndpoint: 4,
+          concurrency: 16,
+          pollIntervalMs: 50,
+          allowPrivate: true,
+          secretKey: undefined,
+        },
+      })
+    : undefined;
 await indexer.start();
-const timer = setInterval(() => print({ status: indexer.status() }), 50);
+await dispatcher?.start();
+const pending = async () =>
+  dispatcher
+    ? Number((await db.sql`select count(*) as n from webhook_deliveries where status = 'pending'`)[0]!.n)
+    : undefined;
+const timer = setInterval(async () => print({ status: { ...indexer.status(), pending: await pending() } }), 50);
 process.on("SIGTERM", async () => {
   clearInterval(timer);
+  await dispatcher?.stop();
   await indexer.stop();
   await db.close();
   print({ stopped: true });

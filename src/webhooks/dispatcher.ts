@@ -64,6 +64,12 @@ export function activeSecrets(
   return out;
 }
 
+/**
+ * How long a claimed delivery stays leased: the send's timeout plus a margin for recording the outcome. A process
+ * that dies mid-send leaves its leases behind, so an endpoint's in-flight deliveries resume after this long.
+ */
+export const leaseMs = (config: Pick<DispatcherConfig, "timeoutMs">) => config.timeoutMs + 5_000;
+
 /** Creates the dispatcher. */
 export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const { sql, log, config } = opts;
@@ -121,8 +127,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     await flush();
     const room = config.concurrency - inflight;
     if (room <= 0) return false;
-    const leaseMs = config.timeoutMs + 30_000;
-    const claimed = await claimDue(sql, { limit: room, perEndpoint: config.perEndpoint, leaseMs });
+    const claimed = await claimDue(sql, { limit: room, perEndpoint: config.perEndpoint, leaseMs: leaseMs(config) });
     for (const c of claimed) {
       inflight++;
       void deliver(c).finally(() => {

@@ -2,7 +2,7 @@
 import { randomBytes } from "node:crypto";
 import type { Sql } from "../db/client";
 import { toEnvelope } from "../events/envelope";
-import { activeSecrets, type DispatcherConfig } from "./dispatcher";
+import { activeSecrets, leaseMs, type DispatcherConfig } from "./dispatcher";
 import { randomId, toDelivery, type DeliveryObject } from "./endpoints";
 import { recordOutcomes, type Claimed } from "./queries";
 import { sendAttempt } from "./send";
@@ -27,7 +27,7 @@ export async function sendTest(
     return tx<Claimed[]>`
       insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin, attempts, lease_until)
       select ${deliveryId}, ${endpoint.id}, e.seq, e.id, e.type, 'test', 1,
-        clock_timestamp() + ${config.timeoutMs + 30_000} * interval '1 millisecond'
+        clock_timestamp() + ${leaseMs(config)} * interval '1 millisecond'
       from merchant_events e where e.id = ${eventId}
       returning id as delivery_id, attempts, origin,
         (select url from webhook_endpoints where id = ${endpoint.id}) as url,

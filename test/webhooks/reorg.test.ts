@@ -1,0 +1,139 @@
+/**
+ * Reorgs through the webhooks: events an endpoint received and that a reorg withdraws are followed by their
+ * `event.reverted`; a withdrawn event that had not gone out is never sent, nor its `event.reverted`. Applying the
+ * received `event.reverted`s to the received stream leaves exactly a fresh index of the new chain.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import type { Address } from "viem";
+import { subscriptionModuleAbi } from "../../src/chain/abis";
+import { createLogger } from "../../src/common/log";
+import type { Db } from "../../src/db/client";
+import { eventsHook } from "../../src/events/hook";
+import { createDispatcher, type Dispatcher } from "../../src/webhooks/dispatcher";
+import { createEndpoint } from "../../src/webhooks/endpoints";
+import { fanOut } from "../../src/webhooks/fanout";
+import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
+import { until } from "../../testkit/cli";
+import { createTestDb } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
+import { startReceiver, type Receiver } from "../../testkit/webhooks";
+
+const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+let chain: TestChain;
+let db: Db;
+let fresh: Db;
+let receiver: Receiver;
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  db = await createTestDb();
+  fresh = await createTestDb();
+  receiver = startReceiver();
+}, 60_000);
+afterAll(async () => {
+  await receiver?.stop();
+  await db?.close();
+  await fresh?.close();
+  await chain?.stop();
+});
+
+const call = (who: WalletName, module: Address, functionName: string, args: unknown[]) =>
+  chain.send(
+    chain.wallet(who).writeContract({ address: module, abi: subscriptionModuleAbi, functionName, args } as never),
+  );
+
+// Idle expiries are left out (`now` 0): their ids depend on the block indexed when they are found.
+const index = (target: Db, onEvents?: typeof fanOut) =>
+  indexOnce(target.sql, chain.rpcUrl, chain.processor, {
+    db: target,
+    startBlock: chain.startBlock,
+    hooks: [eventsHook({ onEvents, now: () => 0 })],
+  });
+
+const dispatcher = (): Dispatcher =>
+  createDispatcher({
+    sql: db.sql,
+    log: createLogger("error"),
+    config: {
+      timeoutMs: 2000,
+      retrySchedule: [0.1],
+      disableAfterS: 3600,
+      perEndpoint: 4,
+      concurrency: 8,
+      pollIntervalMs: 50,
+      allowPrivate: true,
+    },
+  });
+
+const pending = async () =>
+  (await db.sql<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where status = 'pending'`)[0]!.n;
+
+test("received, after applying event.reverted, equals the new chain's events; unsent withdrawn events never go out", async () => {
+  await createEndpoint(
+    db.sql,
+    { merchant: MERCHANT, url: receiver.url, eventTypes: ["*"], description: null },
+    undefined,
+  );
+  const token = await chain.deployToken();
+  const module = await chain.createModule("merchant");
+  await chain.createPlan("merchant", module, { planId: 1, token, amount: 1000n, interval: 3600 });
+  await chain.fund("alice", token, 10_000_000n);
+  await chain.fund("bob", token, 10_000_000n);
+  const a = await chain.subscribe("alice", module, 1);
+  await chain.charge(module, a);
+  const d = dispatcher();
+  await d.start();
+  await index(db, fanOut);
+  await until("the first events delivered", async () => (await pending()) === 0, 30_000);
+  const snap = await chain.snapshot();
+
+  // Branch 1, delivered: bob subscribes and is charged, alice pauses.
+  const b = await chain.subscribe("bob", module, 1);
+  await chain.charge(module, b);
+  await call("alice", module, "pause", [a]);
+  await index(db, fanOut);
+  await until("branch 1 delivered", async () => (await pending()) === 0, 30_000);
+  const sentBeforeReorg = new Set(receiver.delivered());
+  // Branch 1, not delivered: with the dispatcher stopped, alice resumes.
+  await d.stop();
+  await call("alice", module, "resume", [a]);
+  await index(db, fanOut);
+  const unsent = (
+    await db.sql<{ id: string }[]>`
+    select event_id as id from webhook_deliveries where status = 'pending'`
+  ).map((r) => r.id);
+  expect(unsent.length).toBeGreaterThan(0);
+
+  // The reorg: branch 2 cancels alice instead.
+  await chain.revert(snap);
+  await call("alice", module, "cancel", [a]);
+  for (let i = 0; i < 4; i++) await chain.mineAt(Number(await chain.now()) + 20);
+  await index(db, fanOut);
+  const d2 = dispatcher();
+  await d2.start();
+  await until("branch 2 delivered", async () => (await pending()) === 0, 30_000);
+  await d2.stop();
+
+  const received = new Map<string, { id: string; type: string; data: { object: { id?: string } } }>();
+  for (const r of receiver.received) received.set(r.id, JSON.parse(r.body));
+  const reverted = [...received.values()].filter((e) => e.type === "event.reverted").map((e) => e.data.object.id!);
+  // Every reverted event had been received; every received event that the reorg withdrew was reverted.
+  for (const id of reverted) expect(sentBeforeReorg.has(id)).toBe(true);
+  const withdrawn = await db.sql<{ id: string }[]>`select id from merchant_events where reverted_by is not null`;
+  const withdrawnSent = withdrawn.map((w) => w.id).filter((id) => sentBeforeReorg.has(id));
+  expect(withdrawnSent.length).toBeGreaterThan(1);
+  expect(reverted.sort()).toEqual(withdrawnSent.sort());
+  // The unsent, withdrawn events went out in neither form.
+  for (const id of unsent) {
+    expect(withdrawn.map((w) => w.id)).toContain(id);
+    expect(received.has(id)).toBe(false);
+    expect(reverted).not.toContain(id);
+  }
+  const applied = [...received.keys()].filter(
+    (id) => received.get(id)!.type !== "event.reverted" && !reverted.includes(id),
+  );
+  await index(fresh);
+  const expected = await fresh.sql<{ id: string }[]>`select id from merchant_events where merchant = ${MERCHANT}`;
+  expect(applied.sort()).toEqual(expected.map((e) => e.id).sort());
+}, 120_000);

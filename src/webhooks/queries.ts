@@ -15,23 +15,30 @@ export type Claimed = EventRow & {
 
 /**
  * Claims up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` leased per endpoint (across
- * processes), and counts the claim as an attempt. The conditional UPDATE makes two dispatchers that pick the same
- * row take it once: the second re-checks the lease after the first commits and skips it.
+ * processes), and counts the claim as an attempt. Each endpoint with due work is visited through its own index
+ * range (no scan of every pending delivery), oldest due first. The conditional UPDATE makes two dispatchers that
+ * pick the same row take it once: the second re-checks the lease after the first commits and skips it.
  */
 export function claimDue(sql: Sql, opts: { limit: number; perEndpoint: number; leaseMs: number }): Promise<Claimed[]> {
   return sql<Claimed[]>`
-    with cand as (
-      select d.id, d.endpoint_id, row_number() over (partition by d.endpoint_id order by d.next_attempt_at, d.id) as rn
-      from webhook_deliveries d join webhook_endpoints w on w.id = d.endpoint_id and w.enabled
-      where d.status = 'pending' and d.next_attempt_at <= clock_timestamp()
-        and (d.lease_until is null or d.lease_until <= clock_timestamp())
-      order by d.next_attempt_at limit ${opts.limit * 4}),
-    busy as (
-      select endpoint_id, count(*) as n from webhook_deliveries
-      where status = 'pending' and lease_until > clock_timestamp() group by endpoint_id),
+    with ep as (
+      select w.id, ${opts.perEndpoint}::int - (
+          select count(*) from webhook_deliveries b
+          where b.endpoint_id = w.id and b.status = 'pending' and b.lease_until is not null
+            and b.lease_until > clock_timestamp())::int as room
+      from webhook_endpoints w
+      where w.enabled and exists (
+        select 1 from webhook_deliveries d
+        where d.endpoint_id = w.id and d.status = 'pending' and d.next_attempt_at <= clock_timestamp())),
     pick as (
-      select c.id from cand c left join busy b on b.endpoint_id = c.endpoint_id
-      where c.rn + coalesce(b.n, 0) <= ${opts.perEndpoint} limit ${opts.limit})
+      select c.id from ep cross join lateral (
+        select d.id, d.next_attempt_at from webhook_deliveries d
+        where d.endpoint_id = ep.id and d.status = 'pending' and d.next_attempt_at <= clock_timestamp()
+          and (d.lease_until is null or d.lease_until <= clock_timestamp())
+        order by d.next_attempt_at, d.id
+        limit greatest(ep.room, 0)) c
+      order by c.next_attempt_at
+      limit ${opts.limit})
     update webhook_deliveries d
     set lease_until = clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond', attempts = d.attempts + 1
     from pick, merchant_events e, webhook_endpoints w

@@ -77,6 +77,8 @@ export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfter
       retry: o.retryInS,
     })),
   );
+  // The id list lets the planner use the primary key: it cannot size the JSON recordset and would scan the table.
+  const ids = outcomes.map((o) => o.deliveryId);
   await sql.begin(async (tx) => {
     const touched = await tx<{ endpoint_id: string; ok: boolean }[]>`
       with r as (
@@ -85,7 +87,7 @@ export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfter
       att as (
         insert into webhook_attempts (delivery_id, attempt, endpoint_id, outcome, response_status, error, duration_ms)
         select r.id, r.attempt, d.endpoint_id, case when r.ok then 'succeeded' else 'failed' end, r.status, r.error, r.ms
-        from r join webhook_deliveries d on d.id = r.id
+        from r join webhook_deliveries d on d.id = r.id and d.id = any(${ids}::text[])
         on conflict do nothing)
       update webhook_deliveries d set
         status = case when d.status <> 'pending' then d.status when r.ok then 'succeeded'
@@ -94,11 +96,12 @@ export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfter
           else clock_timestamp() + r.retry * interval '1 second' end,
         lease_until = null, response_status = r.status, error = r.error, duration_ms = r.ms,
         last_attempt_at = clock_timestamp()
-      from r where d.id = r.id
+      from r where d.id = r.id and d.id = any(${ids}::text[])
       returning d.endpoint_id, r.ok`;
     const ok = [...new Set(touched.filter((t) => t.ok).map((t) => t.endpoint_id))];
     const failed = [...new Set(touched.filter((t) => !t.ok).map((t) => t.endpoint_id))].filter((e) => !ok.includes(e));
-    if (ok.length) await tx`update webhook_endpoints set failing_since = null where id = any(${ok})`;
+    if (ok.length)
+      await tx`update webhook_endpoints set failing_since = null where id = any(${ok}) and failing_since is not null`;
     if (failed.length) {
       await tx`
         update webhook_endpoints set failing_since = coalesce(failing_since, clock_timestamp())

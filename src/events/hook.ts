@@ -106,7 +106,9 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   return {
     name: "events",
     async onBatch(tx, ctx) {
-      await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, await batchEvents(tx, ctx)));
+      // COPY has no ON CONFLICT: only for batches of blocks never seen (not the re-ingest right after a rollback).
+      const bulk = ctx.bulk && !ctx.reorg ? { from: ctx.fromBlock, to: ctx.toBlock } : undefined;
+      await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, await batchEvents(tx, ctx), bulk));
     },
     async onRollback(tx, ctx) {
       await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor, ctx.ancestor ?? 0n));

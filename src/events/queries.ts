@@ -1,6 +1,6 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import type { Q } from "../indexer/store";
-import { fromRow, type SubRow } from "../indexer/store";
+import type { Q, Tx } from "../indexer/store";
+import { copyIn, copyText, fromRow, type SubRow } from "../indexer/store";
 import type { SubState } from "../indexer/derive";
 import type { NewEvent, PlanTerms } from "./timeline";
 
@@ -102,41 +102,62 @@ export async function expiringBetween(q: Q, chainId: number, after: number, unti
   return withTerms(rows);
 }
 
-/** Appends events (already in order) and records their expiries; returns the seq range written, or null. */
-export async function insertEvents(q: Q, chainId: number, events: NewEvent[]) {
+/**
+ * Appends events (already in order) and records their expiries; returns the seq range written, or null. With
+ * `bulk` (a backfill batch on Postgres, whose blocks are all new) the events go in by COPY.
+ */
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk?: { from: bigint; to: bigint }) {
   if (events.length === 0) return null;
-  const rows = await q<{ lo: string; hi: string }[]>`
-    with ins as (
-      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
-      select v->>'id', ${chainId}, v->>'merchant', v->>'type', (v->>'block_number')::bigint, (v->>'log_index')::int,
-        (v->>'sub_index')::int, to_timestamp((v->>'ts')::bigint), v->'data'
-      from jsonb_array_elements(${JSON.stringify(
-        events.map((e) => ({
-          id: e.id,
-          merchant: e.merchant,
-          type: e.type,
-          block_number: e.blockNumber.toString(),
-          log_index: e.logIndex,
-          sub_index: e.subIndex,
-          ts: e.ts,
-          data: e.data,
-        })),
-      )}::text::jsonb) with ordinality as e(v, n)
-      order by e.n
-      on conflict (id) do nothing
-      returning seq)
-    select min(seq) as lo, max(seq) as hi from ins`;
+  const rows = bulk ? await copyNewEvents(q as Tx, chainId, events, bulk) : await insertNewEvents(q, chainId, events);
   const expiries = events.filter((e) => e.expiry);
   if (expiries.length) {
     await q`
       insert into event_expiries (chain_id, subscription_id, expires_at, block_number)
-      select ${chainId}, x.s, to_timestamp(x.t), x.b from jsonb_to_recordset(${JSON.stringify(
-        expiries.map((e) => ({ s: e.expiry!.subscriptionId, t: e.expiry!.instant, b: e.blockNumber.toString() })),
-      )}::text::jsonb) as x(s text, t bigint, b bigint)
+      select ${chainId}, s, to_timestamp(t), b
+      from unnest(${expiries.map((e) => e.expiry!.subscriptionId)}::text[],
+        ${expiries.map((e) => e.expiry!.instant)}::bigint[],
+        ${expiries.map((e) => e.blockNumber.toString())}::bigint[]) as x(s, t, b)
       on conflict do nothing`;
   }
   const r = rows[0];
-  return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi) } : null;
+  return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi!) } : null;
+}
+
+function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
+  return q<{ lo: string | null; hi: string | null }[]>`
+    with ins as (
+      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+      select id, ${chainId}, merchant, type, bn, li, si, to_timestamp(ts), data::jsonb
+      from unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => e.merchant)}::text[],
+        ${events.map((e) => e.type)}::text[], ${events.map((e) => e.blockNumber.toString())}::bigint[],
+        ${events.map((e) => e.logIndex)}::int[], ${events.map((e) => e.subIndex)}::int[],
+        ${events.map((e) => e.ts)}::bigint[], ${events.map((e) => JSON.stringify(e.data))}::text[])
+        with ordinality as u(id, merchant, type, bn, li, si, ts, data, n)
+      order by u.n
+      on conflict (id) do nothing
+      returning seq)
+    select min(seq)::text as lo, max(seq)::text as hi from ins`;
+}
+
+/** COPY of a backfill batch's events; their seqs are the batch's blocks' events not withdrawn. */
+async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[], range: { from: bigint; to: bigint }) {
+  const lines = new Array<string>(events.length);
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!;
+    // Ids, addresses, type names and numbers never need escaping; the JSON might.
+    lines[i] =
+      `${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
+      `${new Date(e.ts * 1000).toISOString()}\t${copyText(JSON.stringify(e.data))}\n`;
+  }
+  await copyIn(
+    tx,
+    tx`copy merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
+    lines.join(""),
+  );
+  return tx<{ lo: string | null; hi: string | null }[]>`
+    select min(seq)::text as lo, max(seq)::text as hi from merchant_events
+    where chain_id = ${chainId} and block_number between ${range.from.toString()} and ${range.to.toString()}
+      and reverted_by is null and type <> 'event.reverted'`;
 }
 
 /**

@@ -15,6 +15,8 @@ export type BatchContext = {
   rows: BatchRows;
   /** True when the batch re-ingests the new branch right after a rollback. */
   reorg: boolean;
+  /** True when the batch's rows go in by COPY (Postgres): hooks may bulk-load their own rows too. */
+  bulk: boolean;
 };
 
 /** A rollback: rows of every block above `ancestor` were deleted (null: the whole chain was). */

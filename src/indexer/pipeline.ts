@@ -124,7 +124,7 @@ export async function runBatchHooks(ctx: IndexerContext, tx: Tx, rows: BatchRows
   const { batch } = rows;
   const { chainId } = ctx;
   const ctxb = { chainId, fromBlock: batch.from, toBlock: batch.to, toTime: batch.toHeader.timestamp, head, rows };
-  for (const h of ctx.hooks) await h.onBatch?.(tx, { ...ctxb, reorg });
+  for (const h of ctx.hooks) await h.onBatch?.(tx, { ...ctxb, reorg, bulk: ctx.io.useCopy });
 }
 
 /** Logs and publishes a committed batch (or rollback, or token metadata update). */

@@ -81,14 +81,15 @@ export async function loadCaches(q: Q, chainId: number) {
 
 // COPY text format: backslash, tab, newline and carriage return must be escaped; null is \N.
 const COPY_SPECIAL = /[\\\t\n\r]/;
-const copyText = (v: string): string =>
+/** A value escaped for COPY's text format. */
+export const copyText = (v: string): string =>
   COPY_SPECIAL.test(v) ? v.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r") : v;
 
 /**
  * Streams rows into `COPY … FROM STDIN` (Postgres only: PGlite's socket does not speak COPY). postgres.js
  * reports a failed COPY to no one, so a query queued right behind it turns the failure into an error here.
  */
-async function copyIn(tx: Tx, query: ReturnType<Tx>, text: string): Promise<void> {
+export async function copyIn(tx: Tx, query: ReturnType<Tx>, text: string): Promise<void> {
   const stream = await query.writable();
   await new Promise<void>((resolve, reject) => stream.write(text, (err) => (err ? reject(err) : resolve())));
   stream.end();

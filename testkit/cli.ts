@@ -91,6 +91,26 @@ export function spawnBun(args: string[], env: Record<string, string>): Child {
   };
 }
 
+/** Runs `bun run <script> …args` from the repository root to completion with exactly `env` (plus PATH and HOME). */
+export async function runCommand(
+  script: string,
+  env: Record<string, string | undefined>,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const proc = spawn([process.execPath, "run", script, ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  return { code, stdout, stderr };
+}
+
 /** JSON log lines of a child's output. */
 export function jsonLines(text: string): Record<string, unknown>[] {
   return text

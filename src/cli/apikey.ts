@@ -126,18 +126,13 @@ async function run(command: Exclude<ApiKeyCommand, { cmd: "help" }>, store: KeyS
   }
 }
 
-async function main(): Promise<void> {
-  const command = parseApiKeyArgs(process.argv.slice(2));
-  if (command.cmd === "help") {
-    console.log(USAGE);
-    return;
-  }
-  const store = await openStore();
-  try {
-    await run(command, store);
-  } finally {
-    await store.close();
-  }
+if (import.meta.main) {
+  await runCli({
+    name: "apikey",
+    usage: USAGE,
+    parse: parseApiKeyArgs,
+    open: openStore,
+    run,
+    known: [InvalidLabelError, InvalidMerchantError],
+  });
 }
-
-if (import.meta.main) await runCli("apikey", USAGE, main, [InvalidLabelError, InvalidMerchantError]);

@@ -92,16 +92,43 @@ export async function callControl<T>(info: ControlInfo, method: string, path: st
   return json as T;
 }
 
-/** Runs a command's main: known errors print their message and exit 1; anything else is `<name> failed: …`. */
-export async function runCli(name: string, usage: string, main: () => Promise<void>, known: Function[] = []) {
+/** A command: its usage, how it parses argv, where it works (a store with `close`) and what it does there. */
+export type Command<C extends { cmd: string }, S extends { close: () => Promise<void> }> = {
+  name: string;
+  usage: string;
+  parse: (argv: string[]) => C | { cmd: "help" };
+  open: () => Promise<S>;
+  run: (command: C, store: S) => Promise<void>;
+  /** Error classes whose message is shown as it is. */
+  known?: Function[];
+};
+
+/**
+ * Runs a command from argv: `help` prints the usage; known errors print their message and exit 1; anything else is
+ * `<name> failed: …`.
+ */
+export async function runCli<C extends { cmd: string }, S extends { close: () => Promise<void> }>(
+  c: Command<C, S>,
+  argv = process.argv.slice(2),
+): Promise<void> {
   try {
-    await main();
+    const command = c.parse(argv);
+    if (command.cmd === "help") {
+      console.log(c.usage);
+      return;
+    }
+    const store = await c.open();
+    try {
+      await c.run(command as C, store);
+    } finally {
+      await store.close();
+    }
   } catch (err) {
     const e = err as Error;
-    if (err instanceof UsageError) console.error(`${e.message}\n${usage}`);
-    else if ([CommandError, ConfigError, ...known].some((c) => err instanceof (c as new () => unknown)))
+    if (err instanceof UsageError) console.error(`${e.message}\n${c.usage}`);
+    else if ([CommandError, ConfigError, ...(c.known ?? [])].some((k) => err instanceof (k as new () => unknown))) {
       console.error(e.message);
-    else console.error(`${name} failed: ${e.message ?? String(err)}`);
+    } else console.error(`${c.name} failed: ${e.message ?? String(err)}`);
     process.exit(1);
   }
 }

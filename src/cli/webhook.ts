@@ -175,18 +175,13 @@ async function run(command: Exclude<WebhookCommand, { cmd: "help" }>, store: Sto
   }
 }
 
-async function main(): Promise<void> {
-  const command = parseWebhookArgs(process.argv.slice(2));
-  if (command.cmd === "help") {
-    console.log(USAGE);
-    return;
-  }
-  const store = await openStore();
-  try {
-    await run(command, store);
-  } finally {
-    await store.close();
-  }
+if (import.meta.main) {
+  await runCli({
+    name: "webhook",
+    usage: USAGE,
+    parse: parseWebhookArgs,
+    open: openStore,
+    run,
+    known: [ApiError, InvalidMerchantError],
+  });
 }
-
-if (import.meta.main) await runCli("webhook", USAGE, main, [ApiError, InvalidMerchantError]);

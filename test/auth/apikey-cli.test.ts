@@ -7,8 +7,8 @@ import { findApiKey, listApiKeys } from "../../src/auth/api-keys";
 import { createDb, type Db } from "../../src/db/client";
 import { accounts } from "../../testkit/accounts";
 import { createTestDb, testDbKind } from "../../testkit/db";
+import { runCommand } from "../../testkit/cli";
 
-const root = join(import.meta.dir, "..", "..");
 const merchant = accounts.merchant.address.toLowerCase();
 
 let db: Db | undefined;
@@ -16,20 +16,7 @@ let dataDir: string | undefined;
 let env: Record<string, string | undefined>;
 
 /** Runs the CLI to completion. */
-async function cli(...args: string[]) {
-  const proc = Bun.spawn(["bun", "run", "src/cli/apikey.ts", ...args], {
-    cwd: root,
-    env,
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { stdout, stderr, code };
-}
+const cli = (...args: string[]) => runCommand("src/cli/apikey.ts", env, ...args);
 
 /** The database the CLI wrote to (PGlite: opened only while no CLI runs). */
 async function withDb<T>(fn: (db: Db) => Promise<T>): Promise<T> {

@@ -9,26 +9,13 @@ import { join } from "node:path";
 import { loadConfig } from "../../src/common/config";
 import { startService, type Service } from "../../src/service";
 import { accounts } from "../../testkit/accounts";
-import { freePort, root } from "../../testkit/cli";
+import { freePort, runCommand } from "../../testkit/cli";
 
 let service: Service;
 let dataDir: string;
 const merchant = accounts.merchant.address.toLowerCase();
 
-async function apikey(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const proc = Bun.spawn([process.execPath, "run", "src/cli/apikey.ts", ...args], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", DATA_DIR: dataDir },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { code, stdout, stderr };
-}
+const apikey = (...args: string[]) => runCommand("src/cli/apikey.ts", { DATA_DIR: dataDir }, ...args);
 
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), "apikey-running-"));

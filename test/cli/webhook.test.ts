@@ -13,25 +13,12 @@ import { createApiKey } from "../../src/auth/api-keys";
 import { loadConfig } from "../../src/common/config";
 import { startService, type Service } from "../../src/service";
 import { accounts } from "../../testkit/accounts";
-import { freePort, root } from "../../testkit/cli";
+import { freePort, runCommand } from "../../testkit/cli";
 import { startReceiver, type Receiver } from "../../testkit/webhooks";
 
 const merchant = accounts.merchant.address.toLowerCase();
 
-async function webhook(env: Record<string, string>, ...args: string[]) {
-  const proc = Bun.spawn([process.execPath, "run", "src/cli/webhook.ts", ...args], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { code, stdout, stderr };
-}
+const webhook = (env: Record<string, string>, ...args: string[]) => runCommand("src/cli/webhook.ts", env, ...args);
 
 let receiver: Receiver;
 beforeAll(() => {

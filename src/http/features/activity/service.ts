@@ -6,30 +6,14 @@ import type { ReadDeps } from "../../chain-state";
 import type { Loaded } from "../../cache";
 import { InvalidParameterError } from "../../errors";
 import { AppError } from "../../../common/errors";
-import { eventId, toActivityRecord as toRecord } from "../../../domain/records";
+import { eventId, toActivityRecord as toRecord, type ActivityRecordRow } from "../../../domain/records";
 
 export { eventId };
 import { csvText } from "../../csv";
 import { keysetBatches, listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 
-/** An activity row as {@link listActivity} selects it. */
-export type ActivityRow = {
-  chain_id: string;
-  block_number: string;
-  log_index: number;
-  tx_hash: string;
-  /** Block timestamp, already ISO 8601 UTC with milliseconds (formatted by Postgres: no Date per row). */
-  timestamp: string;
-  module: string;
-  subscription_id: string;
-  type: ActivityType;
-  amount: string;
-  fee: string | null;
-  reason: string | null;
-  keeper: string | null;
-  symbol: string | null;
-  decimals: number | null;
-};
+/** An activity row as {@link listActivity} selects it: the record's columns (one mapping, in domain/records). */
+export type ActivityRow = ActivityRecordRow;
 
 /** A serialized page of activity records, as the activity routes send (and cache) it. */
 export type ActivityPage = {

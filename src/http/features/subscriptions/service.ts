@@ -1,7 +1,13 @@
 /** Subscription allocations of a merchant, with the status computed at query time (docs/api-rules.md "Status"). */
 import type { Sql } from "../../../db/client";
 import { chainNow, statusJoins, statusSql } from "../../../domain/status";
-import { allocationId, isoFromUnix, nextChargeDate, toSubscriptionRecord as toRecord } from "../../../domain/records";
+import {
+  allocationId,
+  isoFromUnix,
+  nextChargeDate,
+  toSubscriptionRecord as toRecord,
+  type SubscriptionRecordRow,
+} from "../../../domain/records";
 
 export { allocationId, isoFromUnix, nextChargeDate };
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
@@ -16,23 +22,8 @@ import type { ReadDeps } from "../../chain-state";
 import { keysetBatches, listContentHeaders, listResponse, type ListFormat } from "../../stream";
 import { csvText } from "../../csv";
 
-/** A subscription row as the queries below select it. */
-export type SubscriptionRow = {
-  chain_id: string;
-  subscription_id: string;
-  module: string;
-  subscriber: string;
-  plan_id: string;
-  max_executions: string;
-  times_executed: string;
-  total_spent: string;
-  created_at: string;
-  next_charge_at: string;
-  allowance_expiry: string;
-  paused: boolean;
-  cancelled: boolean;
-  is_blocked: boolean;
-  status: SubscriptionStatus;
+/** A subscription row as the queries below select it: the record's columns, plus what lists need. */
+export type SubscriptionRow = SubscriptionRecordRow & {
   /** List queries only: creation position (the keyset) and the plan token's decimals. */
   block_number?: string;
   log_index?: number;

@@ -55,10 +55,16 @@ export class NotFoundError extends ApiError {
   }
 }
 
-/** 413: a request body over the size limit, refused before it is read. */
+/** 413 (400 where a spec says so): a request body over the size limit, refused before it is read. */
 export class PayloadTooLargeError extends ApiError {
-  constructor(maxBytes: number) {
-    super(413, "invalid_request_error", "body_too_large", `the request body is larger than ${maxBytes} bytes`, "body");
+  constructor(maxBytes: number, status: 400 | 413 = 413) {
+    super(
+      status,
+      "invalid_request_error",
+      "body_too_large",
+      `the request body is larger than ${maxBytes} bytes`,
+      "body",
+    );
   }
 }
 

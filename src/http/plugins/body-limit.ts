@@ -1,5 +1,6 @@
 /**
- * Request bodies over the limit are refused before they are read or parsed, with a 413 envelope: a declared
+ * Request bodies over the limit are refused before they are read or parsed, with a 413 envelope (a 400 on the
+ * webhook routes, whose spec counts an oversized body among bad bodies): a declared
  * `Content-Length` over it at once, a body without one (chunked) as soon as the bytes read pass it. Bun itself
  * refuses anything over {@link serveOptions}' `maxRequestBodySize` (its default is 128 MB) before the app runs.
  */
@@ -15,8 +16,15 @@ export const MAX_BODY_BYTES = 64 * 1024;
  */
 export const serveOptions = { maxRequestBodySize: 16 * 1024 * 1024 } as const;
 
+/** Routes whose oversized bodies are a 400 (webhooks.md §3). */
+const WEBHOOK_ROUTES = /^\/v0\/(webhook_endpoints\/|events\/[^/]+\/[^/]+\/redeliver$)/;
+
+/** The error for a body over `maxBytes` sent to `url`. */
+const tooLarge = (url: string, maxBytes: number) =>
+  new PayloadTooLargeError(maxBytes, WEBHOOK_ROUTES.test(new URL(url).pathname) ? 400 : 413);
+
 /** Reads at most `maxBytes` of a body; throws PayloadTooLargeError as soon as it is longer. */
-async function readCapped(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {
+async function readCapped(body: ReadableStream<Uint8Array>, maxBytes: number, url: string): Promise<Uint8Array> {
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let length = 0;
@@ -26,7 +34,7 @@ async function readCapped(body: ReadableStream<Uint8Array>, maxBytes: number): P
     length += value.byteLength;
     if (length > maxBytes) {
       reader.cancel().catch(() => {});
-      throw new PayloadTooLargeError(maxBytes);
+      throw tooLarge(url, maxBytes);
     }
     chunks.push(value);
   }
@@ -60,10 +68,10 @@ export function bodyLimit(maxBytes = MAX_BODY_BYTES) {
   return new Elysia({ name: "body-limit", seed: maxBytes })
     .onRequest(({ request }) => {
       const declared = request.headers.get("content-length");
-      if (declared !== null && Number(declared) > maxBytes) throw new PayloadTooLargeError(maxBytes);
+      if (declared !== null && Number(declared) > maxBytes) throw tooLarge(request.url, maxBytes);
     })
     .onParse({ as: "global" }, async ({ request, contentType }) => {
       if (!request.body) return;
-      return parseBody(await readCapped(request.body, maxBytes), contentType ?? "");
+      return parseBody(await readCapped(request.body, maxBytes, request.url), contentType ?? "");
     });
 }

@@ -33,7 +33,7 @@ afterAll(() => s?.close());
 const get = (path: string, key = key1) => s.get(path, { authorization: `Bearer ${key}` });
 
 describe("GET /v0/events/:merchant", () => {
-  test("the merchant's events as envelopes, in log order, 100 by default", async () => {
+  test("the merchant's events as envelopes, in log order, every one without limit", async () => {
     const res = await get(`/v0/events/${M1}`);
     expect(res.status).toBe(200);
     expect(res.body.map((e: any) => e.id)).toEqual(ids);
@@ -47,6 +47,34 @@ describe("GET /v0/events/:merchant", () => {
       data: { object: { n: 3 } },
     });
     expect(res.headers.get("link")).toBeNull();
+  });
+
+  test("without limit, a log longer than one chunk is streamed whole; format=csv gives the same rows", async () => {
+    const M3 = "0x00000000000000000000000000000000000000c3";
+    const key3 = (await createApiKey(s.db.sql, { merchant: M3 })).key;
+    await s.db.sql`
+      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts, data)
+      select 'evt_c3' || lpad(g::text, 10, '0'), 31337, ${M3}, 'charge.succeeded', g, 0, now(),
+        ${JSON.stringify({ object: { note: 'a, "quoted" cell' } })}::text::jsonb
+      from generate_series(1, 2500) g`;
+    const all = await get(`/v0/events/${M3}`, key3);
+    expect(all.status).toBe(200);
+    expect(all.body).toHaveLength(2500);
+    expect(all.body.map((e: any) => e.block_number)).toEqual(Array.from({ length: 2500 }, (_, i) => String(i + 1)));
+    const desc = await get(`/v0/events/${M3}?order=desc&starting_after=evt_c30000000100`, key3);
+    expect(desc.body.map((e: any) => e.block_number)).toEqual(Array.from({ length: 99 }, (_, i) => String(99 - i)));
+    const csv = await s.app.handle(
+      new Request(`http://localhost/v0/events/${M3}?format=csv&limit=2`, {
+        headers: { authorization: `Bearer ${key3}` },
+      }),
+    );
+    expect(csv.headers.get("content-type")).toStartWith("text/csv");
+    expect(csv.headers.get("content-disposition")).toContain("attachment");
+    expect(csv.headers.get("link")).toContain("starting_after=evt_c30000000002");
+    const text = await csv.text();
+    expect(text.split("\r\n")[0]).toBe("id,type,timestamp,chain_id,merchant,block_number,data");
+    expect(text.split("\r\n")[1]).toStartWith("evt_c30000000001,charge.succeeded,");
+    expect(text.split("\r\n")[1]).toEndWith(`,${M3},1,"{""object"":{""note"":""a, \\""quoted\\"" cell""}}"`);
   });
 
   test("limit, Link and starting_after page through it; order=desc reverses it", async () => {

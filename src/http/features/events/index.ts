@@ -7,7 +7,8 @@ import { freshnessHeaders, resolveChain } from "../../chain-state";
 import type { RouteDeps } from "../../deps";
 import { InvalidParameterError, NotFoundError } from "../../errors";
 import { details, EVENT_TYPES, EventParamsDoc, EventsParamsDoc, EventsQueryDoc } from "./model";
-import { findEvent, listEvents, type EventQuery } from "./service";
+import { eventsResponse, findEvent, type EventQuery } from "./service";
+import { parseFormat } from "../../stream";
 
 const EVENT_ID = /^evt_[0-9a-z]{1,60}$/;
 
@@ -50,7 +51,8 @@ function parseList({ params, query }: { params: unknown; query: unknown }) {
       types: parseTypes(q),
       since: parseSince(q, "since"),
       order: parseEnum(q, "order", ["asc", "desc"] as const, "asc"),
-      limit: parseLimit(q) ?? 100,
+      limit: parseLimit(q),
+      format: parseFormat(q),
       startingAfter,
     },
   };
@@ -82,9 +84,12 @@ export function eventRoutes(deps: RouteDeps) {
           afterSeq = cursor.seq;
         }
         const q: EventQuery = { ...input, afterSeq };
-        const page = await listEvents(deps.sql, q);
-        if (page.more) ctx.set.headers["link"] = nextLink(ctx.request.url, page.events.at(-1)!.id);
-        return page.events;
+        return eventsResponse(deps.sql, q, {
+          format: input.format,
+          headers: ctx.set.headers as Record<string, string>,
+          link: (afterId) => nextLink(ctx.request.url, afterId),
+          logLevel: deps.config.LOG_LEVEL,
+        });
       },
       {
         resolve: parseList,

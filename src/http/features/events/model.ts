@@ -2,6 +2,9 @@
 import { Type as t } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
+import { csvText, type CsvColumn } from "../../csv";
+import { FormatParamDoc, withCsvContent } from "../../stream";
+import type { EventEnvelope } from "../../../events/envelope";
 
 /** Every event type. */
 export const EVENT_TYPES = [
@@ -77,12 +80,26 @@ export const EventsQueryDoc = t.Object({
   ),
   since: t.Optional(documented(t.String({ format: "date-time", description: "Only events at or after this time" }))),
   limit: t.Optional(
-    documented(t.Integer({ minimum: 1, maximum: 1000, description: "Page size, 1 to 1000 (default 100)" })),
+    documented(
+      t.Integer({ minimum: 1, maximum: 1000, description: "Page size, 1 to 1000; omitted: every matching event" }),
+    ),
   ),
   starting_after: t.Optional(documented(t.String({ description: "An event id: the page after it" }))),
   order: t.Optional(documented(t.Union([t.Literal("asc"), t.Literal("desc")], { description: "Log order (asc)" }))),
   chain_id: t.Optional(ParamDocs.chainId),
+  format: t.Optional(FormatParamDoc),
 });
+
+/** CSV columns of the event log: the envelope's fields, `data` as its JSON text. */
+export const EVENT_CSV_COLUMNS: readonly CsvColumn<EventEnvelope>[] = [
+  { name: "id", value: (e) => e.id },
+  { name: "type", value: (e) => e.type },
+  { name: "timestamp", value: (e) => e.timestamp },
+  { name: "chain_id", value: (e) => e.chain_id },
+  { name: "merchant", value: (e) => e.merchant },
+  { name: "block_number", value: (e) => e.block_number },
+  { name: "data", value: (e) => JSON.stringify(e.data) },
+];
 
 /** OpenAPI detail of the routes. */
 export const details = {
@@ -91,12 +108,16 @@ export const details = {
     summary: "The event log",
     description:
       "The merchant's events in log order (oldest first, or newest first with `order=desc`): the same objects " +
-      "webhooks deliver. A withdrawn event stays and is followed by an `event.reverted`. Pages of `limit` " +
-      '(default 100) with `Link: <url>; rel="next"`. Without `chain_id`, every chain.',
+      "webhooks deliver. A withdrawn event stays and is followed by an `event.reverted`. With `limit`, pages " +
+      'with `Link: <url>; rel="next"`; without it, every matching event (streamed). Without `chain_id`, every ' +
+      "chain. `format=csv` gives the same rows as CSV.",
     security: [{ bearer: [] }],
-    responses: responses(
-      { description: "Events", schema: t.Array(EventObject), example: [example], link: true },
-      [400, 401, 403, 503],
+    responses: withCsvContent(
+      responses(
+        { description: "Events", schema: t.Array(EventObject), example: [example], link: true },
+        [400, 401, 403, 503],
+      ),
+      csvText(EVENT_CSV_COLUMNS, [example as EventEnvelope]),
     ),
   },
   one: {

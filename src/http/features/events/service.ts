@@ -2,6 +2,9 @@
 import type { Sql } from "../../../db/client";
 import { toEnvelope, type EventEnvelope, type EventRow } from "../../../events/envelope";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
+import { listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
+import type { LogLevel } from "../../../common/log";
+import { EVENT_CSV_COLUMNS } from "./model";
 
 /** Filters and page of the event log. */
 export type EventQuery = {
@@ -10,17 +13,18 @@ export type EventQuery = {
   types?: string[];
   since?: Date;
   order: "asc" | "desc";
-  limit: number;
+  /** Page size; undefined: every matching event, streamed. */
+  limit?: number;
   /** seq of the `starting_after` event. */
   afterSeq?: string;
 };
 
 const COLUMNS = "seq, id, chain_id, merchant, type, block_number, ts, data";
 
-/** One page (`limit + 1` rows, so the caller can tell a cut page). */
-export async function listEvents(sql: Sql, q: EventQuery): Promise<{ events: EventEnvelope[]; more: boolean }> {
+/** Up to `n` events after `q.afterSeq`, in the query's order. */
+function readEvents(sql: Sql, q: EventQuery, n: number): Promise<EventRow[]> {
   const desc = q.order === "desc";
-  const rows = await withDeadline(
+  return withDeadline(
     sql<EventRow[]>`
       select ${sql.unsafe(COLUMNS)} from merchant_events
       where merchant = ${q.merchant}
@@ -29,10 +33,53 @@ export async function listEvents(sql: Sql, q: EventQuery): Promise<{ events: Eve
       ${q.since ? sql`and ts >= ${q.since}` : sql``}
       ${q.afterSeq ? (desc ? sql`and seq < ${q.afterSeq}` : sql`and seq > ${q.afterSeq}`) : sql``}
       order by seq ${desc ? sql`desc` : sql`asc`}
-      limit ${q.limit + 1}`,
+      limit ${n}`,
     DEADLINE_LIST_MS,
   );
-  return { events: rows.slice(0, q.limit).map(toEnvelope), more: rows.length > q.limit };
+}
+
+/** Every matching event in chunks, each read after the previous one's last seq (memory stays flat). */
+async function* eventBatches(sql: Sql, q: EventQuery): AsyncGenerator<EventRow[]> {
+  let afterSeq = q.afterSeq;
+  for (;;) {
+    const rows = await readEvents(sql, { ...q, afterSeq }, STREAM_CHUNK_ROWS);
+    if (rows.length > 0) yield rows;
+    if (rows.length < STREAM_CHUNK_ROWS) return;
+    afterSeq = rows.at(-1)!.seq;
+  }
+}
+
+/**
+ * The event log as JSON or CSV: one page of `limit` (its last id in `nextAfter` when cut), or, without `limit`,
+ * every matching event streamed in constant memory, as the activity routes do.
+ */
+export async function eventsResponse(
+  sql: Sql,
+  q: EventQuery,
+  opts: { format: ListFormat; headers: Record<string, string>; link: (afterId: string) => string; logLevel: LogLevel },
+): Promise<Response> {
+  let batches: AsyncIterable<EventRow[]>;
+  const headers = { ...opts.headers };
+  if (q.limit === undefined) batches = eventBatches(sql, q);
+  else {
+    const rows = await readEvents(sql, q, q.limit + 1);
+    const page = rows.slice(0, q.limit);
+    if (rows.length > q.limit) headers.link = opts.link(page.at(-1)!.id);
+    batches = (async function* () {
+      yield page;
+    })();
+  }
+  return listResponse({
+    format: opts.format,
+    batches,
+    toRecord: toEnvelope,
+    toCsvRow: toEnvelope,
+    columns: EVENT_CSV_COLUMNS,
+    filename: `events-${q.merchant}.csv`,
+    headers,
+    logLevel: opts.logLevel,
+    logFields: { route: "events", merchant: q.merchant },
+  });
 }
 
 /** One event of the merchant, or undefined. */

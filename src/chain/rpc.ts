@@ -68,7 +68,13 @@ export async function withRetry<T>(
 /** Largest `eth_getLogs` answer read over the direct path (a bigger one is refused like a provider would). */
 export const MAX_LOGS_RESPONSE_BYTES = 256 * 1024 * 1024;
 
-type Endpoint = { url: string; headers: Record<string, string>; timeoutMs: number };
+type Endpoint = {
+  url: string;
+  headers: Record<string, string>;
+  timeoutMs: number;
+  /** The transport's call observer (metrics), told of direct calls too. */
+  observe?: (method: string, ok: boolean) => void;
+};
 const endpoints = new WeakMap<object, Endpoint | null>();
 let nextId = 1;
 
@@ -85,18 +91,31 @@ function endpointOf(client: PublicClient): Endpoint | null {
     url?: unknown;
     timeout?: unknown;
     fetchOptions?: { headers?: unknown };
+    observe?: (method: string, ok: boolean) => void;
   };
   ep = null;
   if (t?.type === "http" && typeof t.url === "string") {
     const headers: Record<string, string> = {};
     new Headers((t.fetchOptions?.headers ?? {}) as HeadersInit).forEach((v, k) => (headers[k] = v));
-    ep = { url: t.url, headers, timeoutMs: typeof t.timeout === "number" ? t.timeout : 10_000 };
+    ep = { url: t.url, headers, timeoutMs: typeof t.timeout === "number" ? t.timeout : 10_000, observe: t.observe };
   }
   endpoints.set(client, ep);
   return ep;
 }
 
 async function postRpc(ep: Endpoint, method: string, params: unknown[]): Promise<unknown> {
+  if (!ep.observe) return postRpcDirect(ep, method, params);
+  try {
+    const result = await postRpcDirect(ep, method, params);
+    ep.observe(method, true);
+    return result;
+  } catch (err) {
+    ep.observe(method, false);
+    throw err;
+  }
+}
+
+async function postRpcDirect(ep: Endpoint, method: string, params: unknown[]): Promise<unknown> {
   const res = await fetch(ep.url, {
     method: "POST",
     headers: { "content-type": "application/json", ...ep.headers },

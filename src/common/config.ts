@@ -35,6 +35,8 @@ const EnvSchema = {
   SESSION_TTL_S: Uint(60),
   PORT: T.Integer({ minimum: 0, maximum: 65535, description: "a port number" }),
   HOST: T.String({ default: "0.0.0.0" }),
+  METRICS_PORT: T.Optional(T.Integer({ minimum: 1, maximum: 65535, description: "a port number other than PORT" })),
+  METRICS_HOST: T.Optional(T.String({ minLength: 1, description: "an address to bind, e.g. 0.0.0.0" })),
   ROLES: T.Array(Role, { minItems: 1, description: "api, indexer, keeper, webhooks (comma-separated)" }),
   READY_MAX_LAG_BLOCKS: Uint(0),
   RATE_LIMIT_PER_MINUTE: Uint(1),
@@ -130,6 +132,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const cfg = out as Env;
   if (cfg.CLIENT_IP_HEADER && cfg.TRUSTED_PROXY_HOPS > 0) {
     throw new ConfigError("CLIENT_IP_HEADER and TRUSTED_PROXY_HOPS exclude each other: set one way to find the client");
+  }
+  if (cfg.METRICS_PORT !== undefined && cfg.METRICS_PORT === cfg.PORT) {
+    throw new ConfigError("METRICS_PORT must differ from PORT: metrics are never served on the public API port");
   }
   if (cfg.PROCESSOR_ADDRESS) cfg.PROCESSOR_ADDRESS = cfg.PROCESSOR_ADDRESS.toLowerCase();
   return { ...cfg, extraRpcUrls, retrySchedule: cfg.KEEPER_RETRY_SCHEDULE.split(",").map(Number) };

@@ -3,6 +3,7 @@ import type { AppDeps, RouteDeps } from "./deps";
 import { createAppLimiter } from "./deps";
 import { createErrorHandler } from "./plugins/error-handler";
 import { bodyLimit, serveOptions } from "./plugins/body-limit";
+import { requestMetrics } from "./plugins/request-metrics";
 import { siweRoutes } from "./features/siwe";
 import { activityRoutes } from "./features/activity";
 import { subscriptionRoutes } from "./features/subscriptions";
@@ -25,6 +26,7 @@ export function createApp(deps: AppDeps) {
   const routeDeps: RouteDeps = { ...deps, chainState, limiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
   return new Elysia({ serve: serveOptions })
+    .use(requestMetrics(deps.observeRequest))
     .use(createErrorHandler(deps.log ?? createLogger(deps.config.LOG_LEVEL)))
     .use(bodyLimit())
     .use(docsRoutes())

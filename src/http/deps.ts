@@ -1,3 +1,4 @@
+import type { RequestObserver } from "./plugins/request-metrics";
 import { createClientLimiter } from "./rate-limit";
 import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
@@ -21,6 +22,8 @@ export type AppDeps = {
   caches?: ApiCaches;
   /** Where unexpected errors are logged (default: JSON lines on stdout at LOG_LEVEL). */
   log?: Logger;
+  /** Reports each answered request (the `/metrics` listener's HTTP metrics). */
+  observeRequest?: RequestObserver;
 };
 
 /** What every `/v0` feature receives: the app's dependencies plus the shared chain cache and rate-limit store. */

@@ -4,7 +4,7 @@ import type { Logger } from "../common/log";
 import type { Sql } from "../db/client";
 import type { Notifier } from "../db/notify";
 import type { IndexerHook } from "./hooks";
-import type { IndexerOptions } from "./options";
+import type { IndexerObserver, IndexerOptions } from "./options";
 import { createIndexerState, type IndexerState } from "./state";
 import { createTokenBook } from "./token-book";
 
@@ -25,6 +25,7 @@ export type IndexerContext = {
   batchLogs: number;
   addressLimit?: number;
   hooks: IndexerHook[];
+  observer?: IndexerObserver;
   notifier?: Notifier;
   log: Logger;
   state: IndexerState;
@@ -66,6 +67,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     batchLogs: t.targetLogs ?? 5_000,
     addressLimit: t.addressLimit,
     hooks: opts.hooks ?? [],
+    observer: opts.observer,
     notifier: opts.notifier,
     log,
     state: createIndexerState({ chainId, stallAfterMs, tokens, log }),

@@ -48,6 +48,14 @@ export type IndexerOptions = {
   tuning?: IndexerTuning;
   /** Work committed in the indexer's own transactions (webhook outbox, rollups). */
   hooks?: IndexerHook[];
+  /** Told of each committed batch and rollback (metrics). */
+  observer?: IndexerObserver;
+};
+
+/** What the indexer reports after each commit. */
+export type IndexerObserver = {
+  batch: (events: number, seconds: number) => void;
+  rollback: () => void;
 };
 
 /** A running indexer of one chain. */

@@ -140,6 +140,8 @@ export function announce(
   const orphans = rows?.derived.orphans ?? 0;
   if (orphans > 0) log("warn", "events of unknown modules or subscriptions skipped", { chainId, orphans });
   const events = rows?.batch.events.length ?? 0;
+  if (rows === null && reorg) ctx.observer?.rollback();
+  else ctx.observer?.batch(events, ms / 1000);
   log("debug", "indexed batch", { chainId, fromBlock, toBlock, events, reorg, writeMs: Math.round(ms) });
   ctx.notifier
     ?.publish({ chainId, fromBlock: fromBlock.toString(), toBlock: toBlock.toString(), reorg })

@@ -110,6 +110,7 @@ export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts
     const { hash, nonce } = await nonces.send(tx);
     receipts.track({ module: due.module, subscriptionId, nonce, tx, hash });
     result.sent.push({ module: due.module, subscriptionId, hash });
+    ctx.observer?.charge("sent");
     log("info", "charge sent", { subscriptionId, module: due.module, tx: hash, nonce, expectFailure: !sim.success });
     await noteClaimTx(sql, { chainId, subscriptionId, owner, txHash: hash });
     return undefined;

@@ -41,6 +41,7 @@ function keeperContext(opts: KeeperOptions): KeeperContext {
     log: opts.log ?? silentLogger,
     claimTtlMs: opts.claimTtlMs ?? 120_000,
     maxFeePerGas: config.maxFeePerGas,
+    observer: opts.observer,
   };
 }
 

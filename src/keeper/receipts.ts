@@ -1,4 +1,12 @@
-import { TransactionReceiptNotFoundError, type Hash, type PublicClient, type TransactionReceipt } from "viem";
+import {
+  parseEventLogs,
+  TransactionReceiptNotFoundError,
+  type Hash,
+  type PublicClient,
+  type TransactionReceipt,
+} from "viem";
+import { subscriptionProcessorAbi } from "../chain/abis";
+import { failureReasonName } from "../domain/failure-reasons";
 import { eachBounded } from "../common/async";
 import { isNonceUsed } from "./errors";
 import { currentFees, replacementFees } from "./fees";
@@ -48,6 +56,18 @@ async function findReceipt(client: PublicClient, hashes: Hash[]): Promise<Transa
   return null;
 }
 
+/** Tells the observer how a mined charge ended: ChargeSucceeded, or ChargeFailed with its reason. */
+function reportOutcome(ctx: KeeperContext, r: TransactionReceipt) {
+  if (!ctx.observer) return;
+  const [ev] = parseEventLogs({
+    abi: subscriptionProcessorAbi,
+    eventName: ["ChargeSucceeded", "ChargeFailed"],
+    logs: r.logs,
+  });
+  if (ev?.eventName === "ChargeSucceeded") ctx.observer.charge("succeeded");
+  else if (ev?.eventName === "ChargeFailed") ctx.observer.charge("failed", failureReasonName(Number(ev.args.reason)));
+}
+
 /** Creates the in-flight registry of one keeper. */
 export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing: ReceiptTimings): Receipts {
   const { sql, client, chainId, owner, log } = ctx;
@@ -64,7 +84,11 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
     t.minedAt = Date.now();
     const fields = { subscriptionId: t.subscriptionId, tx: r.transactionHash, block: r.blockNumber };
     result.mined.push({ subscriptionId: t.subscriptionId, hash: r.transactionHash, status: r.status });
-    if (r.status === "success") return log("info", "charge mined", fields);
+    if (r.status === "success") {
+      reportOutcome(ctx, r);
+      return log("info", "charge mined", fields);
+    }
+    ctx.observer?.charge("reverted");
     // A reverted charge records nothing on chain: forget it, the next pass simulates again.
     log("warn", "charge reverted", fields);
     await forget(t);

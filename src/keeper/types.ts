@@ -43,6 +43,13 @@ export type KeeperOptions = {
   awaitIndexTimeoutMs?: number;
   /** Most due subscriptions read per tick (default 500). */
   batchLimit?: number;
+  /** Told of each charge sent and of each mined outcome (metrics). */
+  observer?: KeeperObserver;
+};
+
+/** What the keeper reports: a charge sent, then its mined outcome (`failed` with the on-chain reason). */
+export type KeeperObserver = {
+  charge: (outcome: "sent" | "succeeded" | "failed" | "reverted", reason?: string | null) => void;
 };
 
 /** A charge the keeper sent this tick. */
@@ -102,6 +109,7 @@ export type KeeperContext = {
   log: Logger;
   claimTtlMs: number;
   maxFeePerGas?: bigint;
+  observer?: KeeperObserver;
 };
 
 /** An empty pass result. */

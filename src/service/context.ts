@@ -7,6 +7,7 @@ import type { IndexerHook } from "../indexer/hooks";
 import type { Indexer } from "../indexer";
 import type { Keeper, KeeperOptions } from "../keeper";
 import type { Dispatcher } from "../webhooks/dispatcher";
+import type { Metrics } from "../metrics";
 
 /** Options for `startService`: everything defaults to what `bun start` does. */
 export type ServiceOptions = {
@@ -31,6 +32,8 @@ export type Service = {
   indexer?: Indexer;
   keeper?: Keeper;
   webhooks?: Dispatcher;
+  /** URL of `GET /metrics` when METRICS_PORT is set. */
+  metricsUrl?: string;
   /** Graceful stop: HTTP drained, indexer batch and keeper pass finished, database closed. Idempotent. */
   stop: () => Promise<void>;
 };
@@ -47,6 +50,8 @@ export type RoleContext = {
   service: Service;
   /** Hooks registered by earlier roles, run inside the indexer's transactions. */
   indexerHooks: IndexerHook[];
+  /** The metrics registry when METRICS_PORT is set. */
+  metrics?: Metrics;
 };
 
 /** A part of the service that ROLES can switch on: `start` returns its stop, or null when it stays off. */

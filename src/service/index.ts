@@ -3,7 +3,9 @@
  * chain, the others wait as standbys), `keeper` (only with KEEPER_PRIVATE_KEY), `webhooks` (the dispatcher) and `api` (HTTP). Stop runs in reverse:
  * no new requests, in-flight ones and the current batch finish, then the database closes.
  */
-import { createChainRegistry } from "../chain/clients";
+import { createChainRegistry, type RpcObserver } from "../chain/clients";
+import { createMetrics, startMetricsListener, type Metrics } from "../metrics";
+import type { Db } from "../db/client";
 import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
 import { createLogger } from "../common/log";
 import { createDb } from "../db/client";
@@ -20,13 +22,24 @@ export type { Service, ServiceOptions } from "./context";
 /** Every role, in start order. */
 const ROLES: Role[] = [indexerRole, keeperRole, webhooksRole, apiRole];
 
+/** The metrics registry and its listener (METRICS_HOST, default HOST; never the API's port). */
+function startMetrics(config: Config, db: Db, service: Service, stoppers: (() => Promise<void>)[]): Metrics {
+  const poolMax = (db.sql as unknown as { options?: { max?: number } }).options?.max ?? null;
+  const metrics = createMetrics({ sql: db.sql, poolMax });
+  const listener = startMetricsListener(metrics, config.METRICS_HOST ?? config.HOST, config.METRICS_PORT!);
+  stoppers.push(listener.stop);
+  service.metricsUrl = listener.url;
+  return metrics;
+}
+
 /** Opens the database, migrates it and starts the configured roles. Throws ConfigError on a bad setup. */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   const wanted = new Set<string>(config.ROLES);
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
   if (wanted.has("api")) requireApi(config);
-  const chains = await createChainRegistry(config);
+  const rpc: { observer?: RpcObserver } = {};
+  const chains = await createChainRegistry(config, rpc);
   const chainId = chains.defaultChainId;
   const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR }));
   const stoppers: (() => Promise<void>)[] = [];
@@ -49,7 +62,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     if (applied.length) log("info", "migrations applied", { applied });
     const notifier = createNotifier(db, log);
     const service: Service = { url: null, port: null, roles: [], chainId, db, notifier, stop };
-    const ctx: RoleContext = { config, opts, db, notifier, chains, chainId, log, service, indexerHooks: [] };
+    const metrics = config.METRICS_PORT === undefined ? undefined : startMetrics(config, db, service, stoppers);
+    if (metrics) rpc.observer = metrics.rpc;
+    const ctx: RoleContext = { config, opts, db, notifier, chains, chainId, log, service, indexerHooks: [], metrics };
     for (const role of ROLES) {
       if (!wanted.has(role.name)) continue;
       const stopRole = await role.start(ctx);
@@ -64,6 +79,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       db: db.kind,
       processor: config.PROCESSOR_ADDRESS ?? null,
       keeper: service.keeper?.address ?? null,
+      metrics: service.metricsUrl ?? null,
     });
     return service;
   } catch (err) {

@@ -41,7 +41,14 @@ export function dispatcherConfig(config: Config): DispatcherConfig {
 }
 
 /** Options of {@link createDispatcher}. */
-export type DispatcherOptions = { sql: Sql; log: Logger; notifier?: Notifier; config: DispatcherConfig };
+export type DispatcherOptions = {
+  sql: Sql;
+  log: Logger;
+  notifier?: Notifier;
+  config: DispatcherConfig;
+  /** Told of each attempt's outcome (metrics). */
+  onAttempt?: (ok: boolean) => void;
+};
 
 /** A running dispatcher. */
 export type Dispatcher = { start: () => Promise<void>; stop: () => Promise<void>; wake: () => void };
@@ -114,6 +121,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       };
     }
     outcomes.push(outcome);
+    opts.onAttempt?.(outcome.ok);
   };
 
   const soon = () => {

@@ -17,8 +17,8 @@ function baseUrl(host: string, port: number): string {
  */
 export const apiRole: Role = {
   name: "api",
-  async start({ config, opts, db, notifier, chains, log, service }) {
-    const app = createApp({ sql: db.sql, config, chains, notifier, log });
+  async start({ config, opts, db, notifier, chains, log, service, metrics }) {
+    const app = createApp({ sql: db.sql, config, chains, notifier, log, observeRequest: metrics?.http });
     app.listen({ port: config.PORT, hostname: config.HOST });
     const port = app.server?.port ?? config.PORT;
     let stopControl = async () => {};

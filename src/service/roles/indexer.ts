@@ -9,7 +9,7 @@ import type { Role } from "../context";
 /** Role `indexer`: follows the chain into the database (one leader per chain, the others wait as standbys). */
 export const indexerRole: Role = {
   name: "indexer",
-  async start({ config, db, notifier, chains, chainId, log, service, indexerHooks }) {
+  async start({ config, db, notifier, chains, chainId, log, service, indexerHooks, metrics }) {
     requireChain(config);
     const indexer = createIndexer({
       sql: db.sql,
@@ -25,6 +25,7 @@ export const indexerRole: Role = {
       notifier,
       log,
       hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut }), ...indexerHooks],
+      observer: metrics?.indexer(chainId),
     });
     await indexer.start();
     service.indexer = indexer;

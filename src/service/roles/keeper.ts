@@ -9,7 +9,7 @@ import type { Role } from "../context";
 /** Role `keeper`: charges due subscriptions while it holds its key's lock; stays off without KEEPER_PRIVATE_KEY. */
 export const keeperRole: Role = {
   name: "keeper",
-  async start({ config, opts, db, chains, chainId, log, service }) {
+  async start({ config, opts, db, chains, chainId, log, service, metrics }) {
     if (!config.KEEPER_PRIVATE_KEY) {
       log("info", "keeper off: KEEPER_PRIVATE_KEY is not set", {});
       return null;
@@ -20,10 +20,13 @@ export const keeperRole: Role = {
       chain: chainDefinition(chainId, config.RPC_URL),
       transport: http(config.RPC_URL, { timeout: config.RPC_TIMEOUT_MS, retryCount: 0 }),
     });
+    const client = chains.get(chainId) ?? publicClientFor(config.RPC_URL, config.RPC_TIMEOUT_MS);
+    const address = wallet.account.address;
     const keeper = createKeeper({
       ...opts.keeper,
       sql: db.sql,
-      client: chains.get(chainId) ?? publicClientFor(config.RPC_URL, config.RPC_TIMEOUT_MS),
+      client,
+      observer: metrics?.keeper(chainId, () => client.getBalance({ address })),
       wallet,
       config: {
         chainId,

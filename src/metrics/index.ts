@@ -1,0 +1,207 @@
+/**
+ * Prometheus metrics (prom-client), served on their own listener (`METRICS_PORT`, never the API's port). One
+ * registry per service. Subsystems report through small observer interfaces they declare themselves; state that
+ * lives in the database (the chains' cursors, pending deliveries) is read at scrape time, so every process shows it.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Sql } from "../db/client";
+
+/** The service's metrics and what reports into them. */
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Creates the registry: HTTP, indexer, RPC, keeper and webhook metrics, and the per-chain and delivery gauges. */
+export function createMetrics(opts: {
+  sql: Sql;
+  poolMax: number | null;
+  keeperBalance?: () => Promise<bigint | null>;
+}) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const reg = [registry];
+
+  const httpRequests = new Counter({
+    name: "http_requests_total",
+    help: "HTTP requests by route template, method and status",
+    labelNames: ["route", "method", "status"] as const,
+    registers: reg,
+  });
+  const httpDuration = new Histogram({
+    name: "http_request_duration_seconds",
+    help: "HTTP request durations by route template, method and status",
+    labelNames: ["route", "method", "status"] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: reg,
+  });
+  const batches = new Histogram({
+    name: "indexer_batch_duration_seconds",
+    help: "Time to write one indexed batch (its transaction), by chain",
+    labelNames: ["chain_id"] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: reg,
+  });
+  const eventsIndexed = new Counter({
+    name: "indexer_events_total",
+    help: "Logs indexed, by chain",
+    labelNames: ["chain_id"] as const,
+    registers: reg,
+  });
+  const reorgs = new Counter({
+    name: "indexer_reorgs_total",
+    help: "Rollbacks of indexed blocks (reorgs), by chain",
+    labelNames: ["chain_id"] as const,
+    registers: reg,
+  });
+  const rpcCalls = new Counter({
+    name: "rpc_requests_total",
+    help: "JSON-RPC calls by chain and method",
+    labelNames: ["chain_id", "method"] as const,
+    registers: reg,
+  });
+  const rpcErrors = new Counter({
+    name: "rpc_errors_total",
+    help: "Failed JSON-RPC calls (error answers, timeouts, refused connections) by chain and method",
+    labelNames: ["chain_id", "method"] as const,
+    registers: reg,
+  });
+  const charges = new Counter({
+    name: "keeper_charges_total",
+    help: "Charges by the keeper: sent transactions, and mined outcomes (succeeded, failed with its reason, reverted)",
+    labelNames: ["chain_id", "outcome", "reason"] as const,
+    registers: reg,
+  });
+  const attempts = new Counter({
+    name: "webhook_attempts_total",
+    help: "Webhook delivery attempts by outcome (succeeded, failed)",
+    labelNames: ["outcome"] as const,
+    registers: reg,
+  });
+
+  // Read at scrape time. A failed read (database down) leaves the last values and counts the failure: the rest of
+  // the scrape still answers.
+  const scrapeErrors = new Counter({
+    name: "metrics_collect_errors_total",
+    help: "Reads for a scrape that failed (the gauges keep their last values)",
+    labelNames: ["metric"] as const,
+    registers: reg,
+  });
+  const guarded = (metric: string, read: () => Promise<void>) => async () => {
+    try {
+      await read();
+    } catch {
+      scrapeErrors.inc({ metric });
+    }
+  };
+  const chainGauge = (name: string, help: string) =>
+    new Gauge({ name, help, labelNames: ["chain_id"] as const, registers: reg });
+  const indexedBlock = chainGauge("indexer_indexed_block", "Newest indexed block, by chain");
+  const headBlock = chainGauge("indexer_head_block", "Chain head the indexer last saw, by chain");
+  const lagBlocks = chainGauge("indexer_lag_blocks", "Head minus indexed block, by chain");
+  const lagSeconds = chainGauge("indexer_lag_seconds", "Seconds since the newest indexed block's timestamp, by chain");
+  const deepReorg = chainGauge("indexer_deep_reorg_suspected", "1 while a deep reorg is suspected, by chain");
+  const chainsIndexed: Gauge = new Gauge({
+    name: "chains_indexed",
+    help: "Chains with a cursor row (the per-chain gauges are read from the database at scrape time)",
+    registers: reg,
+    collect: guarded("chains_indexed", async () => {
+      const rows = await opts.sql<
+        { chain_id: string; indexed: string | null; head: string | null; t: string | null; deep: boolean }[]
+      >`
+        select chain_id::text, indexed_block::text as indexed, head_block::text as head,
+          extract(epoch from clock_timestamp() - indexed_time)::text as t, deep_reorg_suspected_at is not null as deep
+        from chains`;
+      for (const r of rows) {
+        const l = { chain_id: r.chain_id };
+        if (r.indexed !== null) indexedBlock.set(l, Number(r.indexed));
+        if (r.head !== null) headBlock.set(l, Number(r.head));
+        if (r.indexed !== null && r.head !== null) lagBlocks.set(l, Math.max(0, Number(r.head) - Number(r.indexed)));
+        if (r.t !== null) lagSeconds.set(l, Math.max(0, Number(r.t)));
+        deepReorg.set(l, r.deep ? 1 : 0);
+      }
+      chainsIndexed.set(rows.length);
+    }),
+  });
+  const oldest = new Gauge({
+    name: "webhook_oldest_pending_age_seconds",
+    help: "Age of the oldest pending webhook delivery (0 when none)",
+    registers: reg,
+  });
+  const pending: Gauge = new Gauge({
+    name: "webhook_deliveries_pending",
+    help: "Webhook deliveries waiting to be sent or retried",
+    registers: reg,
+    collect: guarded("webhook_deliveries_pending", async () => {
+      const [r] = await opts.sql<{ n: number; age: string | null }[]>`
+        select count(*)::int as n, extract(epoch from clock_timestamp() - min(created_at))::text as age
+        from webhook_deliveries where status = 'pending'`;
+      pending.set(r!.n);
+      oldest.set(r!.age === null ? 0 : Math.max(0, Number(r!.age)));
+    }),
+  });
+  if (opts.poolMax !== null) {
+    new Gauge({ name: "db_pool_max_connections", help: "Size of the database pool", registers: reg }).set(opts.poolMax);
+  }
+  let balance: (() => Promise<bigint | null>) | undefined = opts.keeperBalance;
+  const keeperBalance: Gauge = new Gauge({
+    name: "keeper_balance_wei",
+    help: "Native balance of the keeper's account, in wei (gas money)",
+    registers: reg,
+    collect: guarded("keeper_balance_wei", async () => {
+      const b = balance ? await balance() : null;
+      if (b !== null) keeperBalance.set(Number(b));
+    }),
+  });
+
+  return {
+    registry,
+    /** One HTTP request answered. */
+    http: (route: string, method: string, status: number, seconds: number) => {
+      const l = { route, method, status: String(status) };
+      httpRequests.inc(l);
+      httpDuration.observe(l, seconds);
+    },
+    /** What the indexer of `chainId` reports after each commit. */
+    indexer: (chainId: number) => ({
+      batch: (events: number, seconds: number) => {
+        batches.observe({ chain_id: String(chainId) }, seconds);
+        eventsIndexed.inc({ chain_id: String(chainId) }, events);
+      },
+      rollback: () => reorgs.inc({ chain_id: String(chainId) }),
+    }),
+    /** An RPC call of `chainId` and how it ended. */
+    rpc: (chainId: number, method: string, ok: boolean) => {
+      rpcCalls.inc({ chain_id: String(chainId), method });
+      if (!ok) rpcErrors.inc({ chain_id: String(chainId), method });
+    },
+    /** What the keeper of `chainId` reports; `balance` reads its account's balance at scrape time. */
+    keeper: (chainId: number, readBalance: () => Promise<bigint>) => {
+      balance = readBalance;
+      return {
+        charge: (outcome: "sent" | "succeeded" | "failed" | "reverted", reason: string | null = null) =>
+          charges.inc({ chain_id: String(chainId), outcome, reason: reason ?? "" }),
+      };
+    },
+    /** One webhook attempt finished. */
+    webhookAttempt: (ok: boolean) => attempts.inc({ outcome: ok ? "succeeded" : "failed" }),
+  };
+}
+
+/** A running metrics listener. */
+export type MetricsListener = { url: string; stop: () => Promise<void> };
+
+/** Serves `GET /metrics` (text format) on `host:port`; anything else is a 404. */
+export function startMetricsListener(metrics: Metrics, host: string, port: number): MetricsListener {
+  const server = Bun.serve({
+    hostname: host,
+    port,
+    async fetch(req) {
+      if (new URL(req.url).pathname !== "/metrics" || req.method !== "GET") {
+        return new Response("not found\n", { status: 404 });
+      }
+      return new Response(await metrics.registry.metrics(), {
+        headers: { "content-type": metrics.registry.contentType },
+      });
+    },
+  });
+  const shown = ["0.0.0.0", "::", ""].includes(host) ? "127.0.0.1" : host;
+  return { url: `http://${shown}:${server.port}/metrics`, stop: async () => void (await server.stop(true)) };
+}

@@ -33,7 +33,11 @@ function observedHttp(url: string, timeoutMs: number, chainId: number, observe: 
       }
     }) as typeof t.request;
     // `observe` on the transport's value reaches src/chain/rpc.ts, whose eth_getLogs posts to the URL directly.
-    return { ...t, request, value: { ...t.value, observe: (method: string, ok: boolean) => observe(chainId, method, ok) } };
+    return {
+      ...t,
+      request,
+      value: { ...t.value, observe: (method: string, ok: boolean) => observe(chainId, method, ok) },
+    };
   };
 }
 

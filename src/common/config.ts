@@ -133,6 +133,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (cfg.CLIENT_IP_HEADER && cfg.TRUSTED_PROXY_HOPS > 0) {
     throw new ConfigError("CLIENT_IP_HEADER and TRUSTED_PROXY_HOPS exclude each other: set one way to find the client");
   }
+  if (cfg.DATABASE_READ_URL && !cfg.DATABASE_URL) {
+    throw new ConfigError(
+      "DATABASE_READ_URL needs DATABASE_URL: the replica serves reads, the primary everything else",
+    );
+  }
   if (cfg.METRICS_PORT !== undefined && cfg.METRICS_PORT === cfg.PORT) {
     throw new ConfigError("METRICS_PORT must differ from PORT: metrics are never served on the public API port");
   }

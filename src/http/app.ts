@@ -21,9 +21,12 @@ import { dashboardRoutes } from "./features/dashboard";
 
 /** Builds the HTTP app: every `/v0` feature plus health and docs, over one rate-limit store. */
 export function createApp(deps: AppDeps) {
-  const chainState = createChainState({ sql: deps.sql, notifier: deps.notifier });
+  // Index reads (and the freshness they report) come from the replica when there is one; auth and writes from
+  // the primary, so a key or session just written is found at once.
+  const readSql = deps.readSql ?? deps.sql;
+  const chainState = createChainState({ sql: readSql, notifier: deps.notifier });
   const limiter = createAppLimiter(deps.config);
-  const routeDeps: RouteDeps = { ...deps, chainState, limiter };
+  const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
   return new Elysia({ serve: serveOptions })
     .use(requestMetrics(deps.observeRequest))

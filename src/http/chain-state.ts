@@ -33,7 +33,8 @@ export type ChainState = {
 };
 
 /** What the read routes' services need: the database, the chain cache, the chain registry and the config. */
-export type ReadDeps = { sql: Sql; chainState: ChainState; chains: ChainRegistry; config: Config };
+/** What index reads need: the database they read (the replica when there is one) and the chains' state. */
+export type ReadDeps = { readSql: Sql; chainState: ChainState; chains: ChainRegistry; config: Config };
 
 /** Reads every `chains` row (a handful: one per indexed chain). */
 export async function readChains(sql: Sql): Promise<ChainRow[]> {

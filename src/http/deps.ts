@@ -11,7 +11,10 @@ import type { Logger } from "../common/log";
 
 /** What the HTTP app needs from the process around it. */
 export type AppDeps = {
+  /** The primary: auth, sessions, keys, webhook endpoints and every write. */
   sql: Sql;
+  /** DATABASE_READ_URL's replica for the index reads (default: `sql`). */
+  readSql?: Sql;
   config: Config;
   chains: ChainRegistry;
   notifier?: Notifier;
@@ -27,7 +30,7 @@ export type AppDeps = {
 };
 
 /** What every `/v0` feature receives: the app's dependencies plus the shared chain cache and rate-limit store. */
-export type RouteDeps = AppDeps & { chainState: ChainState; limiter: ClientLimiter };
+export type RouteDeps = AppDeps & { readSql: Sql; chainState: ChainState; limiter: ClientLimiter };
 
 /** The rate-limit store of an app, configured from RATE_LIMIT_PER_MINUTE, TRUSTED_PROXY_HOPS and CLIENT_IP_HEADER. */
 export function createAppLimiter(config: Config): ClientLimiter {

@@ -52,6 +52,8 @@ export type RoleContext = {
   indexerHooks: IndexerHook[];
   /** The metrics registry when METRICS_PORT is set. */
   metrics?: Metrics;
+  /** DATABASE_READ_URL's replica, for the API's index reads. */
+  readDb?: Db;
 };
 
 /** A part of the service that ROLES can switch on: `start` returns its stop, or null when it stays off. */

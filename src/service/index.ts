@@ -64,7 +64,23 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const service: Service = { url: null, port: null, roles: [], chainId, db, notifier, stop };
     const metrics = config.METRICS_PORT === undefined ? undefined : startMetrics(config, db, service, stoppers);
     if (metrics) rpc.observer = metrics.rpc;
-    const ctx: RoleContext = { config, opts, db, notifier, chains, chainId, log, service, indexerHooks: [], metrics };
+    // The replica serves the API's index reads; nothing migrates or writes it.
+    const readDb =
+      config.DATABASE_READ_URL && wanted.has("api") ? await createDb({ url: config.DATABASE_READ_URL }) : undefined;
+    if (readDb) stoppers.push(() => readDb.close());
+    const ctx: RoleContext = {
+      config,
+      opts,
+      db,
+      readDb,
+      notifier,
+      chains,
+      chainId,
+      log,
+      service,
+      indexerHooks: [],
+      metrics,
+    };
     for (const role of ROLES) {
       if (!wanted.has(role.name)) continue;
       const stopRole = await role.start(ctx);

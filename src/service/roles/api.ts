@@ -17,8 +17,16 @@ function baseUrl(host: string, port: number): string {
  */
 export const apiRole: Role = {
   name: "api",
-  async start({ config, opts, db, notifier, chains, log, service, metrics }) {
-    const app = createApp({ sql: db.sql, config, chains, notifier, log, observeRequest: metrics?.http });
+  async start({ config, opts, db, readDb, notifier, chains, log, service, metrics }) {
+    const app = createApp({
+      sql: db.sql,
+      readSql: readDb?.sql,
+      config,
+      chains,
+      notifier,
+      log,
+      observeRequest: metrics?.http,
+    });
     app.listen({ port: config.PORT, hostname: config.HOST });
     const port = app.server?.port ?? config.PORT;
     let stopControl = async () => {};

@@ -133,7 +133,7 @@ export class ListOverflow extends AppError {
  * one chunk plus one record: a list that fits is a page, a longer one throws {@link ListOverflow}.
  */
 export async function loadActivityPage(
-  deps: Pick<ReadDeps, "sql" | "chainState">,
+  deps: Pick<ReadDeps, "readSql" | "chainState">,
   query: ActivityQuery,
   cursor: { chainId: number; txHash: string; logIndex: number } | undefined,
   format: ListFormat,
@@ -144,7 +144,7 @@ export async function loadActivityPage(
   if (cursor) {
     const position =
       cursor.chainId === q.chainId
-        ? await activityPosition(deps.sql, { ...cursor, merchant: q.merchant, chainId: q.chainId })
+        ? await activityPosition(deps.readSql, { ...cursor, merchant: q.merchant, chainId: q.chainId })
         : undefined;
     if (!position) {
       throw new InvalidParameterError(
@@ -156,7 +156,7 @@ export async function loadActivityPage(
   }
   const freshness = { indexedBlock: chain?.indexedBlock ?? null, indexedTime: chain?.indexedTime ?? null };
   const cap = q.limit ?? STREAM_CHUNK_ROWS;
-  const rows = await selectActivity(deps.sql, q, cap + 1);
+  const rows = await selectActivity(deps.readSql, q, cap + 1);
   let nextAfter: string | null = null;
   if (rows.length > cap) {
     if (q.limit === undefined) throw new ListOverflow(q, rows, freshness);
@@ -173,14 +173,14 @@ export async function loadActivityPage(
  * chunks bounded by the same indexed block.
  */
 export function streamActivity(
-  deps: Pick<ReadDeps, "sql" | "config">,
+  deps: Pick<ReadDeps, "readSql" | "config">,
   overflow: ListOverflow,
   opts: { format: ListFormat; filename: string; headers: Record<string, string | number>; requestId?: string },
 ): Promise<Response> {
   const q = overflow.query;
   const batches = keysetBatches({
     first: overflow.first,
-    read: (after, size) => selectActivity(deps.sql, { ...q, after }, size),
+    read: (after, size) => selectActivity(deps.readSql, { ...q, after }, size),
     position: (r) => ({ blockNumber: r.block_number, logIndex: r.log_index }),
   });
   return listResponse({

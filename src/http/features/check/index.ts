@@ -22,7 +22,7 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer
   const rendered = new WeakMap<IndexedAnswer, { body: string; headers: Record<string, string> }>();
 
   const load = async (q: CheckQuery) => {
-    const answer = await indexedCheck(deps.sql, q);
+    const answer = await indexedCheck(deps.readSql, q);
     return { value: answer, ttlMs: answer.validForMs };
   };
 

@@ -78,13 +78,13 @@ export function eventRoutes(deps: RouteDeps) {
         freshnessHeaders(ctx.set.headers as Record<string, string>, chain);
         let afterSeq: string | undefined;
         if (input.startingAfter) {
-          const cursor = await findEvent(deps.sql, input.merchant, input.startingAfter);
+          const cursor = await findEvent(deps.readSql, input.merchant, input.startingAfter);
           if (!cursor)
             throw new InvalidParameterError("starting_after", "starting_after names no event of this merchant");
           afterSeq = cursor.seq;
         }
         const q: EventQuery = { ...input, afterSeq };
-        return eventsResponse(deps.sql, q, {
+        return eventsResponse(deps.readSql, q, {
           format: input.format,
           headers: ctx.set.headers as Record<string, string>,
           link: (afterId) => nextLink(ctx.request.url, afterId),
@@ -103,7 +103,7 @@ export function eventRoutes(deps: RouteDeps) {
       "/v0/events/:merchant/:id",
       async (ctx) => {
         const { input } = ctx as unknown as ReturnType<typeof parseOne>;
-        const event = await findEvent(deps.sql, input.merchant, input.id);
+        const event = await findEvent(deps.readSql, input.merchant, input.id);
         if (!event) throw new NotFoundError(`no event ${input.id}`);
         const { seq: _seq, ...body } = event;
         return body;

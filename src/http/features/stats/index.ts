@@ -32,7 +32,7 @@ export function statsRoutes(deps: RouteDeps) {
     async (ctx) => {
       const input = (ctx as unknown as ReturnType<typeof parse>).input;
       freshnessHeaders(ctx.set.headers as Record<string, string>, await resolveChain(deps, input.chainId));
-      return merchantStats(deps.sql, input);
+      return merchantStats(deps.readSql, input);
     },
     { resolve: parse, merchantReader: true, params: StatsParamsDoc, query: StatsQueryDoc, detail: statsDetail },
   );

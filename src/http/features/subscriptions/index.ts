@@ -71,7 +71,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
         if (cursor) {
           const position =
             cursor.chainId === chainId
-              ? await subscriptionPosition(deps.sql, { ...cursor, merchant, chainId })
+              ? await subscriptionPosition(deps.readSql, { ...cursor, merchant, chainId })
               : undefined;
           if (!position) {
             throw new InvalidParameterError(
@@ -82,7 +82,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
           q.after = position;
         }
         if (limit === undefined) return streamSubscriptions(deps, q, { format, headers: set.headers });
-        const rows = await listSubscriptions(deps.sql, q);
+        const rows = await listSubscriptions(deps.readSql, q);
         if (rows.length > limit) {
           rows.length = limit;
           set.headers.link = nextLink(request.url, allocationId(rows[rows.length - 1]));
@@ -98,7 +98,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
         const { set } = ctx;
         const { merchant, subscriptionId, chainId } = inputOf<ReturnType<typeof parseGet>>(ctx);
         freshnessHeaders(set.headers, await resolveChain(deps, chainId));
-        const row = await getSubscription(deps.sql, { merchant, chainId, subscriptionId });
+        const row = await getSubscription(deps.readSql, { merchant, chainId, subscriptionId });
         if (!row)
           throw new NotFoundError(`no subscription ${subscriptionId} of this merchant on chain ${chainId}`, "id");
         return toSubscriptionRecord(row);

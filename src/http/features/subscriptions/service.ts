@@ -108,7 +108,7 @@ export function subscriptionsCsvPage(
  * themselves are current: a later charge shows in total_spent).
  */
 export async function streamSubscriptions(
-  deps: Pick<ReadDeps, "sql" | "config" | "chainState">,
+  deps: Pick<ReadDeps, "readSql" | "config" | "chainState">,
   query: SubscriptionQuery,
   opts: { format: ListFormat; headers: Record<string, string | number>; requestId?: string },
 ): Promise<Response> {
@@ -121,7 +121,7 @@ export async function streamSubscriptions(
   freshnessHeaders(headers, chain);
   const batches = keysetBatches({
     after: q.after,
-    read: (after, size) => selectSubscriptions(deps.sql, { ...q, after }, size),
+    read: (after, size) => selectSubscriptions(deps.readSql, { ...q, after }, size),
     position: (r) => ({ blockNumber: r.block_number!, logIndex: r.log_index! }),
   });
   return listResponse({

@@ -59,7 +59,19 @@ export async function startReplicaPair(): Promise<ReplicaPair> {
     run("sh", ["-c", `echo "host replication all 127.0.0.1/32 trust" >> ${primary}/pg_hba.conf`]);
     run(`${BIN}/pg_ctl`, ["-D", primary, "-o", `-p ${p1}`, "-l", join(dir, "primary.log"), "-w", "start"]);
     started.push(primary);
-    run(`${BIN}/pg_basebackup`, ["-h", "127.0.0.1", "-p", String(p1), "-U", "postgres", "-D", replica, "-R", "-X", "stream"]);
+    run(`${BIN}/pg_basebackup`, [
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(p1),
+      "-U",
+      "postgres",
+      "-D",
+      replica,
+      "-R",
+      "-X",
+      "stream",
+    ]);
     run(`${BIN}/pg_ctl`, ["-D", replica, "-o", `-p ${p2}`, "-l", join(dir, "replica.log"), "-w", "start"]);
     started.push(replica);
   } catch (err) {

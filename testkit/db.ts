@@ -12,7 +12,7 @@ export const testDbKind = process.env.DATABASE_URL ? "postgres" : "pglite";
  * A fresh, migrated database for one test file: a new database on the server named by
  * DATABASE_URL (dropped on close), or an in-memory PGlite cloned from a migrated template.
  */
-export async function createTestDb(): Promise<Db> {
+export async function createTestDb(opts: { max?: number } = {}): Promise<Db> {
   const base = process.env.DATABASE_URL;
   if (base) {
     const name = `t_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`;
@@ -20,7 +20,7 @@ export async function createTestDb(): Promise<Db> {
     await admin.unsafe(`create database ${name}`);
     const url = new URL(base);
     url.pathname = `/${name}`;
-    const db = await createDb({ url: url.toString(), max: 4 });
+    const db = await createDb({ url: url.toString(), max: opts.max ?? 4 });
     await migrate(db.sql);
     return {
       ...db,

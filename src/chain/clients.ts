@@ -1,10 +1,12 @@
 import { createPublicClient, http, type PublicClient, type Transport } from "viem";
-import type { Config } from "../common/config";
+import type { ChainConfig, Config } from "../common/config";
 import { AppError } from "../common/errors";
 
-/** Public clients by chain id: the indexed chain plus `RPC_URL_<id>` extras. */
+/** Public clients by chain id: the indexed chains plus `RPC_URL_<id>` extras. */
 export type ChainRegistry = {
   defaultChainId: number;
+  /** The chains this deployment indexes, with their chain ids resolved (CHAINS, or RPC_URL's chain). */
+  indexed?: (ChainConfig & { chainId: number })[];
   get: (chainId: number) => PublicClient | undefined;
   chainIds: () => number[];
   /** The RPC URL of a chain, for a subsystem that needs its own client (and budget) on it. */
@@ -54,26 +56,43 @@ export function publicClientFor(
 }
 
 /**
- * Builds the registry; reads the chain id from `RPC_URL` when `CHAIN_ID` is unset. `rpc` (read at each call, so it
- * may be set after the registry exists) is told of every call of the registry's clients.
+ * Builds the registry: a client per indexed chain (CHAINS, or RPC_URL), each checked against the chain id it was
+ * configured for, plus `RPC_URL_<id>` extras. A chain of CHAINS whose RPC does not answer yet is not fatal (its
+ * indexer retries); a chain id that disagrees is. `rpc` (read at each call, so it may be set after the registry
+ * exists) is told of every call of the registry's clients.
  */
 export async function createChainRegistry(config: Config, rpc?: { observer?: RpcObserver }): Promise<ChainRegistry> {
   const observed = (chainId: number) =>
     rpc ? { chainId, rpc: (c: number, m: string, ok: boolean) => rpc.observer?.(c, m, ok) } : undefined;
   const clients = new Map<number, PublicClient>();
   const urls = new Map<number, string>();
-  let defaultChainId = config.CHAIN_ID;
-  if (config.RPC_URL) {
-    const client = publicClientFor(config.RPC_URL, config.RPC_TIMEOUT_MS);
-    const actual = await client.getChainId();
-    if (defaultChainId !== undefined && defaultChainId !== actual) {
-      throw new ChainIdMismatchError(`CHAIN_ID=${defaultChainId} but RPC_URL serves chain ${actual}`);
+  const sources = config.indexed.length
+    ? config.indexed
+    : config.RPC_URL
+      ? [{ chainId: config.CHAIN_ID, rpcUrl: config.RPC_URL, rpcVariable: "RPC_URL" }]
+      : [];
+  const indexed: ChainConfig[] = [];
+  for (const source of sources) {
+    let actual: number;
+    try {
+      actual = await publicClientFor(source.rpcUrl, config.RPC_TIMEOUT_MS).getChainId();
+    } catch (err) {
+      if (source.chainId === undefined || !config.CHAINS) throw err;
+      actual = source.chainId;
     }
-    defaultChainId = actual;
-    clients.set(actual, rpc ? publicClientFor(config.RPC_URL, config.RPC_TIMEOUT_MS, observed(actual)) : client);
-    urls.set(actual, config.RPC_URL);
+    if (source.chainId !== undefined && source.chainId !== actual) {
+      throw new ChainIdMismatchError(
+        config.CHAINS
+          ? `${source.rpcVariable} serves chain ${actual}, not chain ${source.chainId} of CHAINS`
+          : `CHAIN_ID=${source.chainId} but RPC_URL serves chain ${actual}`,
+      );
+    }
+    clients.set(actual, publicClientFor(source.rpcUrl, config.RPC_TIMEOUT_MS, observed(actual)));
+    urls.set(actual, source.rpcUrl);
+    if ("processor" in source) indexed.push({ ...source, chainId: actual });
   }
-  if (defaultChainId === undefined) throw new ChainIdMismatchError("set CHAIN_ID or RPC_URL");
+  const defaultChainId = config.CHAIN_ID ?? indexed[0]?.chainId ?? [...clients.keys()][0];
+  if (defaultChainId === undefined) throw new ChainIdMismatchError("set CHAIN_ID, RPC_URL or CHAINS");
   for (const [id, url] of Object.entries(config.extraRpcUrls)) {
     if (!clients.has(Number(id))) {
       clients.set(Number(id), publicClientFor(url, config.RPC_TIMEOUT_MS, observed(Number(id))));
@@ -82,6 +101,7 @@ export async function createChainRegistry(config: Config, rpc?: { observer?: Rpc
   }
   return {
     defaultChainId,
+    indexed: indexed as (ChainConfig & { chainId: number })[],
     get: (id) => clients.get(id),
     chainIds: () => [...clients.keys()],
     rpcUrl: (id) => urls.get(id),

@@ -19,6 +19,9 @@ const EnvSchema = {
   DATA_DIR: T.String({ default: "./.data", minLength: 1 }),
   RPC_URL: T.Optional(Url),
   CHAIN_ID: T.Optional(Uint(1)),
+  CHAINS: T.Optional(
+    T.Array(T.Integer({ minimum: 1 }), { minItems: 1, description: "chain ids, comma-separated, e.g. 8453,10" }),
+  ),
   PROCESSOR_ADDRESS: T.Optional(Address),
   START_BLOCK: Uint(0),
   CONFIRMATIONS: Uint(0),
@@ -87,8 +90,26 @@ const defaults: Record<string, string> = {
 
 type Env = { [K in keyof typeof EnvSchema]: Static<(typeof EnvSchema)[K]> };
 
+/** One indexed chain: its RPC, processor and indexing settings (per-chain variables, else the single ones). */
+export type ChainConfig = {
+  /** Known from CHAINS or CHAIN_ID; read from the RPC when only RPC_URL names the chain. */
+  chainId?: number;
+  rpcUrl: string;
+  processor: string;
+  startBlock: number;
+  confirmations: number;
+  pollIntervalMs: number;
+  /** The variable that gave the RPC URL, for error messages. */
+  rpcVariable: string;
+};
+
 /** The parsed configuration of one process. */
 export type Config = Env & {
+  /**
+   * The chains this deployment indexes (and the keeper charges): each chain of CHAINS, or the one chain of
+   * RPC_URL / PROCESSOR_ADDRESS. Empty when neither is configured (an API-only process).
+   */
+  indexed: ChainConfig[];
   /** Extra RPC endpoints for `onchain` checks, by chain id (from `RPC_URL_<chainId>`). */
   extraRpcUrls: Record<number, string>;
   /** Keeper retry delays after a failed charge, in seconds. */
@@ -106,12 +127,13 @@ function parseOne(name: string, schema: TSchema, raw: string | undefined): unkno
     else throw new ConfigError(`${name} is required`);
   }
   let value: unknown = raw;
-  if (schema.type === "array")
-    value = raw!
+  if (schema.type === "array") {
+    const items = raw!
       .split(",")
       .map((s) => s.trim())
       .filter(Boolean);
-  else if (schema.type === "integer") value = /^-?\d+$/.test(raw!) ? Number(raw) : raw;
+    value = schema.items?.type === "integer" ? items.map((v) => (/^\d+$/.test(v) ? Number(v) : v)) : items;
+  } else if (schema.type === "integer") value = /^-?\d+$/.test(raw!) ? Number(raw) : raw;
   if (!Value.Check(schema, value)) {
     const shown = SECRET.test(name) ? name : `${name}=${JSON.stringify(raw)}`;
     throw new ConfigError(`${shown} is invalid: expected ${schema.description ?? schema.type}`);
@@ -142,13 +164,59 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError("METRICS_PORT must differ from PORT: metrics are never served on the public API port");
   }
   if (cfg.PROCESSOR_ADDRESS) cfg.PROCESSOR_ADDRESS = cfg.PROCESSOR_ADDRESS.toLowerCase();
-  return { ...cfg, extraRpcUrls, retrySchedule: cfg.KEEPER_RETRY_SCHEDULE.split(",").map(Number) };
+  const indexed = indexedChains(cfg, env, extraRpcUrls);
+  if (cfg.CHAINS && cfg.CHAIN_ID === undefined) cfg.CHAIN_ID = cfg.CHAINS[0];
+  return { ...cfg, indexed, extraRpcUrls, retrySchedule: cfg.KEEPER_RETRY_SCHEDULE.split(",").map(Number) };
 }
 
-/** Checks what running the given roles needs beyond the schema (an RPC and a processor to index). */
-export function requireChain(cfg: Config): asserts cfg is Config & { RPC_URL: string; PROCESSOR_ADDRESS: string } {
-  if (!cfg.RPC_URL) throw new ConfigError("RPC_URL is required");
-  if (!cfg.PROCESSOR_ADDRESS) throw new ConfigError("PROCESSOR_ADDRESS is required");
+/**
+ * The indexed chains: with CHAINS, each id's `RPC_URL_<id>`, `PROCESSOR_ADDRESS_<id>`, `START_BLOCK_<id>`,
+ * `CONFIRMATIONS_<id>` and `POLL_INTERVAL_MS_<id>`, falling back to the single-chain variable (RPC_URL only for the
+ * default chain); without CHAINS, the one chain of RPC_URL and PROCESSOR_ADDRESS, as before.
+ */
+function indexedChains(cfg: Env, env: Record<string, string | undefined>, rpcUrls: Record<number, string>) {
+  if (!cfg.CHAINS) {
+    if (!cfg.RPC_URL || !cfg.PROCESSOR_ADDRESS) return [];
+    const chain: ChainConfig = {
+      chainId: cfg.CHAIN_ID,
+      rpcUrl: cfg.RPC_URL,
+      processor: cfg.PROCESSOR_ADDRESS,
+      startBlock: cfg.START_BLOCK,
+      confirmations: cfg.CONFIRMATIONS,
+      pollIntervalMs: cfg.POLL_INTERVAL_MS,
+      rpcVariable: "RPC_URL",
+    };
+    return [chain];
+  }
+  if (new Set(cfg.CHAINS).size !== cfg.CHAINS.length) throw new ConfigError("CHAINS names a chain twice");
+  const defaultId = cfg.CHAIN_ID ?? cfg.CHAINS[0]!;
+  if (!cfg.CHAINS.includes(defaultId)) throw new ConfigError(`CHAIN_ID=${defaultId} is not one of CHAINS`);
+  return cfg.CHAINS.map((id): ChainConfig => {
+    const own = (name: string, schema: TSchema) => {
+      const raw = env[`${name}_${id}`];
+      return raw === undefined || raw === "" ? undefined : parseOne(`${name}_${id}`, schema, raw);
+    };
+    const rpcUrl = rpcUrls[id] ?? (id === defaultId ? cfg.RPC_URL : undefined);
+    if (!rpcUrl) throw new ConfigError(`RPC_URL_${id} is required: CHAINS names chain ${id}`);
+    const processor = (own("PROCESSOR_ADDRESS", Address) as string | undefined) ?? cfg.PROCESSOR_ADDRESS;
+    if (!processor) throw new ConfigError(`PROCESSOR_ADDRESS_${id} is required: CHAINS names chain ${id}`);
+    return {
+      chainId: id,
+      rpcUrl,
+      processor: processor.toLowerCase(),
+      startBlock: (own("START_BLOCK", Uint(0)) as number | undefined) ?? cfg.START_BLOCK,
+      confirmations: (own("CONFIRMATIONS", Uint(0)) as number | undefined) ?? cfg.CONFIRMATIONS,
+      pollIntervalMs: (own("POLL_INTERVAL_MS", Uint(10)) as number | undefined) ?? cfg.POLL_INTERVAL_MS,
+      rpcVariable: rpcUrls[id] ? `RPC_URL_${id}` : "RPC_URL",
+    };
+  });
+}
+
+/** Checks what the indexer and keeper roles need beyond the schema: at least one chain to index. */
+export function requireChain(cfg: Config): void {
+  if (cfg.indexed.length > 0) return;
+  if (!cfg.RPC_URL) throw new ConfigError("RPC_URL is required (or CHAINS with RPC_URL_<id> for each chain)");
+  throw new ConfigError("PROCESSOR_ADDRESS is required");
 }
 
 /** Checks what the api role needs beyond the schema: the domain SIWE messages must name. */

@@ -29,8 +29,11 @@ export type Service = {
   chainId: number;
   db: Db;
   notifier: Notifier;
+  /** The default chain's indexer and keeper; every chain's in `indexers` / `keepers`. */
   indexer?: Indexer;
   keeper?: Keeper;
+  indexers: Map<number, Indexer>;
+  keepers: Map<number, Keeper>;
   webhooks?: Dispatcher;
   /** URL of `GET /metrics` when METRICS_PORT is set. */
   metricsUrl?: string;

@@ -41,7 +41,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const rpc: { observer?: RpcObserver } = {};
   const chains = await createChainRegistry(config, rpc);
   const chainId = chains.defaultChainId;
-  const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR }));
+  // Each chain's indexer and keeper keep a connection for their locks: the pool grows with the chains.
+  const max = 8 + 2 * Math.max(1, chains.indexed?.length ?? 0);
+  const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max }));
   const stoppers: (() => Promise<void>)[] = [];
   let stopped: Promise<void> | undefined;
   const stop = () =>
@@ -61,7 +63,17 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     const applied = await migrate(db.sql);
     if (applied.length) log("info", "migrations applied", { applied });
     const notifier = createNotifier(db, log);
-    const service: Service = { url: null, port: null, roles: [], chainId, db, notifier, stop };
+    const service: Service = {
+      url: null,
+      port: null,
+      roles: [],
+      chainId,
+      db,
+      notifier,
+      indexers: new Map(),
+      keepers: new Map(),
+      stop,
+    };
     const metrics = config.METRICS_PORT === undefined ? undefined : startMetrics(config, db, service, stoppers);
     if (metrics) rpc.observer = metrics.rpc;
     // The replica serves the API's index reads; nothing migrates or writes it.
@@ -94,6 +106,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       port: service.port,
       db: db.kind,
       processor: config.PROCESSOR_ADDRESS ?? null,
+      chains: (chains.indexed ?? []).map((c) => c.chainId),
       keeper: service.keeper?.address ?? null,
       metrics: service.metricsUrl ?? null,
     });

@@ -1,34 +1,45 @@
 import { publicClientFor } from "../../chain/clients";
 import { requireChain } from "../../common/config";
-import { createIndexer } from "../../indexer";
+import { createIndexer, type Indexer } from "../../indexer";
 import { statsRollupsHook } from "../../indexer/rollups";
 import { eventsHook } from "../../events/hook";
 import { fanOut } from "../../webhooks/fanout";
 import type { Role } from "../context";
 
-/** Role `indexer`: follows the chain into the database (one leader per chain, the others wait as standbys). */
+/**
+ * Role `indexer`: follows each configured chain into the database, one indexer per chain, each with its own poll
+ * loop, RPC client and leader lock (so one chain's failing RPC or reorg never holds another back, and the chains
+ * of a deployment can also be split over processes).
+ */
 export const indexerRole: Role = {
   name: "indexer",
-  async start({ config, db, notifier, chains, chainId, log, service, indexerHooks, metrics }) {
+  async start({ config, db, notifier, chains, log, service, indexerHooks, metrics }) {
     requireChain(config);
-    const indexer = createIndexer({
-      sql: db.sql,
-      db,
-      client: chains.get(chainId) ?? publicClientFor(config.RPC_URL, config.RPC_TIMEOUT_MS),
-      config: {
-        PROCESSOR_ADDRESS: config.PROCESSOR_ADDRESS,
-        START_BLOCK: config.START_BLOCK,
-        CONFIRMATIONS: config.CONFIRMATIONS,
-        POLL_INTERVAL_MS: config.POLL_INTERVAL_MS,
-        chainId,
-      },
-      notifier,
-      log,
-      hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut }), ...indexerHooks],
-      observer: metrics?.indexer(chainId),
-    });
-    await indexer.start();
-    service.indexer = indexer;
-    return () => indexer.stop();
+    const started: Indexer[] = [];
+    for (const chain of chains.indexed ?? []) {
+      const indexer = createIndexer({
+        sql: db.sql,
+        db,
+        client: chains.get(chain.chainId) ?? publicClientFor(chain.rpcUrl, config.RPC_TIMEOUT_MS),
+        config: {
+          PROCESSOR_ADDRESS: chain.processor,
+          START_BLOCK: chain.startBlock,
+          CONFIRMATIONS: chain.confirmations,
+          POLL_INTERVAL_MS: chain.pollIntervalMs,
+          chainId: chain.chainId,
+        },
+        notifier,
+        log,
+        hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut }), ...indexerHooks],
+        observer: metrics?.indexer(chain.chainId),
+      });
+      await indexer.start();
+      started.push(indexer);
+      service.indexers.set(chain.chainId, indexer);
+    }
+    service.indexer = service.indexers.get(chains.defaultChainId) ?? started[0];
+    return async () => {
+      await Promise.all(started.map((i) => i.stop()));
+    };
   },
 };

@@ -14,7 +14,7 @@ export function healthRoutes(deps: RouteDeps) {
       async () => {
         let verdict;
         try {
-          verdict = await readiness(deps.readSql, deps.config, deps.chains.defaultChainId);
+          verdict = await readiness(deps.readSql, deps.config, deps.config.CHAINS ?? [deps.chains.defaultChainId]);
         } catch {
           throw new UnavailableError("not ready: the database does not answer");
         }

@@ -37,36 +37,58 @@ function describe(r: ChainRow): ChainReadiness {
 }
 
 /**
- * Ready when the database answers and the indexed chain (`chainId`) is within READY_MAX_LAG_BLOCKS of the head the
- * indexer last observed, and that observation is recent. Throws what the database throws when it is down.
+ * Ready when the database answers and every indexed chain (`chainIds`) is within READY_MAX_LAG_BLOCKS of the head
+ * its indexer last observed, and that observation is recent (ten of that chain's poll intervals, at least 30 s).
+ * Throws what the database throws when it is down.
  */
 export async function readiness(
   sql: Sql,
-  config: Pick<Config, "READY_MAX_LAG_BLOCKS" | "POLL_INTERVAL_MS">,
-  chainId: number,
+  config: Pick<Config, "READY_MAX_LAG_BLOCKS" | "POLL_INTERVAL_MS"> & Partial<Pick<Config, "indexed">>,
+  chainIds: number | number[],
   now = Date.now(),
 ): Promise<Readiness> {
   const rows = await readChains(sql);
   const chains = rows.map(describe);
-  const row = rows.find((r) => r.chainId === chainId);
   const reasons: string[] = [];
-  if (!row || row.indexedBlock === null) reasons.push(`chain ${chainId} has not been indexed yet`);
-  else {
-    const lag = row.headBlock === null ? null : BigInt(row.headBlock) - BigInt(row.indexedBlock);
-    if (lag === null) reasons.push(`the indexer has not observed the head of chain ${chainId}`);
-    else if (lag > BigInt(config.READY_MAX_LAG_BLOCKS)) {
-      reasons.push(`chain ${chainId} is ${lag} blocks behind the head (at most ${config.READY_MAX_LAG_BLOCKS})`);
-    }
-    if (row.deepReorgSuspectedAt) {
-      reasons.push(
-        `chain ${chainId} disagrees with every stored block since ${row.deepReorgSuspectedAt.toISOString()}: ` +
-          "a deep reorg is suspected and waits for confirmation",
-      );
-    }
-    const staleMs = headStaleAfterMs(config);
-    if (!row.headSeenAt || now - row.headSeenAt.getTime() > staleMs) {
-      reasons.push(`the indexer has not observed the head of chain ${chainId} in the last ${staleMs / 1000} s`);
-    }
+  for (const chainId of Array.isArray(chainIds) ? chainIds : [chainIds]) {
+    const pollMs = config.indexed?.find((c) => c.chainId === chainId)?.pollIntervalMs ?? config.POLL_INTERVAL_MS;
+    reasons.push(
+      ...chainReasons(
+        rows.find((r) => r.chainId === chainId),
+        chainId,
+        config,
+        pollMs,
+        now,
+      ),
+    );
   }
   return { ready: reasons.length === 0, reasons, chains };
+}
+
+/** Why one chain is not ready (empty when it is). */
+function chainReasons(
+  row: ChainRow | undefined,
+  chainId: number,
+  config: Pick<Config, "READY_MAX_LAG_BLOCKS">,
+  pollMs: number,
+  now: number,
+): string[] {
+  const reasons: string[] = [];
+  if (!row || row.indexedBlock === null) return [`chain ${chainId} has not been indexed yet`];
+  const lag = row.headBlock === null ? null : BigInt(row.headBlock) - BigInt(row.indexedBlock);
+  if (lag === null) reasons.push(`the indexer has not observed the head of chain ${chainId}`);
+  else if (lag > BigInt(config.READY_MAX_LAG_BLOCKS)) {
+    reasons.push(`chain ${chainId} is ${lag} blocks behind the head (at most ${config.READY_MAX_LAG_BLOCKS})`);
+  }
+  if (row.deepReorgSuspectedAt) {
+    reasons.push(
+      `chain ${chainId} disagrees with every stored block since ${row.deepReorgSuspectedAt.toISOString()}: ` +
+        "a deep reorg is suspected and waits for confirmation",
+    );
+  }
+  const staleMs = headStaleAfterMs({ POLL_INTERVAL_MS: pollMs });
+  if (!row.headSeenAt || now - row.headSeenAt.getTime() > staleMs) {
+    reasons.push(`the indexer has not observed the head of chain ${chainId} in the last ${staleMs / 1000} s`);
+  }
+  return reasons;
 }

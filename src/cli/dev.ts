@@ -4,7 +4,8 @@
  * whose histories cover every status, activity type and failure reason (dev/seed.ts), then runs indexer, keeper
  * and API on a fresh embedded database (./.data/dev) and prints the URLs, the merchant and an API key (dev/run.ts).
  *
- * Env/flags: PORT / --port (API, default 3000 or any free port), ANVIL_PORT / --anvil-port, LOG_LEVEL (default warn),
+ * Env/flags: PORT / --port (API, default 3000 or any free port), ANVIL_PORT / --anvil-port, --chains N (1 to 4
+ * anvils with chain ids 31337, 31338, …, the demo on each, indexed by one process), LOG_LEVEL (default warn),
  * DEV_DATA_DIR (default ./.data/dev). Ctrl-C stops everything it started, anvil included.
  */
 import { ConfigError } from "../common/config";
@@ -29,6 +30,13 @@ function portArg(raw: string | undefined, name: string): number | undefined {
   return Number(raw);
 }
 
+/** `--chains N`: 1 to 4 chains. */
+function chainsArg(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^[1-4]$/.test(raw)) throw new ConfigError(`--chains=${JSON.stringify(raw)} must be 1 to 4`);
+  return Number(raw);
+}
+
 /** Runs dev from the command line: prints the banner, stops everything on Ctrl-C / SIGTERM. */
 async function main(argv: string[]) {
   let env: DevEnvironment;
@@ -36,6 +44,7 @@ async function main(argv: string[]) {
     env = await runDev({
       port: portArg(flag(argv, "port") ?? process.env.PORT, "PORT"),
       anvilPort: portArg(flag(argv, "anvil-port") ?? process.env.ANVIL_PORT, "ANVIL_PORT"),
+      chains: chainsArg(flag(argv, "chains")),
     });
   } catch (err) {
     console.error(startErrorMessage(err).replace(/^start failed/, "dev failed"));

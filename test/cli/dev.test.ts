@@ -101,3 +101,41 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
   expect(await portOpen(anvilPort)).toBe(false);
   expect(await portOpen(apiPort)).toBe(false);
 }, 120_000);
+
+test("bun run dev --chains 2: two anvils, the demo on both, one process answering each chain_id", async () => {
+  const apiPort = await freePort();
+  const anvilPort = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "dev-chains-"));
+  const two = spawnBun(["src/cli/dev.ts", "--chains", "2", "--anvil-port", String(anvilPort)], {
+    PORT: String(apiPort),
+    DEV_DATA_DIR: dir,
+  });
+  try {
+    const [, key] = await two.waitFor(/^API key: (\S+)$/m, 90_000);
+    const out = two.output();
+    expect(out).toMatch(
+      /anvil http:\/\/127\.0\.0\.1:\d+ \(chain 31337\), anvil http:\/\/127\.0\.0\.1:\d+ \(chain 31338\)/,
+    );
+    const merchant = out.match(/^Merchant: (0x[0-9a-f]{40})$/m)![1]!;
+    const api = `http://127.0.0.1:${apiPort}`;
+    const headers = { authorization: `Bearer ${key}` };
+    const ids = async (chainId: number) =>
+      (
+        (await (await fetch(`${api}/v0/subscriptions/${merchant}?chain_id=${chainId}`, { headers })).json()) as Sub[]
+      ).map((s) => s.allocation_id);
+    const [a, b] = [await ids(31337), await ids(31338)];
+    expect(a.length).toBeGreaterThanOrEqual(20);
+    expect(b.length).toBeGreaterThanOrEqual(20);
+    expect(a.every((id) => id.startsWith("31337:"))).toBe(true);
+    expect(b.every((id) => id.startsWith("31338:"))).toBe(true);
+    const ready = (await (await fetch(`${api}/readyz`)).json()) as { chains: { chain_id: number }[] };
+    expect(ready.chains.map((c) => c.chain_id).sort()).toEqual([31337, 31338]);
+    two.proc.kill("SIGINT");
+    expect(await two.exited).toBe(0);
+    expect(await portOpen(anvilPort)).toBe(false);
+  } finally {
+    two.proc.kill("SIGKILL");
+    await two.exited;
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);

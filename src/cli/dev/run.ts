@@ -17,7 +17,7 @@ const DEV_KEEPER_KEY = "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19
 
 /** Variables of the caller's environment that dev sets itself (its own chain, database and roles). */
 const OWN_VARIABLES =
-  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|PROCESSOR_ADDRESS|CHAIN_ID|START_BLOCK|CONFIRMATIONS|KEEPER_PRIVATE_KEY|ROLES|DATA_DIR|PORT|WEBHOOK_ALLOW_PRIVATE_URLS)$/;
+  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|PROCESSOR_ADDRESS.*|CHAIN_ID|CHAINS|START_BLOCK.*|CONFIRMATIONS.*|POLL_INTERVAL_MS_.*|KEEPER_PRIVATE_KEY|ROLES|DATA_DIR|PORT|WEBHOOK_ALLOW_PRIVATE_URLS)$/;
 
 /** Options for {@link runDev}. */
 export type DevOptions = {
@@ -29,6 +29,8 @@ export type DevOptions = {
   logLevel?: LogLevel;
   /** Where the demo receiver's lines go (default: stdout). */
   print?: (line: string) => void;
+  /** Chains to run, each its own anvil (chain ids 31337, 31338, …) with the demo on it (default 1). */
+  chains?: number;
 };
 
 /** The running dev environment. */
@@ -80,17 +82,30 @@ export function formatBanner(lines: string[]): string {
 }
 
 /** The service environment of dev: the caller's variables minus those dev owns, plus its chain and database. */
-function devEnv(anvil: Anvil, seeded: Seeded, dataDir: string, apiPort: number, logLevel?: LogLevel) {
+function devEnv(demos: Demo[], dataDir: string, apiPort: number, logLevel?: LogLevel) {
   const env: Record<string, string | undefined> = {};
   for (const [k, v] of Object.entries(process.env)) if (!OWN_VARIABLES.test(k)) env[k] = v;
   const host = process.env.HOST ?? "127.0.0.1";
-  return Object.assign(env, {
+  const [first] = demos as [Demo];
+  const chains: Record<string, string> =
+    demos.length === 1
+      ? {
+          RPC_URL: first.anvil.rpcUrl,
+          PROCESSOR_ADDRESS: first.seeded.processor,
+          START_BLOCK: first.seeded.startBlock.toString(),
+        }
+      : Object.fromEntries(
+          demos.flatMap(({ anvil, seeded }) => [
+            [`RPC_URL_${anvil.chainId}`, anvil.rpcUrl],
+            [`PROCESSOR_ADDRESS_${anvil.chainId}`, seeded.processor],
+            [`START_BLOCK_${anvil.chainId}`, seeded.startBlock.toString()],
+          ]),
+        );
+  if (demos.length > 1) chains.CHAINS = demos.map((d) => d.anvil.chainId).join(",");
+  return Object.assign(env, chains, {
     // SIWE messages name the host the banner's URLs print.
     SIWE_DOMAIN: process.env.SIWE_DOMAIN || `${shownHost(host)}:${apiPort}`,
-    RPC_URL: anvil.rpcUrl,
-    CHAIN_ID: String(anvil.chainId),
-    PROCESSOR_ADDRESS: seeded.processor,
-    START_BLOCK: seeded.startBlock.toString(),
+    CHAIN_ID: String(first.anvil.chainId),
     CONFIRMATIONS: "0",
     KEEPER_PRIVATE_KEY: DEV_KEEPER_KEY,
     ROLES: "api,indexer,keeper,webhooks",
@@ -103,23 +118,28 @@ function devEnv(anvil: Anvil, seeded: Seeded, dataDir: string, apiPort: number, 
   });
 }
 
+/** One chain of the dev environment: its anvil and the demo seeded on it. */
+type Demo = { anvil: Anvil; seeded: Seeded };
+
 /** The banner's lines: what runs where, the demo merchant, its key and three commands to try. */
 function bannerLines(x: {
   seconds: string;
-  anvil: Anvil;
-  seeded: Seeded;
+  demos: Demo[];
   dataDir: string;
   url: string;
   key: string;
   webhook: { url: string; id: string };
 }) {
-  const { anvil, seeded, url } = x;
+  const { url } = x;
+  const { seeded } = x.demos[0]!;
   const merchant = seeded.merchant.toLowerCase();
+  const chains = x.demos.map((d) => `anvil ${d.anvil.rpcUrl} (chain ${d.anvil.chainId})`).join(", ");
   const auth = `-H "Authorization: Bearer ${x.key}"`;
   const module = seeded.modules.streaming.toLowerCase();
   return [
-    `Dev environment ready in ${x.seconds} s: anvil ${anvil.rpcUrl} (chain ${anvil.chainId}), processor ${seeded.processor.toLowerCase()},`,
-    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions, keeper, indexer, API and webhooks on ${x.dataDir}.`,
+    `Dev environment ready in ${x.seconds} s: ${chains}, processor ${seeded.processor.toLowerCase()},`,
+    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions` +
+      `${x.demos.length > 1 ? " on each chain" : ""}, keeper, indexer, API and webhooks on ${x.dataDir}.`,
     "",
     `API: ${url}`,
     `Docs: ${url}/docs`,
@@ -133,6 +153,7 @@ function bannerLines(x: {
     `curl -s ${auth} "${url}/v0/activity/${merchant}?limit=10"`,
     `curl -s "${url}/v0/auth/check?module_address=${module}&wallet=${seeded.sampleWallet.toLowerCase()}&plan_ids=1,2"`,
     `curl -s ${auth} "${url}/v0/events/${merchant}?limit=5"`,
+    ...x.demos.slice(1).map((d) => `curl -s ${auth} "${url}/v0/subscriptions/${merchant}?chain_id=${d.anvil.chainId}"`),
     "",
     "A new subscriber signs up now: the keeper charges it and the webhook deliveries arrive below.",
     "Ctrl-C stops everything.",
@@ -146,7 +167,7 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
   const anvilPort = await pickPort(opts.anvilPort, 8545);
   const apiPort = (await pickPort(opts.port, 3000)) || anyFreePort();
   rmSync(dataDir, { recursive: true, force: true });
-  let anvil: Anvil | undefined;
+  const anvils: Anvil[] = [];
   let db: Db | undefined;
   let service: Service | undefined;
   let receiver: DemoReceiver | undefined;
@@ -157,12 +178,22 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
     return d;
   });
   try {
-    anvil = await startAnvil({ port: anvilPort, args: ["--accounts", "25"] });
-    const seeded = await seedDemo(anvil.rpcUrl, anvil.chainId);
-    const config = loadConfig(devEnv(anvil, seeded, dataDir, apiPort, opts.logLevel));
+    // Chain ids 31337, 31338, …: the first anvil on ANVIL_PORT (8545 when free), the others on any free port.
+    const demos = await Promise.all(
+      Array.from({ length: Math.max(1, opts.chains ?? 1) }, async (_, i) => {
+        const args = ["--accounts", "25", "--chain-id", String(31337 + i)];
+        const anvil = await startAnvil({ port: i === 0 ? anvilPort : undefined, args });
+        anvils.push(anvil);
+        return { anvil, seeded: await seedDemo(anvil.rpcUrl, anvil.chainId) };
+      }),
+    );
+    const [{ anvil, seeded }] = demos as [Demo];
+    const config = loadConfig(devEnv(demos, dataDir, apiPort, opts.logLevel));
     service = await startService(config, { db: await dbReady, log: createLogger(config.LOG_LEVEL) });
-    const head = await createPublicClient({ transport: http(anvil.rpcUrl), cacheTime: 0 }).getBlockNumber();
-    await service.indexer!.waitForBlock(head);
+    for (const d of demos) {
+      const head = await createPublicClient({ transport: http(d.anvil.rpcUrl), cacheTime: 0 }).getBlockNumber();
+      await service.indexers.get(d.anvil.chainId)!.waitForBlock(head);
+    }
     const { key } = await createApiKey(service.db.sql, { merchant: seeded.merchant, label: "bun run dev" });
     // Created after the history is indexed: the endpoint gets what happens from now on.
     const print = opts.print ?? ((line: string) => console.log(line));
@@ -180,12 +211,12 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
     receiver.secret = endpoint.secret;
     const url = service.url!;
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
-    const [a, s, r] = [anvil, service, receiver];
+    const [s, r] = [service, receiver];
     let stopping: Promise<void> | undefined;
     const webhook = { url: receiver.url, id: endpoint.id };
     return {
-      banner: formatBanner(bannerLines({ seconds, anvil, seeded, dataDir, url, key, webhook })),
-      live: () => subscribeNow(a.rpcUrl, a.chainId, seeded),
+      banner: formatBanner(bannerLines({ seconds, demos, dataDir, url, key, webhook })),
+      live: () => subscribeNow(anvil.rpcUrl, anvil.chainId, seeded),
       url,
       merchant: seeded.merchant.toLowerCase() as Address,
       apiKey: key,
@@ -197,13 +228,14 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
           .stop()
           .catch(() => {})
           .then(() => r.stop())
-          .then(() => a.stop())),
+          .then(() => Promise.all(anvils.map((a) => a.stop())))
+          .then(() => {})),
     };
   } catch (err) {
     await receiver?.stop().catch(() => {});
     if (service) await service.stop().catch(() => {});
     else await dbReady.then((d) => d.close()).catch(() => db?.close().catch(() => {}));
-    await anvil?.stop().catch(() => {});
+    await Promise.all(anvils.map((a) => a.stop().catch(() => {})));
     throw err;
   }
 }

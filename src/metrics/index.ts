@@ -18,13 +18,14 @@ export function createMetrics(opts: {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const reg = [registry];
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name, help, labelNames, registers: reg });
 
-  const httpRequests = new Counter({
-    name: "http_requests_total",
-    help: "HTTP requests by route template, method and status",
-    labelNames: ["route", "method", "status"] as const,
-    registers: reg,
-  });
+  const httpRequests = counter("http_requests_total", "HTTP requests by route template, method and status", [
+    "route",
+    "method",
+    "status",
+  ]);
   const httpDuration = new Histogram({
     name: "http_request_duration_seconds",
     help: "HTTP request durations by route template, method and status",
@@ -39,51 +40,30 @@ export function createMetrics(opts: {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: reg,
   });
-  const eventsIndexed = new Counter({
-    name: "indexer_events_total",
-    help: "Logs indexed, by chain",
-    labelNames: ["chain_id"] as const,
-    registers: reg,
-  });
-  const reorgs = new Counter({
-    name: "indexer_reorgs_total",
-    help: "Rollbacks of indexed blocks (reorgs), by chain",
-    labelNames: ["chain_id"] as const,
-    registers: reg,
-  });
-  const rpcCalls = new Counter({
-    name: "rpc_requests_total",
-    help: "JSON-RPC calls by chain and method",
-    labelNames: ["chain_id", "method"] as const,
-    registers: reg,
-  });
-  const rpcErrors = new Counter({
-    name: "rpc_errors_total",
-    help: "Failed JSON-RPC calls (error answers, timeouts, refused connections) by chain and method",
-    labelNames: ["chain_id", "method"] as const,
-    registers: reg,
-  });
-  const charges = new Counter({
-    name: "keeper_charges_total",
-    help: "Charges by the keeper: sent transactions, and mined outcomes (succeeded, failed with its reason, reverted)",
-    labelNames: ["chain_id", "outcome", "reason"] as const,
-    registers: reg,
-  });
-  const attempts = new Counter({
-    name: "webhook_attempts_total",
-    help: "Webhook delivery attempts by outcome (succeeded, failed)",
-    labelNames: ["outcome"] as const,
-    registers: reg,
-  });
+  const eventsIndexed = counter("indexer_events_total", "Logs indexed, by chain", ["chain_id"]);
+  const reorgs = counter("indexer_reorgs_total", "Rollbacks of indexed blocks (reorgs), by chain", ["chain_id"]);
+  const rpcCalls = counter("rpc_requests_total", "JSON-RPC calls by chain and method", ["chain_id", "method"]);
+  const rpcErrors = counter(
+    "rpc_errors_total",
+    "Failed JSON-RPC calls (error answers, timeouts, refused connections) by chain and method",
+    ["chain_id", "method"],
+  );
+  const charges = counter(
+    "keeper_charges_total",
+    "Charges by the keeper: sent transactions, and mined outcomes (succeeded, failed with its reason, reverted)",
+    ["chain_id", "outcome", "reason"],
+  );
+  const attempts = counter("webhook_attempts_total", "Webhook delivery attempts by outcome (succeeded, failed)", [
+    "outcome",
+  ]);
 
   // Read at scrape time. A failed read (database down) leaves the last values and counts the failure: the rest of
   // the scrape still answers.
-  const scrapeErrors = new Counter({
-    name: "metrics_collect_errors_total",
-    help: "Reads for a scrape that failed (the gauges keep their last values)",
-    labelNames: ["metric"] as const,
-    registers: reg,
-  });
+  const scrapeErrors = counter(
+    "metrics_collect_errors_total",
+    "Reads for a scrape that failed (the gauges keep their last values)",
+    ["metric"],
+  );
   const guarded = (metric: string, read: () => Promise<void>) => async () => {
     try {
       await read();

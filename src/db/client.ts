@@ -60,6 +60,9 @@ function lockDataDir(dataDir: string): () => void {
   return () => rmSync(file, { force: true });
 }
 
+/** The `application_name` of this process's connections. */
+export const APPLICATION_NAME = `subscription-indexer:${process.pid}`;
+
 /** postgres.js options shared by both backends: numerics and int8 stay strings (exact uint256). */
 function clientOptions(max: number): postgres.Options<{}> {
   return {
@@ -69,7 +72,8 @@ function clientOptions(max: number): postgres.Options<{}> {
     connect_timeout: 5,
     // Keep int8/numeric as strings: amounts and block numbers never pass through a JS number.
     types: {},
-    connection: { application_name: "subscription-indexer" },
+    // One name per process: pg_stat_activity then tells this process's connections apart (the pool-use metric).
+    connection: { application_name: APPLICATION_NAME },
   };
 }
 

@@ -4,7 +4,7 @@
  * lives in the database (the chains' cursors, pending deliveries) is read at scrape time, so every process shows it.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { Sql } from "../db/client";
+import { APPLICATION_NAME, type Sql } from "../db/client";
 
 /** The service's metrics and what reports into them. */
 export type Metrics = ReturnType<typeof createMetrics>;
@@ -12,6 +12,7 @@ export type Metrics = ReturnType<typeof createMetrics>;
 /** Creates the registry: HTTP, indexer, RPC, keeper and webhook metrics, and the per-chain and delivery gauges. */
 export function createMetrics(opts: {
   sql: Sql;
+  /** The pool size on Postgres; null on PGlite (one connection: no pool metrics). */
   poolMax: number | null;
   keeperBalance?: () => Promise<bigint | null>;
 }) {
@@ -115,6 +116,22 @@ export function createMetrics(opts: {
         from webhook_deliveries where status = 'pending'`;
       pending.set(r!.n);
       oldest.set(r!.age === null ? 0 : Math.max(0, Number(r!.age)));
+    }),
+  });
+  // postgres.js does not expose its pool's state: the server's view of this process's connections does (PGlite has
+  // one connection and no such view).
+  const connections: Gauge<"state"> = new Gauge({
+    name: "db_pool_connections",
+    help: "This process's open database connections by state (active, idle, idle in transaction)",
+    labelNames: ["state"] as const,
+    registers: opts.poolMax === null ? [] : reg,
+    collect: guarded("db_pool_connections", async () => {
+      const rows = await opts.sql<{ state: string; n: number }[]>`
+        select coalesce(state, 'unknown') as state, count(*)::int as n from pg_stat_activity
+        where application_name = ${APPLICATION_NAME} group by 1`;
+      connections.reset();
+      for (const state of ["active", "idle", "idle in transaction"]) connections.set({ state }, 0);
+      for (const r of rows) connections.set({ state: r.state }, r.n);
     }),
   });
   if (opts.poolMax !== null) {

@@ -11,7 +11,7 @@ import { createEndpoint } from "../../src/webhooks/endpoints";
 import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { freePort, until } from "../../testkit/cli";
-import { createTestDb } from "../../testkit/db";
+import { createTestDb, testDbKind } from "../../testkit/db";
 import { startReceiver, type Receiver } from "../../testkit/webhooks";
 
 type Family = { name: string; type: string; metrics: { value?: string; labels?: Record<string, string> }[] };
@@ -99,6 +99,11 @@ describe("GET /metrics", () => {
     const v = after.value;
     expect(v("keeper_charges_total", { chain_id: chainId, outcome: "sent" })).toBeGreaterThanOrEqual(1);
     expect(v("keeper_balance_wei")).toBeGreaterThan(0);
+    // On Postgres the scrape's own query is an active connection of this process; PGlite has no pool.
+    if (testDbKind === "postgres") {
+      expect(v("db_pool_connections", { state: "active" })).toBeGreaterThanOrEqual(1);
+      expect(v("db_pool_max_connections")).toBe(4);
+    } else expect(v("db_pool_connections")).toBeUndefined();
     expect(v("indexer_events_total", { chain_id: chainId })).toBeGreaterThan(
       before.value("indexer_events_total", { chain_id: chainId }) ?? 0,
     );

@@ -1,14 +1,12 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { join } from "node:path";
 import { erc20Abi, type Address } from "viem";
 import { falseTokenAbi, subscriptionProcessorAbi, testTokenAbi } from "../../../src/chain/abis";
 import { keys } from "../../../testkit/accounts";
 import { createTestChain, revertOf, type TestChain } from "../../../testkit/chain";
+import { runCommand } from "../../../testkit/cli";
 
 // Starts a real anvil: more than the 5 s default on a busy machine.
 setDefaultTimeout(60_000);
-
-const root = join(import.meta.dir, "..", "..", "..");
 
 let chain: TestChain;
 
@@ -20,20 +18,7 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-async function runDeploy(env: Record<string, string>) {
-  const proc = Bun.spawn([process.execPath, "run", "src/cli/deploy.ts"], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { stdout, stderr, code };
-}
+const runDeploy = (env: Record<string, string>) => runCommand("src/cli/deploy.ts", env);
 
 describe("deployToken", () => {
   test("test, false and nometa kinds", async () => {

@@ -73,9 +73,10 @@ export async function createChainRegistry(config: Config, rpc?: { observer?: Rpc
       : [];
   const indexed: ChainConfig[] = [];
   for (const source of sources) {
+    const probe = publicClientFor(source.rpcUrl, config.RPC_TIMEOUT_MS);
     let actual: number;
     try {
-      actual = await publicClientFor(source.rpcUrl, config.RPC_TIMEOUT_MS).getChainId();
+      actual = await probe.getChainId();
     } catch (err) {
       if (source.chainId === undefined || !config.CHAINS) throw err;
       actual = source.chainId;
@@ -87,7 +88,7 @@ export async function createChainRegistry(config: Config, rpc?: { observer?: Rpc
           : `CHAIN_ID=${source.chainId} but RPC_URL serves chain ${actual}`,
       );
     }
-    clients.set(actual, publicClientFor(source.rpcUrl, config.RPC_TIMEOUT_MS, observed(actual)));
+    clients.set(actual, rpc ? publicClientFor(source.rpcUrl, config.RPC_TIMEOUT_MS, observed(actual)) : probe);
     urls.set(actual, source.rpcUrl);
     if ("processor" in source) indexed.push({ ...source, chainId: actual });
   }

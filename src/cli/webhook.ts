@@ -12,10 +12,9 @@
  */
 import { InvalidMerchantError, normalizeMerchant } from "../auth/api-keys";
 import { ApiError } from "../http/errors";
-import { bodyObject, eventTypesField, stringField, urlField } from "../http/features/webhooks/service";
+import { createFromBody } from "../http/features/webhooks/service";
 import { dispatcherConfig } from "../webhooks/dispatcher";
 import {
-  createEndpoint,
   deleteEndpoint,
   endpointMerchant,
   listAllEndpoints,
@@ -107,26 +106,16 @@ async function openStore(): Promise<Store> {
   }
   const { sql } = local.db;
   const config = dispatcherConfig(local.config);
-  const merchantOf = async (id: string) => {
-    const merchant = await endpointMerchant(sql, id);
-    if (!merchant) throw new CommandError(`no webhook endpoint with id ${id}`);
-    return merchant;
-  };
+  const notFound = (id: string) => new CommandError(`no webhook endpoint with id ${id}`);
   return {
-    create: async (body) => {
-      const b = bodyObject(body, ["merchant", "url", "event_types", "description"]);
-      const url = (await urlField(b, config.allowPrivate, true))!;
-      const eventTypes = eventTypesField(b) ?? ["*"];
-      const description = stringField(b, "description", 500) ?? null;
-      return createEndpoint(sql, { merchant: b.merchant as string, url, eventTypes, description }, config.secretKey);
-    },
+    create: (body) => createFromBody(sql, body.merchant as string, body, config, ["merchant"]),
     list: (merchant) => listAllEndpoints(sql, merchant ?? null),
     delete: async (id) => {
-      await merchantOf(id);
-      await deleteEndpoint(sql, null, id);
+      if (!(await deleteEndpoint(sql, null, id))) throw notFound(id);
     },
     test: async (id) => {
-      const merchant = await merchantOf(id);
+      const merchant = await endpointMerchant(sql, id);
+      if (!merchant) throw notFound(id);
       const [first] = await sql<{ chain_id: number }[]>`select chain_id from chains order by chain_id limit 1`;
       return sendTest(sql, { id, merchant, chainId: local.config.CHAIN_ID ?? first?.chain_id ?? 0 }, config);
     },

@@ -14,7 +14,6 @@ export function createMetrics(opts: {
   sql: Sql;
   /** The pool size on Postgres; null on PGlite (one connection: no pool metrics). */
   poolMax: number | null;
-  keeperBalance?: () => Promise<bigint | null>;
 }) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -137,14 +136,15 @@ export function createMetrics(opts: {
   if (opts.poolMax !== null) {
     new Gauge({ name: "db_pool_max_connections", help: "Size of the database pool", registers: reg }).set(opts.poolMax);
   }
-  let balance: (() => Promise<bigint | null>) | undefined = opts.keeperBalance;
-  const keeperBalance: Gauge = new Gauge({
+  // One keeper per chain: each balance is read at scrape time under its chain's label.
+  const balances = new Map<number, () => Promise<bigint>>();
+  const keeperBalance: Gauge<"chain_id"> = new Gauge({
     name: "keeper_balance_wei",
-    help: "Native balance of the keeper's account, in wei (gas money)",
+    help: "Native balance of the keeper's account, in wei (gas money), by chain",
+    labelNames: ["chain_id"] as const,
     registers: reg,
     collect: guarded("keeper_balance_wei", async () => {
-      const b = balance ? await balance() : null;
-      if (b !== null) keeperBalance.set(Number(b));
+      for (const [chainId, read] of balances) keeperBalance.set({ chain_id: String(chainId) }, Number(await read()));
     }),
   });
 
@@ -171,7 +171,7 @@ export function createMetrics(opts: {
     },
     /** What the keeper of `chainId` reports; `balance` reads its account's balance at scrape time. */
     keeper: (chainId: number, readBalance: () => Promise<bigint>) => {
-      balance = readBalance;
+      balances.set(chainId, readBalance);
       return {
         charge: (outcome: "sent" | "succeeded" | "failed" | "reverted", reason: string | null = null) =>
           charges.inc({ chain_id: String(chainId), outcome, reason: reason ?? "" }),

@@ -40,7 +40,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
   if (wanted.has("api")) requireApi(config);
   const rpc: { observer?: RpcObserver } = {};
-  const chains = await createChainRegistry(config, rpc);
+  // Only with metrics do the clients report their calls (no wrapper on the RPC path otherwise).
+  const chains = await createChainRegistry(config, config.METRICS_PORT === undefined ? undefined : rpc);
   const chainId = chains.defaultChainId;
   // Each chain's indexer and keeper keep a connection for their locks: the pool grows with the chains.
   const max = 8 + 2 * Math.max(1, chains.indexed?.length ?? 0);

@@ -71,8 +71,8 @@ export function checkUrl(raw: string, allowPrivate: boolean): URL {
   return url;
 }
 
-/** Resolves the URL's host and checks every address it resolves to; returns the first one. */
-export async function resolveDestination(raw: string, allowPrivate: boolean): Promise<{ url: URL; address: string }> {
+/** Resolves the URL's host and checks every address it resolves to (throws UnsafeDestinationError). */
+export async function resolveDestination(raw: string, allowPrivate: boolean): Promise<void> {
   const url = checkUrl(raw, allowPrivate);
   const host = url.hostname.replace(/^\[|\]$/g, "");
   const addresses = isIP(host) ? [{ address: host }] : await lookup(host, { all: true, verbatim: true });
@@ -84,5 +84,4 @@ export async function resolveDestination(raw: string, allowPrivate: boolean): Pr
       }
     }
   }
-  return { url, address: addresses[0]!.address };
 }

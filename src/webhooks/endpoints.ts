@@ -39,6 +39,8 @@ type DeliveryRow = Omit<DeliveryObject, "created_at" | "next_attempt_at" | "atte
 };
 
 const ENDPOINT_COLUMNS = "id, url, event_types, description, enabled, disabled_reason, created_at, updated_at";
+const DELIVERY_COLUMNS = `id, event_id, event_type, attempts, status, response_status, error, duration_ms, created_at,
+  last_attempt_at, next_attempt_at`;
 
 /** A random id with a prefix (`we_`, `wd_`). */
 export const randomId = (prefix: string) => `${prefix}${randomBytes(12).toString("hex")}`;
@@ -163,14 +165,21 @@ export async function listDeliveries(
   q: { status?: string; limit: number; after?: { createdAt: Date; id: string } },
 ): Promise<DeliveryRow[]> {
   return sql<DeliveryRow[]>`
-    select id, event_id, event_type, attempts, status, response_status, error, duration_ms, created_at,
-      last_attempt_at, next_attempt_at
+    select ${sql.unsafe(DELIVERY_COLUMNS)}
     from webhook_deliveries
     where endpoint_id = ${endpointId} and status <> 'cancelled'
     ${q.status ? sql`and status = ${q.status}` : sql``}
     ${q.after ? sql`and (created_at, id) < (${q.after.createdAt}, ${q.after.id})` : sql``}
     order by created_at desc, id desc
     limit ${q.limit + 1}`;
+}
+
+/** One delivery as the delivery log shows it, or undefined. */
+export async function getDelivery(sql: Sql, id: string): Promise<DeliveryObject | undefined> {
+  const [row] = await sql<
+    DeliveryRow[]
+  >`select ${sql.unsafe(DELIVERY_COLUMNS)} from webhook_deliveries where id = ${id}`;
+  return row && toDelivery(row);
 }
 
 /** A delivery of an endpoint (for `starting_after`), or undefined. */

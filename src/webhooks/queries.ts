@@ -13,6 +13,19 @@ export type Claimed = EventRow & {
   previous_secret_expires_at: Date | null;
 };
 
+/** What a send needs of a delivery, its endpoint (`w`) and its event (`e`), for `d`, `w` and `e` in scope. */
+const CLAIMED_COLUMNS = `d.id as delivery_id, d.attempts, d.origin, w.url, w.secret, w.previous_secret,
+  w.previous_secret_expires_at, e.seq, e.id, e.chain_id, e.merchant, e.type, e.block_number, e.ts, e.data`;
+
+/** One delivery as a claim reads it (the `test` route claims its own delivery at insertion). */
+export async function claimedById(sql: Sql, deliveryId: string): Promise<Claimed | undefined> {
+  const [row] = await sql<Claimed[]>`
+    select ${sql.unsafe(CLAIMED_COLUMNS)}
+    from webhook_deliveries d join webhook_endpoints w on w.id = d.endpoint_id join merchant_events e on e.id = d.event_id
+    where d.id = ${deliveryId}`;
+  return row;
+}
+
 /**
  * Claims up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` leased per endpoint (across
  * processes), and counts the claim as an attempt. Each endpoint with due work is visited through its own index
@@ -44,8 +57,7 @@ export function claimDue(sql: Sql, opts: { limit: number; perEndpoint: number; l
     from pick, merchant_events e, webhook_endpoints w
     where d.id = pick.id and e.id = d.event_id and w.id = d.endpoint_id and d.status = 'pending'
       and (d.lease_until is null or d.lease_until <= clock_timestamp())
-    returning d.id as delivery_id, d.attempts, d.origin, w.url, w.secret, w.previous_secret,
-      w.previous_secret_expires_at, e.seq, e.id, e.chain_id, e.merchant, e.type, e.block_number, e.ts, e.data`;
+    returning ${sql.unsafe(CLAIMED_COLUMNS)}`;
 }
 
 /** The outcome of one attempt, to record. */

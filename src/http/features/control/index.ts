@@ -7,9 +7,9 @@ import { createApiKey, listApiKeys, normalizeMerchant, revokeApiKey } from "../.
 import { constantTimeEqual } from "../../../auth/hash";
 import { InvalidParameterError, NotFoundError, UnauthenticatedError } from "../../errors";
 import type { DispatcherConfig } from "../../../webhooks/dispatcher";
-import { createEndpoint, deleteEndpoint, endpointMerchant, listAllEndpoints } from "../../../webhooks/endpoints";
+import { deleteEndpoint, endpointMerchant, listAllEndpoints } from "../../../webhooks/endpoints";
 import { sendTest } from "../../../webhooks/test-delivery";
-import { bodyObject, eventTypesField, stringField, urlField } from "../webhooks/service";
+import { bodyObject, createFromBody, stringField } from "../webhooks/service";
 
 /** What the control routes need: the database, the token, and the webhook rules of the process. */
 export type ControlDeps = { sql: Sql; token: string; webhooks: DispatcherConfig; defaultChainId: number };
@@ -82,11 +82,7 @@ function controlRoutes(deps: ControlDeps) {
 
 /** `bun run webhook` against the process that holds the embedded database: same rules as the public routes. */
 function webhookControlRoutes(deps: ControlDeps) {
-  const mustExist = async (id: string) => {
-    const merchant = await endpointMerchant(deps.sql, id);
-    if (!merchant) throw new NotFoundError(`no webhook endpoint with id ${id}`, "id");
-    return { id, merchant };
-  };
+  const notFound = (id: string) => new NotFoundError(`no webhook endpoint with id ${id}`, "id");
   return new Elysia({ prefix: "/internal/webhook-endpoints", name: "control-webhooks" })
     .onBeforeHandle(guard(deps.token))
     .post(
@@ -94,11 +90,9 @@ function webhookControlRoutes(deps: ControlDeps) {
       async ({ body, set }) => {
         const b = bodyObject(body, ["merchant", "url", "event_types", "description"]);
         const merchant = merchantOf(stringField(b, "merchant", 100) ?? "");
-        const url = (await urlField(b, deps.webhooks.allowPrivate, true))!;
-        const eventTypes = eventTypesField(b) ?? ["*"];
-        const description = stringField(b, "description", 500) ?? null;
+        const endpoint = await createFromBody(deps.sql, merchant, b, deps.webhooks, ["merchant"]);
         set.status = 201;
-        return createEndpoint(deps.sql, { merchant, url, eventTypes, description }, deps.webhooks.secretKey);
+        return endpoint;
       },
       { detail: { hide: true } },
     )
@@ -109,8 +103,7 @@ function webhookControlRoutes(deps: ControlDeps) {
     .delete(
       "/:id",
       async ({ params }) => {
-        await mustExist(params.id);
-        await deleteEndpoint(deps.sql, null, params.id);
+        if (!(await deleteEndpoint(deps.sql, null, params.id))) throw notFound(params.id);
         return { id: params.id, deleted: true };
       },
       { detail: { hide: true } },
@@ -118,12 +111,9 @@ function webhookControlRoutes(deps: ControlDeps) {
     .post(
       "/:id/test",
       async ({ params }) => {
-        const endpoint = await mustExist(params.id);
-        return sendTest(
-          deps.sql,
-          { id: endpoint.id, merchant: endpoint.merchant, chainId: deps.defaultChainId },
-          deps.webhooks,
-        );
+        const merchant = await endpointMerchant(deps.sql, params.id);
+        if (!merchant) throw notFound(params.id);
+        return sendTest(deps.sql, { id: params.id, merchant, chainId: deps.defaultChainId }, deps.webhooks);
       },
       { detail: { hide: true } },
     );

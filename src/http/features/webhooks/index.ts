@@ -7,7 +7,6 @@ import type { RouteDeps } from "../../deps";
 import { InvalidParameterError, NotFoundError } from "../../errors";
 import { dispatcherConfig } from "../../../webhooks/dispatcher";
 import {
-  createEndpoint,
   deleteEndpoint,
   enqueue,
   findDelivery,
@@ -19,7 +18,8 @@ import {
   updateEndpoint,
 } from "../../../webhooks/endpoints";
 import { sendTest } from "../../../webhooks/test-delivery";
-import { bodyObject, eventTypesField, stringField, timeField, urlField } from "./service";
+import { bodyObject, createFromBody, eventTypesField, stringField, timeField, urlField } from "./service";
+import { findEvent } from "../events/service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
 
 const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
@@ -57,13 +57,9 @@ export function webhookRoutes(deps: RouteDeps) {
     .post(
       "/:merchant",
       async ({ params, body, set }: Ctx) => {
-        const merchant = parseAddress(params as RawParams, "merchant");
-        const b = bodyObject(body, ["url", "event_types", "description"]);
-        const url = (await urlField(b, allowPrivate, true))!;
-        const eventTypes = eventTypesField(b) ?? ["*"];
-        const description = stringField(b, "description", 500) ?? null;
+        const endpoint = await createFromBody(deps.sql, parseAddress(params as RawParams, "merchant"), body, config);
         set.status = 201;
-        return createEndpoint(deps.sql, { merchant, url, eventTypes, description }, config.secretKey);
+        return endpoint;
       },
       { merchantWriter: true, params: MerchantParamsDoc, detail: details.create },
     )
@@ -72,11 +68,18 @@ export function webhookRoutes(deps: RouteDeps) {
       params: MerchantParamsDoc,
       detail: details.list,
     })
-    .get("/:merchant/:id", ({ params }: Ctx) => mustExist(path(params).merchant, path(params).id), {
-      merchantReader: true,
-      params: EndpointParamsDoc,
-      detail: details.get,
-    })
+    .get(
+      "/:merchant/:id",
+      ({ params }: Ctx) => {
+        const { merchant, id } = path(params);
+        return mustExist(merchant, id);
+      },
+      {
+        merchantReader: true,
+        params: EndpointParamsDoc,
+        detail: details.get,
+      },
+    )
     .patch(
       "/:merchant/:id",
       async ({ params, body }: Ctx) => {
@@ -182,9 +185,7 @@ export function webhookRoutes(deps: RouteDeps) {
         throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
       }
       const sql = deps.sql;
-      const [event] = await sql<
-        { type: string }[]
-      >`select type from merchant_events where id = ${eventId} and merchant = ${merchant}`;
+      const event = await findEvent(sql, merchant, eventId);
       if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
       const targets = endpointId
         ? [await mustExist(merchant, endpointId)]

@@ -1,5 +1,8 @@
 /** Input rules of the webhook routes and the `test` delivery. */
+import type { Sql } from "../../../db/client";
 import { InvalidParameterError } from "../../errors";
+import type { DispatcherConfig } from "../../../webhooks/dispatcher";
+import { createEndpoint } from "../../../webhooks/endpoints";
 import { EVENT_TYPES } from "../events/model";
 import { resolveDestination } from "../../../webhooks/destination";
 import { UnsafeDestinationError } from "../../../webhooks/errors";
@@ -69,4 +72,22 @@ export function timeField(b: Record<string, unknown>, name: string, required: bo
   if (Number.isNaN(d.getTime()))
     throw new InvalidParameterError(name, `${name} must be an ISO 8601 time or unix seconds`);
   return d;
+}
+
+/**
+ * Validates a create body (`{url, event_types?, description?}` plus the `also` fields) and creates the endpoint:
+ * the one path of the API route, the control route and the CLI.
+ */
+export async function createFromBody(
+  sql: Sql,
+  merchant: string,
+  body: unknown,
+  config: Pick<DispatcherConfig, "allowPrivate" | "secretKey">,
+  also: string[] = [],
+) {
+  const b = bodyObject(body, ["url", "event_types", "description", ...also]);
+  const url = (await urlField(b, config.allowPrivate, true))!;
+  const eventTypes = eventTypesField(b) ?? ["*"];
+  const description = stringField(b, "description", 500) ?? null;
+  return createEndpoint(sql, { merchant, url, eventTypes, description }, config.secretKey);
 }

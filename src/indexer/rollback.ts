@@ -11,7 +11,16 @@ import {
 } from "./derive";
 import { ChainBehindError } from "./errors";
 import { prepareBatch, type PreparedBatch } from "./fetch";
-import { announce, cursorOf, fetchRange, runBatchHooks, tokenMetas, verifyCursor } from "./pipeline";
+import {
+  announce,
+  batchContext,
+  cursorOf,
+  fetchRange,
+  runBatchHooks,
+  tokenMetas,
+  verifyCursor,
+  writeBatchBulk,
+} from "./pipeline";
 import type { IndexerContext } from "./context";
 import {
   loadBlocks,
@@ -24,7 +33,7 @@ import {
   type Cursor,
   type Tx,
 } from "./store";
-import { writeBulk, writeState, type BatchRows } from "./write";
+import { writeState, type BatchRows } from "./write";
 
 /**
  * Rolls the index back to `ancestor` (null: to nothing, a deep reorg) and re-ingests the new branch's first batch
@@ -49,6 +58,7 @@ export async function applyReorg(
   const started = performance.now();
   await sql.begin(async (tx) => {
     await verifyCursor(ctx, tx, old);
+    for (const h of ctx.hooks) await h.beforeRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
     const { events } = await rollback(tx, chainId, ancestor);
     log("warn", "indexer rolled back", { chainId, to: ancestor?.block ?? null, removedEvents: events });
     for (const h of ctx.hooks) await h.onRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
@@ -56,8 +66,9 @@ export async function applyReorg(
     if (batch) {
       const subs = await loadSubscriptions(tx, chainId, subscriptionsToLoad(batch.events));
       batchRows = { batch, derived: deriveBatch(batch.events, state.modules, state.plans, subs), tokens: metas };
-      await writeBulk(tx, chainId, batchRows, ctx.io.useCopy);
-      await runBatchHooks(ctx, tx, batchRows, head, true);
+      const bctx = batchContext(ctx, batchRows, head, true);
+      await writeBatchBulk(ctx, tx, bctx);
+      await runBatchHooks(ctx, tx, bctx);
       await writeState(tx, chainId, batchRows, window);
     }
     if (refill.length > 0) await saveBlocks(tx, chainId, refill, (next?.block ?? 0n) - window);

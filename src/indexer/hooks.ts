@@ -7,7 +7,8 @@ export type BatchContext = {
   chainId: number;
   fromBlock: bigint;
   toBlock: bigint;
-  /** Block timestamp of `toBlock`. */
+  /** Block timestamp of the indexed block before the batch (0 when there is none), and of `toBlock`. */
+  fromTime: number;
   toTime: number;
   /** Chain head when the batch was fetched. */
   head: bigint;

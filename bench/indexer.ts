@@ -7,7 +7,6 @@
  *
  *   bun run bench/indexer.ts [--events 50000]
  */
-import { readFileSync } from "node:fs";
 import postgres from "postgres";
 import { createPublicClient, decodeEventLog, http, type Address } from "viem";
 import { createDb } from "../src/db/client";
@@ -30,7 +29,7 @@ const rounds = Math.ceil(wanted / (SUCCESS_SUBS + FAILURES_PER_ROUND));
 // Blocks per raw eth_getLogs call: about 5k logs a call, well under viem's 10 MB response cap.
 const RAW_CHUNK = 20n;
 // Alternating runs of each side.
-const RUNS = 5;
+const RUNS = 3;
 
 const baseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const dbName = `bench_indexer_${Date.now().toString(36)}`;
@@ -46,7 +45,7 @@ function cpuTimes(): { busy: number; total: number } {
     .slice(1)
     .map(Number);
   const total = f.reduce((a: number, b: number) => a + b, 0);
-  return { busy: total - f[3]! - f[4]!, total };
+  return { busy: total - f[3] - f[4], total };
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");

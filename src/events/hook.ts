@@ -10,6 +10,7 @@ import type { Q } from "../indexer/store";
 import type { BatchContext } from "../indexer/hooks";
 import {
   expiringBetween,
+  indexedTime,
   insertEvents,
   keepActivityEvents,
   loadBlocked,
@@ -64,8 +65,8 @@ async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
   const modules = new Set([...pairs.values()].map((p) => p[0]));
   for (const ev of batch.events) if (ev.name === "SubscriptionCreated") modules.add(moduleOfEvent(ev)!);
   // Independent reads, pipelined on the transaction's connection.
-  const prevTime = ctx.fromTime;
-  const [touched, refs, blocked] = await Promise.all([
+  const [prevTime, touched, refs, blocked] = await Promise.all([
+    indexedTime(tx, ctx.chainId),
     loadTouched(tx, ctx.chainId, [...ids], [...pairs.values()]),
     loadRefs(tx, ctx.chainId, [...modules]),
     loadBlocked(tx, ctx.chainId, [...pairs.values()]),

@@ -9,6 +9,13 @@ const SUB_COLUMNS = (q: Q) => q`s.subscription_id, s.module, s.merchant, s.subsc
   s.times_executed, s.total_spent, s.created_at, s.last_paid_at, s.next_charge_at, s.allowance_expiry, s.paused,
   s.cancelled, s.block_number, s.log_index, s.tx_hash`;
 
+/** Timestamp (unix seconds) of the chain's indexed block, 0 before the first batch. */
+export async function indexedTime(q: Q, chainId: number): Promise<number> {
+  const [row] = await q<{ t: string | null }[]>`
+    select floor(extract(epoch from indexed_time))::bigint as t from chains where chain_id = ${chainId}`;
+  return row?.t ? Number(row.t) : 0;
+}
+
 /** Existing allocations named by id or by `(module, subscriber)` pair, with their pairs' block state and plans. */
 export async function loadTouched(q: Q, chainId: number, ids: string[], pairs: [string, string][]) {
   const rows = await q<(SubRow & { interval_s: string; grace_s: string; token: string; blocked: boolean })[]>`
@@ -36,7 +43,6 @@ function withTerms(rows: (SubRow & { interval_s: string; grace_s: string; token:
 
 /** Block state of `(module, subscriber)` pairs. */
 export async function loadBlocked(q: Q, chainId: number, pairs: [string, string][]): Promise<Map<string, boolean>> {
-  if (pairs.length === 0) return new Map();
   const rows = await q<{ module: string; subscriber: string; blocked: boolean }[]>`
     select module, subscriber, blocked from blocked_subscribers where chain_id = ${chainId}
       and (module, subscriber) in (select * from unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[]))`;
@@ -45,7 +51,6 @@ export async function loadBlocked(q: Q, chainId: number, pairs: [string, string]
 
 /** Plans by `<module>:<planId>` and merchants by module: the ones named. */
 export async function loadRefs(q: Q, chainId: number, modules: string[]) {
-  if (modules.length === 0) return { plans: new Map<string, PlanTerms>(), merchants: new Map<string, string>() };
   const [plans, mods] = await Promise.all([
     q<{ module: string; plan_id: string; interval_s: string; grace_s: string; token: string }[]>`
       select module, plan_id, interval_s, grace_s, token from plans where chain_id = ${chainId} and module = any(${modules})`,
@@ -97,7 +102,6 @@ export async function keepActivityEvents(q: Q, chainId: number, ancestor: bigint
 
 /** `<subscriptionId>:<instant>` of the expiries announced after `after` for the given allocations. */
 export async function loadAnnounced(q: Q, chainId: number, ids: string[], after: number): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
   const rows = await q<{ subscription_id: string; t: string }[]>`
     select subscription_id, floor(extract(epoch from expires_at))::bigint as t from event_expiries
     where chain_id = ${chainId} and subscription_id = any(${ids}) and expires_at > to_timestamp(${after})`;

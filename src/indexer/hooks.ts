@@ -7,8 +7,7 @@ export type BatchContext = {
   chainId: number;
   fromBlock: bigint;
   toBlock: bigint;
-  /** Block timestamp of the indexed block before the batch (0 when there is none), and of `toBlock`. */
-  fromTime: number;
+  /** Block timestamp of `toBlock`. */
   toTime: number;
   /** Chain head when the batch was fetched. */
   head: bigint;

@@ -121,18 +121,11 @@ export async function verifyCursor(ctx: IndexerContext, tx: Tx, expected: Cursor
 }
 
 /** What the hooks see of a batch. */
-export function batchContext(
-  ctx: IndexerContext,
-  rows: BatchRows,
-  prev: Cursor | null,
-  head: bigint,
-  reorg: boolean,
-): BatchContext {
+export function batchContext(ctx: IndexerContext, rows: BatchRows, head: bigint, reorg: boolean): BatchContext {
   const { batch } = rows;
   const toTime = batch.toHeader.timestamp;
   return {
     chainId: ctx.chainId,
-    fromTime: prev?.time ?? 0,
     fromBlock: batch.from,
     toBlock: batch.to,
     toTime,
@@ -191,7 +184,7 @@ async function write(
   const { chainId } = ctx;
   const next = cursorOf(batch);
   const started = performance.now();
-  const bctx = batchContext(ctx, rows, expected, head, false);
+  const bctx = batchContext(ctx, rows, head, false);
   await ctx.sql.begin(async (tx) => {
     await writeBatchBulk(ctx, tx, bctx);
     if (after) await after.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));

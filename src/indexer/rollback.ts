@@ -66,7 +66,7 @@ export async function applyReorg(
     if (batch) {
       const subs = await loadSubscriptions(tx, chainId, subscriptionsToLoad(batch.events));
       batchRows = { batch, derived: deriveBatch(batch.events, state.modules, state.plans, subs), tokens: metas };
-      const bctx = batchContext(ctx, batchRows, ancestor, head, true);
+      const bctx = batchContext(ctx, batchRows, head, true);
       await writeBatchBulk(ctx, tx, bctx);
       await runBatchHooks(ctx, tx, bctx);
       await writeState(tx, chainId, batchRows, window);

@@ -35,19 +35,6 @@ const baseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/
 const dbName = `bench_indexer_${Date.now().toString(36)}`;
 const admin = postgres(baseUrl, { max: 1, onnotice: () => {} });
 
-/** Busy and total jiffies of every CPU (/proc/stat), to report how loaded the machine was during a run. */
-function cpuTimes(): { busy: number; total: number } {
-  const f = require("node:fs")
-    .readFileSync("/proc/stat", "utf8")
-    .split("\n")[0]
-    .trim()
-    .split(/\s+/)
-    .slice(1)
-    .map(Number);
-  const total = f.reduce((a: number, b: number) => a + b, 0);
-  return { busy: total - f[3] - f[4], total };
-}
-
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 
 async function rawSweep(rpcUrl: string, addresses: Address[], from: bigint, to: bigint) {
@@ -102,17 +89,12 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
       hooks,
     });
     const started = performance.now();
-    const cpu0 = cpuTimes();
     await indexer.start();
     await indexer.waitForBlock(head, 300_000);
     const seconds = (performance.now() - started) / 1000;
-    const cpu1 = cpuTimes();
-    console.log(
-      `  ${side}: ${seconds.toFixed(2)} s, cpu busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %`,
-    );
     await indexer.stop();
     const [row] = await db.sql<{ n: string; e: string; d: string }[]>`
-      select (select count(*) from events)::text as n, (select count(*) from event_log)::text as e,
+      select (select count(*) from events)::text as n, (select count(*) from merchant_events)::text as e,
         (select count(*) from webhook_deliveries)::text as d`;
     return { count: Number(row!.n), seconds, merchantEvents: Number(row!.e), deliveries: Number(row!.d) };
   } finally {

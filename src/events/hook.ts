@@ -1,8 +1,7 @@
 /**
  * The event log's indexer hook (webhooks.md §1): writes a batch's events inside the batch's own transaction (a
  * transactional outbox), withdraws the events of rolled-back blocks, and announces expiries that became final
- * while the chain was idle. An activity event is its activity row (given a seq and an id before the rows are
- * copied); the subscription events are folded and stored once the previous batch has committed.
+ * while the chain was idle.
  */
 import { moduleOfEvent } from "../domain/attribution";
 import type { IndexerHook } from "../indexer/hooks";
@@ -12,19 +11,15 @@ import {
   expiringBetween,
   indexedTime,
   insertEvents,
-  keepActivityEvents,
   loadBlocked,
   loadAnnounced,
   loadRefs,
   loadTouched,
-  reserveSeqBlock,
-  SEQ_BLOCK,
   withdrawAbove,
 } from "./queries";
-import { activityEventId } from "./ids";
 import {
+  activityEvents,
   expiryEvent,
-  numberEvents,
   sortEvents,
   subscriptionEvents,
   type NewEvent,
@@ -49,7 +44,7 @@ const SUBSCRIPTION_LOGS = new Set([
 
 /** Loads everything the fold of one batch needs and runs it. */
 async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
-  const { batch, derived } = ctx.rows;
+  const { batch, derived, tokens } = ctx.rows;
   const created = new Set(batch.events.filter((e) => e.name === "SubscriptionCreated").map((e) => e.subscriptionId!));
   const ids = new Set<string>();
   const pairs = new Map<string, [string, string]>();
@@ -62,36 +57,34 @@ async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
       pairs.set(`${module}:${String(ev.args.subscriber)}`, [module, String(ev.args.subscriber)]);
     }
   }
+  const prevTime = await indexedTime(tx, ctx.chainId);
+  const touched = await loadTouched(tx, ctx.chainId, [...ids], [...pairs.values()]);
   const modules = new Set([...pairs.values()].map((p) => p[0]));
   for (const ev of batch.events) if (ev.name === "SubscriptionCreated") modules.add(moduleOfEvent(ev)!);
-  // Independent reads, pipelined on the transaction's connection.
-  const [prevTime, touched, refs, blocked] = await Promise.all([
-    indexedTime(tx, ctx.chainId),
-    loadTouched(tx, ctx.chainId, [...ids], [...pairs.values()]),
-    loadRefs(tx, ctx.chainId, [...modules]),
-    loadBlocked(tx, ctx.chainId, [...pairs.values()]),
-  ]);
+  const tokenAddrs = [...new Set(derived.activity.map((a) => a.token).filter((t): t is string => t !== null))];
+  const refs = await loadRefs(tx, ctx.chainId, [...modules], tokenAddrs);
   for (const m of derived.modules) refs.merchants.set(m.address, m.merchant);
   for (const p of derived.plans)
     refs.plans.set(`${p.module}:${p.planId}`, { interval: p.interval, grace: p.grace, token: p.token });
+  for (const t of tokens) refs.tokens.set(t.address, { symbol: t.symbol, decimals: t.decimals });
   const existing = [...touched.subs.keys()];
-  const [announced, due] = await Promise.all([
-    loadAnnounced(tx, ctx.chainId, existing, prevTime),
-    expiringBetween(tx, ctx.chainId, prevTime, ctx.toTime, [...existing, ...created]),
-  ]);
   const input: TimelineInput = {
     chainId: ctx.chainId,
     events: batch.events,
     before: touched.subs,
-    blocked: new Map([...blocked, ...touched.blocked]),
+    blocked: new Map([...(await loadBlocked(tx, ctx.chainId, [...pairs.values()])), ...touched.blocked]),
     plans: new Map([...refs.plans, ...touched.plans]),
-    announced,
+    tokens: refs.tokens,
+    announced: await loadAnnounced(tx, ctx.chainId, existing, prevTime),
     prevTime,
     toBlock: batch.to,
     toHash: batch.toHeader.hash,
     toTime: ctx.toTime,
   };
-  const out = subscriptionEvents(input, refs.merchants);
+  const hashes = new Map(batch.events.map((e) => [e.blockNumber, e.blockHash]));
+  const out = [...activityEvents(input, derived.activity, hashes), ...subscriptionEvents(input, refs.merchants)];
+  const skip = [...existing, ...created];
+  const due = await expiringBetween(tx, ctx.chainId, prevTime, ctx.toTime, skip);
   const findBlock = (t: number) => {
     for (const ev of batch.events) if (ev.blockTime >= t) return { number: ev.blockNumber, hash: ev.blockHash };
     return { number: batch.to, hash: batch.toHeader.hash };
@@ -110,37 +103,12 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   const written = async (tx: Q, chainId: number, range: { fromSeq: bigint; toSeq: bigint } | null) => {
     if (range && opts.onEvents) await opts.onEvents(tx, { chainId, ...range });
   };
-  // The base of each batch's block of seqs, from `beforeBulk` to `onBatch` (the same rows object).
-  const bases = new WeakMap<object, bigint>();
   return {
     name: "events",
-    async beforeBulk(tx, ctx) {
-      const base = await reserveSeqBlock(tx);
-      bases.set(ctx.rows, base);
-      const { activity } = ctx.rows.derived;
-      const hashes = new Map(ctx.rows.batch.events.map((e) => [e.blockNumber, e.blockHash]));
-      numberEvents(base, SEQ_BLOCK, activity, []).forEach((seq, i) => {
-        const a = activity[i]!;
-        a.event = {
-          seq: seq.toString(),
-          id: activityEventId(ctx.chainId, a.blockNumber, a.logIndex, hashes.get(a.blockNumber)!),
-        };
-      });
-    },
     async onBatch(tx, ctx) {
-      const base = bases.get(ctx.rows)!;
-      const events = await batchEvents(tx, ctx);
-      numberEvents(base, SEQ_BLOCK, ctx.rows.derived.activity, events);
       // COPY has no ON CONFLICT: only for batches of blocks never seen (not the re-ingest right after a rollback).
-      const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
-      // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
-      const end = base + SEQ_BLOCK - 1n;
-      const any = stored !== null || ctx.rows.derived.activity.length > 0;
-      const range = any ? { fromSeq: base, toSeq: stored && stored.toSeq > end ? stored.toSeq : end } : null;
-      await written(tx, ctx.chainId, range);
-    },
-    async beforeRollback(tx, ctx) {
-      await keepActivityEvents(tx, ctx.chainId, ctx.ancestor);
+      const bulk = ctx.bulk && !ctx.reorg ? { from: ctx.fromBlock, to: ctx.toBlock } : undefined;
+      await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, await batchEvents(tx, ctx), bulk));
     },
     async onRollback(tx, ctx) {
       await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor, ctx.ancestor ?? 0n));

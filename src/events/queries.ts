@@ -3,7 +3,6 @@ import type { Q, Tx } from "../indexer/store";
 import { copyIn, copyText, fromRow, type SubRow } from "../indexer/store";
 import type { SubState } from "../indexer/derive";
 import type { NewEvent, PlanTerms } from "./timeline";
-import { EVENT_COLUMNS, eventData, type EventRow } from "./envelope";
 
 const SUB_COLUMNS = (q: Q) => q`s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, s.max_executions,
   s.times_executed, s.total_spent, s.created_at, s.last_paid_at, s.next_charge_at, s.allowance_expiry, s.paused,
@@ -49,13 +48,15 @@ export async function loadBlocked(q: Q, chainId: number, pairs: [string, string]
   return new Map(rows.map((r) => [`${r.module}:${r.subscriber}`, r.blocked]));
 }
 
-/** Plans by `<module>:<planId>` and merchants by module: the ones named. */
-export async function loadRefs(q: Q, chainId: number, modules: string[]) {
-  const [plans, mods] = await Promise.all([
+/** Plans by `<module>:<planId>`, merchants by module, tokens by address: the ones named. */
+export async function loadRefs(q: Q, chainId: number, modules: string[], tokens: string[]) {
+  const [plans, mods, toks] = await Promise.all([
     q<{ module: string; plan_id: string; interval_s: string; grace_s: string; token: string }[]>`
       select module, plan_id, interval_s, grace_s, token from plans where chain_id = ${chainId} and module = any(${modules})`,
     q<{ address: string; merchant: string }[]>`
       select address, merchant from modules where chain_id = ${chainId} and address = any(${modules})`,
+    q<{ address: string; symbol: string | null; decimals: number | null }[]>`
+      select address, symbol, decimals from tokens where chain_id = ${chainId} and address = any(${tokens})`,
   ]);
   return {
     plans: new Map(
@@ -65,39 +66,8 @@ export async function loadRefs(q: Q, chainId: number, modules: string[]) {
       ]),
     ),
     merchants: new Map(mods.map((m) => [m.address, m.merchant])),
+    tokens: new Map(toks.map((t) => [t.address, { symbol: t.symbol, decimals: t.decimals }])),
   };
-}
-
-/**
- * Seqs of the event log step by SEQ_BLOCK (migration 0015): a batch takes one value and numbers its own events inside
- * `[base, base + SEQ_BLOCK)` in chain order; every other writer takes one value per event.
- */
-export const SEQ_BLOCK = 1n << 28n;
-
-/** A fresh seq of the event log (the base of a block of SEQ_BLOCK seqs no one else uses). */
-export async function reserveSeqBlock(q: Q): Promise<bigint> {
-  const [row] = await q<{ s: string }[]>`select nextval(pg_get_serial_sequence('merchant_events', 'seq'))::text as s`;
-  return BigInt(row!.s);
-}
-
-/**
- * Copies the activity events of the blocks above `ancestor` (all when null) into `merchant_events`, same seq and
- * id, their record as `data`: a rollback is about to delete their rows, and a withdrawn event stays in the log.
- */
-export async function keepActivityEvents(q: Q, chainId: number, ancestor: bigint | null) {
-  const rows = await q<EventRow[]>`
-    select ${q.unsafe(EVENT_COLUMNS)} from event_log e
-    where e.chain_id = ${chainId} and e.block_number > ${(ancestor ?? -1n).toString()} and e.data is null`;
-  if (rows.length === 0) return;
-  await q`
-    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
-    overriding system value
-    select seq, id, ${chainId}, merchant, type, bn, li, 0, ts, data::jsonb
-    from unnest(${rows.map((r) => r.seq)}::bigint[], ${rows.map((r) => r.id)}::text[],
-      ${rows.map((r) => r.merchant)}::text[], ${rows.map((r) => r.type)}::text[],
-      ${rows.map((r) => String(r.block_number))}::bigint[], ${rows.map((r) => r.log_index)}::int[],
-      ${rows.map((r) => r.ts.toISOString())}::timestamptz[], ${rows.map((r) => JSON.stringify(eventData(r)))}::text[])
-      as u(seq, id, merchant, type, bn, li, ts, data)`;
 }
 
 /** `<subscriptionId>:<instant>` of the expiries announced after `after` for the given allocations. */
@@ -133,16 +103,12 @@ export async function expiringBetween(q: Q, chainId: number, after: number, unti
 }
 
 /**
- * Appends events (already in order) and records their expiries; returns the seq range written, or null. An event
- * with a `seq` keeps it (a batch's block of seqs); one without takes the next. With `bulk` (a backfill batch on
- * Postgres, whose blocks are all new) the numbered events go in by COPY.
+ * Appends events (already in order) and records their expiries; returns the seq range written, or null. With
+ * `bulk` (a backfill batch on Postgres, whose blocks are all new) the events go in by COPY.
  */
-export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk = false) {
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk?: { from: bigint; to: bigint }) {
   if (events.length === 0) return null;
-  const copied = bulk ? events.filter((e) => e.seq !== undefined) : [];
-  if (copied.length) await copyNewEvents(q as Tx, chainId, copied);
-  const rest = copied.length ? events.filter((e) => e.seq === undefined) : events;
-  const [r] = rest.length ? await insertNewEvents(q, chainId, rest) : [];
+  const rows = bulk ? await copyNewEvents(q as Tx, chainId, events, bulk) : await insertNewEvents(q, chainId, events);
   const expiries = events.filter((e) => e.expiry);
   if (expiries.length) {
     await q`
@@ -153,46 +119,45 @@ export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bu
         ${expiries.map((e) => e.blockNumber.toString())}::bigint[]) as x(s, t, b)
       on conflict do nothing`;
   }
-  const seqs = copied.map((e) => e.seq!);
-  if (r?.lo) seqs.push(BigInt(r.lo), BigInt(r.hi!));
-  if (seqs.length === 0) return null;
-  return { fromSeq: seqs.reduce((a, b) => (a < b ? a : b)), toSeq: seqs.reduce((a, b) => (a > b ? a : b)) };
+  const r = rows[0];
+  return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi!) } : null;
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
   return q<{ lo: string | null; hi: string | null }[]>`
     with ins as (
-      insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
-      overriding system value
-      select coalesce(seq, nextval(pg_get_serial_sequence('merchant_events', 'seq'))), id, ${chainId}, merchant, type,
-        bn, li, si, to_timestamp(ts), data::jsonb
-      from unnest(${events.map((e) => e.seq?.toString() ?? null)}::bigint[], ${events.map((e) => e.id)}::text[],
-        ${events.map((e) => e.merchant)}::text[], ${events.map((e) => e.type)}::text[],
-        ${events.map((e) => e.blockNumber.toString())}::bigint[], ${events.map((e) => e.logIndex)}::int[],
-        ${events.map((e) => e.subIndex)}::int[], ${events.map((e) => e.ts)}::bigint[],
-        ${events.map((e) => JSON.stringify(e.data))}::text[])
-        with ordinality as u(seq, id, merchant, type, bn, li, si, ts, data, n)
+      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+      select id, ${chainId}, merchant, type, bn, li, si, to_timestamp(ts), data::jsonb
+      from unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => e.merchant)}::text[],
+        ${events.map((e) => e.type)}::text[], ${events.map((e) => e.blockNumber.toString())}::bigint[],
+        ${events.map((e) => e.logIndex)}::int[], ${events.map((e) => e.subIndex)}::int[],
+        ${events.map((e) => e.ts)}::bigint[], ${events.map((e) => JSON.stringify(e.data))}::text[])
+        with ordinality as u(id, merchant, type, bn, li, si, ts, data, n)
       order by u.n
       on conflict (id) do nothing
       returning seq)
     select min(seq)::text as lo, max(seq)::text as hi from ins`;
 }
 
-/** COPY of a backfill batch's numbered events. */
-async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
+/** COPY of a backfill batch's events; their seqs are the batch's blocks' events not withdrawn. */
+async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[], range: { from: bigint; to: bigint }) {
   const lines = new Array<string>(events.length);
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
     // Ids, addresses, type names and numbers never need escaping; the JSON might.
     lines[i] =
-      `${e.seq}\t${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
+      `${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
       `${new Date(e.ts * 1000).toISOString()}\t${copyText(JSON.stringify(e.data))}\n`;
   }
   await copyIn(
     tx,
-    tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
+    tx`copy merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
     lines.join(""),
   );
+  return tx<{ lo: string | null; hi: string | null }[]>`
+    select min(seq)::text as lo, max(seq)::text as hi from merchant_events
+    where chain_id = ${chainId} and block_number between ${range.from.toString()} and ${range.to.toString()}
+      and reverted_by is null and type <> 'event.reverted'`;
 }
 
 /**

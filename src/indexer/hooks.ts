@@ -32,18 +32,11 @@ export type IdleContext = { chainId: number; indexedBlock: bigint | null; indexe
 export type IndexerHook = {
   name: string;
   /**
-   * Inside the batch's transaction before its append-only rows are written, possibly while the previous batch is
-   * still committing: may annotate the rows about to be written (the state tables are not read here).
-   */
-  beforeBulk?(tx: Tx, ctx: BatchContext): Promise<void>;
-  /**
    * Inside the batch's transaction, after the previous batch committed and this batch's `events` and `activity`
    * rows were written, but before the state tables (modules, plans, tokens, subscriptions, blocked_subscribers)
    * move to the batch's end: queried from `tx`, they still hold the state as of `fromBlock - 1`.
    */
   onBatch?(tx: Tx, ctx: BatchContext): Promise<void>;
-  /** Inside the rollback's transaction, before the rows above the ancestor are deleted. */
-  beforeRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
   /** Inside the rollback's transaction, after the rows above the ancestor were deleted and the state rebuilt. */
   onRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
   /** After a poll that found nothing to index, outside any transaction (lock what you need). */

@@ -10,7 +10,6 @@ import type { IndexerContext } from "./context";
 import { loadCursor, loadSubscriptions, moveCursor, type Cursor, type Tx } from "./store";
 import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
-import type { BatchContext } from "./hooks";
 
 /** One `eth_getLogs` range being fetched. */
 type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs> };
@@ -120,31 +119,12 @@ export async function verifyCursor(ctx: IndexerContext, tx: Tx, expected: Cursor
   }
 }
 
-/** What the hooks see of a batch. */
-export function batchContext(ctx: IndexerContext, rows: BatchRows, head: bigint, reorg: boolean): BatchContext {
-  const { batch } = rows;
-  const toTime = batch.toHeader.timestamp;
-  return {
-    chainId: ctx.chainId,
-    fromBlock: batch.from,
-    toBlock: batch.to,
-    toTime,
-    head,
-    rows,
-    reorg,
-    bulk: ctx.io.useCopy,
-  };
-}
-
-/** Writes a batch's append-only rows, the hooks' `beforeBulk` first. */
-export async function writeBatchBulk(ctx: IndexerContext, tx: Tx, bctx: BatchContext) {
-  for (const h of ctx.hooks) await h.beforeBulk?.(tx, bctx);
-  await writeBulk(tx, ctx.chainId, bctx.rows, ctx.io.useCopy);
-}
-
 /** Runs the hooks' `onBatch` inside the batch's transaction. */
-export async function runBatchHooks(ctx: IndexerContext, tx: Tx, bctx: BatchContext) {
-  for (const h of ctx.hooks) await h.onBatch?.(tx, bctx);
+export async function runBatchHooks(ctx: IndexerContext, tx: Tx, rows: BatchRows, head: bigint, reorg: boolean) {
+  const { batch } = rows;
+  const { chainId } = ctx;
+  const ctxb = { chainId, fromBlock: batch.from, toBlock: batch.to, toTime: batch.toHeader.timestamp, head, rows };
+  for (const h of ctx.hooks) await h.onBatch?.(tx, { ...ctxb, reorg, bulk: ctx.io.useCopy });
 }
 
 /** Logs and publishes a committed batch (or rollback, or token metadata update). */
@@ -184,12 +164,11 @@ async function write(
   const { chainId } = ctx;
   const next = cursorOf(batch);
   const started = performance.now();
-  const bctx = batchContext(ctx, rows, head, false);
   await ctx.sql.begin(async (tx) => {
-    await writeBatchBulk(ctx, tx, bctx);
+    await writeBulk(tx, chainId, rows, ctx.io.useCopy);
     if (after) await after.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));
     await verifyCursor(ctx, tx, expected);
-    await runBatchHooks(ctx, tx, bctx);
+    await runBatchHooks(ctx, tx, rows, head, false);
     await writeState(tx, chainId, rows, ctx.window);
     await moveCursor(tx, chainId, next, head);
   });

@@ -11,16 +11,7 @@ import {
 } from "./derive";
 import { ChainBehindError } from "./errors";
 import { prepareBatch, type PreparedBatch } from "./fetch";
-import {
-  announce,
-  batchContext,
-  cursorOf,
-  fetchRange,
-  runBatchHooks,
-  tokenMetas,
-  verifyCursor,
-  writeBatchBulk,
-} from "./pipeline";
+import { announce, cursorOf, fetchRange, runBatchHooks, tokenMetas, verifyCursor } from "./pipeline";
 import type { IndexerContext } from "./context";
 import {
   loadBlocks,
@@ -33,7 +24,7 @@ import {
   type Cursor,
   type Tx,
 } from "./store";
-import { writeState, type BatchRows } from "./write";
+import { writeBulk, writeState, type BatchRows } from "./write";
 
 /**
  * Rolls the index back to `ancestor` (null: to nothing, a deep reorg) and re-ingests the new branch's first batch
@@ -58,7 +49,6 @@ export async function applyReorg(
   const started = performance.now();
   await sql.begin(async (tx) => {
     await verifyCursor(ctx, tx, old);
-    for (const h of ctx.hooks) await h.beforeRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
     const { events } = await rollback(tx, chainId, ancestor);
     log("warn", "indexer rolled back", { chainId, to: ancestor?.block ?? null, removedEvents: events });
     for (const h of ctx.hooks) await h.onRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
@@ -66,9 +56,8 @@ export async function applyReorg(
     if (batch) {
       const subs = await loadSubscriptions(tx, chainId, subscriptionsToLoad(batch.events));
       batchRows = { batch, derived: deriveBatch(batch.events, state.modules, state.plans, subs), tokens: metas };
-      const bctx = batchContext(ctx, batchRows, head, true);
-      await writeBatchBulk(ctx, tx, bctx);
-      await runBatchHooks(ctx, tx, bctx);
+      await writeBulk(tx, chainId, batchRows, ctx.io.useCopy);
+      await runBatchHooks(ctx, tx, batchRows, head, true);
       await writeState(tx, chainId, batchRows, window);
     }
     if (refill.length > 0) await saveBlocks(tx, chainId, refill, (next?.block ?? 0n) - window);

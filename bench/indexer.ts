@@ -15,11 +15,11 @@ import { createIndexer } from "../src/indexer";
 import type { IndexerHook } from "../src/indexer/hooks";
 import { statsRollupsHook } from "../src/indexer/rollups";
 import { eventsHook } from "../src/events/hook";
-import { createEndpoint } from "../src/webhooks/endpoints";
 import { fanOut } from "../src/webhooks/fanout";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../src/chain/abis";
 import { createTestChain } from "../testkit/chain";
 import { runLoad, setupLoad } from "../testkit/load";
+import { endpointForAll } from "../testkit/webhooks";
 
 const argEvents = process.argv.indexOf("--events");
 const wanted = argEvents > 0 ? Number(process.argv[argEvents + 1]) : 50_000;
@@ -62,11 +62,7 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     await migrate(db.sql);
     const merchant = chain.address("merchant").toLowerCase();
     if (side === "webhooks") {
-      await createEndpoint(
-        db.sql,
-        { merchant, url: "https://example.com/hook", eventTypes: ["*"], description: null },
-        undefined,
-      );
+      await endpointForAll(db.sql, merchant, "https://example.com/hook");
     }
     const hooks: IndexerHook[] =
       side === "bare"

@@ -15,8 +15,8 @@ import { createDb, type Db } from "../src/db/client";
 import { migrate } from "../src/db/migrate";
 import { createNotifier } from "../src/db/notify";
 import { createDispatcher, type DispatcherConfig } from "../src/webhooks/dispatcher";
-import { createEndpoint } from "../src/webhooks/endpoints";
 import { fanOut } from "../src/webhooks/fanout";
+import { endpointForAll } from "../testkit/webhooks";
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -128,11 +128,7 @@ async function throughput(db: Db, receiverUrl: string, endpoints: number) {
   await db.sql`delete from webhook_endpoints`;
   const merchant = "0x00000000000000000000000000000000000000aa";
   for (let i = 0; i < endpoints; i++) {
-    await createEndpoint(
-      db.sql,
-      { merchant, url: `${receiverUrl}/${i}`, eventTypes: ["*"], description: null },
-      undefined,
-    );
+    await endpointForAll(db.sql, merchant, `${receiverUrl}/${i}`);
   }
   const perEndpoint = Math.ceil(EVENTS / endpoints);
   for (let written = 0; written < perEndpoint; written += 5000) {
@@ -155,7 +151,7 @@ async function latency(db: Db, receiver: ReturnType<typeof startReceiver>) {
   await db.sql`delete from webhook_endpoints`;
   const merchants = Array.from({ length: 10 }, (_, i) => `0x${(i + 1).toString(16).padStart(40, "0")}`);
   for (const merchant of merchants) {
-    await createEndpoint(db.sql, { merchant, url: receiver.url, eventTypes: ["*"], description: null }, undefined);
+    await endpointForAll(db.sql, merchant, receiver.url);
   }
   const notifier = createNotifier(db, createLogger("error"));
   const d = createDispatcher({ sql: db.sql, log: createLogger("error"), notifier, config });

@@ -14,6 +14,27 @@ export type Child = {
 
 const script = join(import.meta.dir, "run-indexer.ts");
 
+/**
+ * The environment of an indexer process over `chain` that backfills in batches of at most `maxRange` blocks (so a
+ * kill lands inside one of many transactions), into a Postgres database or a PGlite data directory.
+ */
+export function backfillEnv(
+  chain: { rpcUrl: string; processor: string; startBlock: bigint; chainId: number },
+  maxRange: number,
+  store: { url: string } | { dir: string },
+): Record<string, string> {
+  return {
+    RPC_URL: chain.rpcUrl,
+    PROCESSOR_ADDRESS: chain.processor,
+    START_BLOCK: chain.startBlock.toString(),
+    CHAIN_ID: String(chain.chainId),
+    POLL_INTERVAL_MS: "20",
+    INITIAL_RANGE: "1",
+    MAX_RANGE: String(maxRange),
+    ...("url" in store ? { DATABASE_URL: store.url } : { PGLITE_DIR: store.dir }),
+  };
+}
+
 /** Starts the indexer process with `env` on top of the current environment. */
 export function spawnIndexer(env: Record<string, string>): Child {
   const proc = Bun.spawn(["bun", "run", script], {

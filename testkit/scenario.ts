@@ -17,7 +17,8 @@ export type Scenario = {
 
 const MAX_UINT64 = 2n ** 64n - 1n;
 
-function moduleCall(chain: TestChain, who: WalletName, module: Address, functionName: string, args: unknown[]) {
+/** Sends `functionName(args)` to a subscription module from wallet `who`. */
+export function moduleCall(chain: TestChain, who: WalletName, module: Address, functionName: string, args: unknown[]) {
   return chain.send(
     chain.wallet(who).writeContract({ address: module, abi: subscriptionModuleAbi, functionName, args } as never),
   );
@@ -25,6 +26,18 @@ function moduleCall(chain: TestChain, who: WalletName, module: Address, function
 
 function processorCall(chain: TestChain, who: WalletName, functionName: string, args: unknown[]) {
   return chain.send(chain.wallet(who).writeContract({ ...chain.processorContract, functionName, args } as never));
+}
+
+/** A module of `merchant` with a 1-hour plan 1, alice and bob funded, alice subscribed and charged once. */
+export async function oneChargedSubscription(chain: TestChain) {
+  const token = await chain.deployToken();
+  const module = await chain.createModule("merchant");
+  await chain.createPlan("merchant", module, { planId: 1, token, amount: 1000n, interval: 3600 });
+  await chain.fund("alice", token, 10_000_000n);
+  await chain.fund("bob", token, 10_000_000n);
+  const a = await chain.subscribe("alice", module, 1);
+  await chain.charge(module, a);
+  return { module, a };
 }
 
 /** Creates a module and, in the same block, a plan on it and a subscription to that plan. */

@@ -1,4 +1,6 @@
-/** A real HTTP receiver for webhook tests: records every request, answers as told. */
+/** A real HTTP receiver for webhook tests: records every request, answers as told; endpoints pointing at it. */
+import type { Sql } from "../src/db/client";
+import { createEndpoint } from "../src/webhooks/endpoints";
 
 /** One received request. */
 export type Received = {
@@ -65,4 +67,9 @@ export function startReceiver(): Receiver {
     respond: (fn) => void (answer = fn),
     stop: async () => void server.stop(true),
   };
+}
+
+/** An endpoint of `merchant` at `url` subscribed to every event type; returns it with its secret. */
+export function endpointForAll(sql: Sql, merchant: string, url: string) {
+  return createEndpoint(sql, { merchant, url, eventTypes: ["*"], description: null }, undefined);
 }

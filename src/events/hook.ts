@@ -19,7 +19,8 @@ import {
 } from "./queries";
 import {
   activityEvents,
-  expiryEvent,
+  blockFinder,
+  dueExpiries,
   sortEvents,
   subscriptionEvents,
   type NewEvent,
@@ -85,16 +86,7 @@ async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
   const out = [...activityEvents(input, derived.activity, hashes), ...subscriptionEvents(input, refs.merchants)];
   const skip = [...existing, ...created];
   const due = await expiringBetween(tx, ctx.chainId, prevTime, ctx.toTime, skip);
-  const findBlock = (t: number) => {
-    for (const ev of batch.events) if (ev.blockTime >= t) return { number: ev.blockNumber, hash: ev.blockHash };
-    return { number: batch.to, hash: batch.toHeader.hash };
-  };
-  for (const s of due.subs.values()) {
-    const terms = due.plans.get(`${s.module}:${s.planId}`)!;
-    const instant = s.lastPaidAt + terms.interval + terms.grace + 1;
-    out.push(expiryEvent(ctx.chainId, s, false, instant, findBlock(instant), -1));
-  }
-  return sortEvents(out);
+  return sortEvents([...out, ...dueExpiries(ctx.chainId, due, blockFinder(input), -1)]);
 }
 
 /** The hook; `onEvents` runs in the same transaction after each write of events; `now` is the wall clock (s). */
@@ -123,11 +115,8 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
         if (!hash) return; // the cursor moved meanwhile: the next idle poll tries again
         const due = await expiringBetween(tx, ctx.chainId, ctx.indexedTime!, now, []);
         const block = { number: ctx.indexedBlock!, hash: hash.hash };
-        const events = [...due.subs.values()].map((s) => {
-          const terms = due.plans.get(`${s.module}:${s.planId}`)!;
-          return expiryEvent(ctx.chainId, s, false, s.lastPaidAt + terms.interval + terms.grace + 1, block, 2147483647);
-        });
-        await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, sortEvents(events)));
+        const events = sortEvents(dueExpiries(ctx.chainId, due, () => block, 2147483647));
+        await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, events));
       });
     },
   };

@@ -48,7 +48,7 @@ export type TimelineInput = {
 };
 
 /** Where an expiry at `instant` is placed: the first block of the batch at or after it, else the batch's last. */
-function blockFinder(input: TimelineInput) {
+export function blockFinder(input: Pick<TimelineInput, "events" | "toBlock" | "toHash">) {
   return (instant: number): { number: bigint; hash: string } => {
     for (const ev of input.events) if (ev.blockTime >= instant) return { number: ev.blockNumber, hash: ev.blockHash };
     return { number: input.toBlock, hash: input.toHash };
@@ -149,6 +149,24 @@ export function expiryEvent(
   };
 }
 
+/** The first second at which a paid allocation with these terms is EXPIRED. */
+export function expiryInstant(s: SubState, terms: PlanTerms | undefined): number {
+  return paidUntil({ lastPaidAt: s.lastPaidAt, ...(terms ?? { interval: 0, grace: 0 }) }) + 1;
+}
+
+/** The expiry events of allocations found due (`expiringBetween`), each placed in the block `place` gives. */
+export function dueExpiries(
+  chainId: number,
+  due: { subs: Map<string, SubState>; plans: Map<string, PlanTerms> },
+  place: (instant: number) => { number: bigint; hash: string },
+  logIndex: number,
+): NewEvent[] {
+  return [...due.subs.values()].map((s) => {
+    const instant = expiryInstant(s, due.plans.get(`${s.module}:${s.planId}`));
+    return expiryEvent(chainId, s, false, instant, place(instant), logIndex);
+  });
+}
+
 /** Logs of the batch that touch each allocation, in chain order (block changes fan out to the pair's allocations). */
 function logsBySubscription(input: TimelineInput, pairs: Map<string, string[]>): Map<string, BatchEvent[]> {
   const out = new Map<string, BatchEvent[]>();
@@ -195,7 +213,7 @@ export function subscriptionEvents(input: TimelineInput, merchants: Map<string, 
     let prev = state ? statusAt(state, blocked.get(pair()) ?? false, terms(), input.prevTime) : null;
     const expireUpTo = (t: number) => {
       if (!state || prev !== "ACTIVE") return;
-      const instant = paidUntil({ lastPaidAt: state.lastPaidAt, ...(terms() ?? { interval: 0, grace: 0 }) }) + 1;
+      const instant = expiryInstant(state, terms());
       if (instant > t) return;
       prev = "EXPIRED";
       if (input.announced.has(`${id}:${instant}`)) return;

@@ -3,13 +3,12 @@
  * through the service's local control endpoint (token in DATA_DIR/control.json), and the key works at once.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { loadConfig } from "../../src/common/config";
-import { startService, type Service } from "../../src/service";
+import type { Service } from "../../src/service";
 import { accounts } from "../../testkit/accounts";
-import { freePort, runCommand } from "../../testkit/cli";
+import { runCommand } from "../../testkit/cli";
+import { startEmbeddedApi } from "../../testkit/embedded";
 
 let service: Service;
 let dataDir: string;
@@ -18,16 +17,7 @@ const merchant = accounts.merchant.address.toLowerCase();
 const apikey = (...args: string[]) => runCommand("src/cli/apikey.ts", { DATA_DIR: dataDir }, ...args);
 
 beforeAll(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), "apikey-running-"));
-  const config = loadConfig({
-    DATA_DIR: dataDir,
-    ROLES: "api",
-    CHAIN_ID: "31337",
-    PORT: String(await freePort()),
-    HOST: "127.0.0.1",
-    SIWE_DOMAIN: "localhost",
-  });
-  service = await startService(config, { log: () => {} });
+  ({ service, dataDir } = await startEmbeddedApi("apikey-running-"));
 }, 60_000);
 
 afterAll(async () => {

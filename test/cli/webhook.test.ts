@@ -10,10 +10,10 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { Webhook } from "standardwebhooks";
 import { createApiKey } from "../../src/auth/api-keys";
-import { loadConfig } from "../../src/common/config";
-import { startService, type Service } from "../../src/service";
+import type { Service } from "../../src/service";
 import { accounts } from "../../testkit/accounts";
-import { freePort, runCommand } from "../../testkit/cli";
+import { runCommand } from "../../testkit/cli";
+import { startEmbeddedApi } from "../../testkit/embedded";
 import { startReceiver, type Receiver } from "../../testkit/webhooks";
 
 const merchant = accounts.merchant.address.toLowerCase();
@@ -113,17 +113,7 @@ describe("while a service holds the embedded database", () => {
   let dataDir: string;
 
   beforeAll(async () => {
-    dataDir = mkdtempSync(join(tmpdir(), "webhook-running-"));
-    const config = loadConfig({
-      DATA_DIR: dataDir,
-      ROLES: "api",
-      CHAIN_ID: "31337",
-      PORT: String(await freePort()),
-      HOST: "127.0.0.1",
-      SIWE_DOMAIN: "localhost",
-      WEBHOOK_ALLOW_PRIVATE_URLS: "1",
-    });
-    service = await startService(config, { log: () => {} });
+    ({ service, dataDir } = await startEmbeddedApi("webhook-running-", { WEBHOOK_ALLOW_PRIVATE_URLS: "1" }));
   }, 60_000);
   afterAll(async () => {
     await service?.stop();

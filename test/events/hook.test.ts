@@ -1,14 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Address } from "viem";
-import { subscriptionModuleAbi } from "../../src/chain/abis";
 import type { Db } from "../../src/db/client";
 import { eventsHook } from "../../src/events/hook";
 import { paidUntil, subscriptionStatus } from "../../src/domain/status";
 import { selectActivity, toActivityRecord } from "../../src/http/features/activity/service";
-import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
+import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
-import { runScenario, type Scenario } from "../../testkit/scenario";
+import { moduleCall, oneChargedSubscription, runScenario } from "../../testkit/scenario";
 
 type Ev = {
   seq: string;
@@ -24,12 +23,6 @@ type Ev = {
 
 const events = (db: Db) => db.sql<Ev[]>`select * from merchant_events order by seq`;
 const allocationOf = (e: Ev): string | undefined => e.data.object?.allocation_id;
-
-function moduleCall(chain: TestChain, who: WalletName, module: Address, functionName: string, args: unknown[]) {
-  return chain.send(
-    chain.wallet(who).writeContract({ address: module, abi: subscriptionModuleAbi, functionName, args } as never),
-  );
-}
 
 /** Final status of every allocation by the one status rule, at unix second `at`. */
 async function statusesAt(db: Db, chainId: number, at: number): Promise<Map<string, string>> {
@@ -60,13 +53,12 @@ async function statusesAt(db: Db, chainId: number, at: number): Promise<Map<stri
 describe("the event log of a scenario that emits every protocol event", () => {
   let chain: TestChain;
   let db: Db;
-  let scenario: Scenario;
   let log: Ev[];
   let idleAt: number;
 
   beforeAll(async () => {
     chain = await createTestChain();
-    scenario = await runScenario(chain);
+    await runScenario(chain);
     db = await createTestDb();
     idleAt = Number(await chain.now()) + 10 * 86400; // later than every paid-until of the scenario's short plans
     const hook = eventsHook({ now: () => idleAt });
@@ -275,13 +267,7 @@ describe("reorgs", () => {
     const db = await createTestDb();
     const fresh = await createTestDb();
     try {
-      const token = await chain.deployToken();
-      const module = await chain.createModule("merchant");
-      await chain.createPlan("merchant", module, { planId: 1, token, amount: 1000n, interval: 3600 });
-      await chain.fund("alice", token, 10_000_000n);
-      await chain.fund("bob", token, 10_000_000n);
-      const a = await chain.subscribe("alice", module, 1);
-      await chain.charge(module, a);
+      const { module, a } = await oneChargedSubscription(chain);
       const hooks = () => [eventsHook({ now: () => 0 })];
       await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: hooks() });
       const snap = await chain.snapshot();

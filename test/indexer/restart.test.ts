@@ -8,7 +8,7 @@ import { createIndexer } from "../../src/indexer";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
-import { spawnIndexer } from "../../testkit/indexer-child";
+import { backfillEnv, spawnIndexer } from "../../testkit/indexer-child";
 import { dumpChainData } from "../../testkit/compare";
 import { runLoad, setupLoad } from "../../testkit/load";
 
@@ -37,17 +37,8 @@ describe("restart", () => {
   test(`kill -9 mid-backfill (${testDbKind}), restart, and the index equals a fresh one`, async () => {
     const server = testDbKind === "postgres" ? await createTestDb() : null;
     const dir = server ? null : mkdtempSync(join(tmpdir(), "indexer-restart-"));
-    const env: Record<string, string> = {
-      RPC_URL: chain.rpcUrl,
-      PROCESSOR_ADDRESS: chain.processor,
-      START_BLOCK: chain.startBlock.toString(),
-      CHAIN_ID: String(chain.chainId),
-      POLL_INTERVAL_MS: "20",
-      // Small batches: the backfill takes many transactions, so a kill lands in the middle of one.
-      INITIAL_RANGE: "1",
-      MAX_RANGE: "3",
-      ...(server ? { DATABASE_URL: server.url } : { PGLITE_DIR: dir! }),
-    };
+    // Small batches: the backfill takes many transactions, so a kill lands in the middle of one.
+    const env = backfillEnv(chain, 3, server ? { url: server.url } : { dir: dir! });
     const firstBatches: bigint[] = [];
     try {
       for (const [i, after] of [3, 8, 15].entries()) {

@@ -7,12 +7,11 @@ import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { createApiKey } from "../../src/auth/api-keys";
 import { ConfigError, loadConfig } from "../../src/common/config";
 import { startService, type Service } from "../../src/service";
-import { createEndpoint } from "../../src/webhooks/endpoints";
 import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { freePort, until } from "../../testkit/cli";
 import { createTestDb, testDbKind } from "../../testkit/db";
-import { startReceiver, type Receiver } from "../../testkit/webhooks";
+import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
 
 type Family = { name: string; type: string; metrics: { value?: string; labels?: Record<string, string> }[] };
 
@@ -41,7 +40,7 @@ beforeAll(async () => {
   receiver = startReceiver();
   merchant = chain.address("merchant").toLowerCase();
   const db = await createTestDb();
-  await createEndpoint(db.sql, { merchant, url: receiver.url, eventTypes: ["*"], description: null }, undefined);
+  await endpointForAll(db.sql, merchant, receiver.url);
   const config = loadConfig({
     RPC_URL: chain.rpcUrl,
     PROCESSOR_ADDRESS: chain.processor,

@@ -10,7 +10,7 @@ import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
 import { runScenario } from "../../testkit/scenario";
-import { startReceiver, type Receiver } from "../../testkit/webhooks";
+import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
 import { until } from "../../testkit/cli";
 
 const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -42,13 +42,7 @@ describe("a random scenario delivered through failures, timeouts and an outage",
     chain = await createTestChain();
     db = await createTestDb();
     receiver = startReceiver();
-    secret = (
-      await createEndpoint(
-        db.sql,
-        { merchant: MERCHANT, url: receiver.url, eventTypes: ["*"], description: null },
-        undefined,
-      )
-    ).secret;
+    secret = (await endpointForAll(db.sql, MERCHANT, receiver.url)).secret;
   }, 60_000);
   afterAll(async () => {
     await receiver?.stop();
@@ -168,11 +162,7 @@ describe("dispatching rules", () => {
   });
 
   test("at most WEBHOOK_CONCURRENCY_PER_ENDPOINT requests in flight to one endpoint", async () => {
-    const ep = await createEndpoint(
-      db.sql,
-      { merchant: MERCHANT, url: receiver.url, eventTypes: ["*"], description: null },
-      undefined,
-    );
+    const ep = await endpointForAll(db.sql, MERCHANT, receiver.url);
     receiver.respond(() => ({ status: 200, delayMs: 100 }));
     const ids = await emit(16);
     const d = createDispatcher({ sql: db.sql, log, config: fast({ perEndpoint: 2, timeoutMs: 2000 }) });
@@ -185,11 +175,7 @@ describe("dispatching rules", () => {
   }, 60_000);
 
   test("two dispatchers share the work and never send one delivery twice", async () => {
-    const ep = await createEndpoint(
-      db.sql,
-      { merchant: MERCHANT, url: receiver.url, eventTypes: ["*"], description: null },
-      undefined,
-    );
+    const ep = await endpointForAll(db.sql, MERCHANT, receiver.url);
     receiver.respond(() => ({ status: 200 }));
     const start = receiver.received.length;
     const ids = await emit(300);
@@ -237,11 +223,7 @@ describe("dispatching rules", () => {
   }, 60_000);
 
   test("an endpoint failing for WEBHOOK_DISABLE_AFTER_S is disabled and gets nothing new; deletion cancels pending ones", async () => {
-    const ep = await createEndpoint(
-      db.sql,
-      { merchant: MERCHANT, url: receiver.url, eventTypes: ["*"], description: null },
-      undefined,
-    );
+    const ep = await endpointForAll(db.sql, MERCHANT, receiver.url);
     receiver.respond(() => ({ status: 500 }));
     await emit(3);
     const d = createDispatcher({ sql: db.sql, log, config: fast({ disableAfterS: 1 }) });
@@ -270,11 +252,7 @@ describe("dispatching rules", () => {
   }, 60_000);
 
   test("a destination that resolves to a private address is refused at attempt time", async () => {
-    const ep = await createEndpoint(
-      db.sql,
-      { merchant: MERCHANT, url: receiver.url.replace("127.0.0.1", "localhost"), eventTypes: ["*"], description: null },
-      undefined,
-    );
+    const ep = await endpointForAll(db.sql, MERCHANT, receiver.url.replace("127.0.0.1", "localhost"));
     const before = receiver.received.length;
     await emit(1);
     const d = createDispatcher({ sql: db.sql, log, config: fast({ allowPrivate: false, retrySchedule: [] }) });

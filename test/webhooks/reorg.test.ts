@@ -5,18 +5,17 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Address } from "viem";
-import { subscriptionModuleAbi } from "../../src/chain/abis";
 import { createLogger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
 import { eventsHook } from "../../src/events/hook";
 import { createDispatcher, type Dispatcher } from "../../src/webhooks/dispatcher";
-import { createEndpoint } from "../../src/webhooks/endpoints";
 import { fanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
+import { moduleCall, oneChargedSubscription } from "../../testkit/scenario";
 import { indexOnce } from "../../testkit/indexer";
-import { startReceiver, type Receiver } from "../../testkit/webhooks";
+import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
 
 const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
@@ -39,9 +38,7 @@ afterAll(async () => {
 });
 
 const call = (who: WalletName, module: Address, functionName: string, args: unknown[]) =>
-  chain.send(
-    chain.wallet(who).writeContract({ address: module, abi: subscriptionModuleAbi, functionName, args } as never),
-  );
+  moduleCall(chain, who, module, functionName, args);
 
 // Idle expiries are left out (`now` 0): their ids depend on the block indexed when they are found.
 const index = (target: Db, onEvents?: typeof fanOut) =>
@@ -70,18 +67,8 @@ const pending = async () =>
   (await db.sql<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where status = 'pending'`)[0]!.n;
 
 test("received, after applying event.reverted, equals the new chain's events; unsent withdrawn events never go out", async () => {
-  await createEndpoint(
-    db.sql,
-    { merchant: MERCHANT, url: receiver.url, eventTypes: ["*"], description: null },
-    undefined,
-  );
-  const token = await chain.deployToken();
-  const module = await chain.createModule("merchant");
-  await chain.createPlan("merchant", module, { planId: 1, token, amount: 1000n, interval: 3600 });
-  await chain.fund("alice", token, 10_000_000n);
-  await chain.fund("bob", token, 10_000_000n);
-  const a = await chain.subscribe("alice", module, 1);
-  await chain.charge(module, a);
+  await endpointForAll(db.sql, MERCHANT, receiver.url);
+  const { module, a } = await oneChargedSubscription(chain);
   const d = dispatcher();
   await d.start();
   await index(db, fanOut);

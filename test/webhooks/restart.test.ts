@@ -11,14 +11,13 @@ import { Webhook } from "standardwebhooks";
 import { createDb, type Db } from "../../src/db/client";
 import { migrate } from "../../src/db/migrate";
 import { eventsHook } from "../../src/events/hook";
-import { createEndpoint } from "../../src/webhooks/endpoints";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
-import { spawnIndexer } from "../../testkit/indexer-child";
+import { backfillEnv, spawnIndexer } from "../../testkit/indexer-child";
 import { runLoad, setupLoad } from "../../testkit/load";
 import { runScenario } from "../../testkit/scenario";
-import { startReceiver, type Receiver } from "../../testkit/webhooks";
+import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
 
 const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
@@ -56,28 +55,12 @@ test(`kill -9 while indexing and delivering (${testDbKind}), restart: every even
   {
     const db = await open();
     await migrate(db.sql);
-    secret = (
-      await createEndpoint(
-        db.sql,
-        { merchant: MERCHANT, url: receiver.url, eventTypes: ["*"], description: null },
-        undefined,
-      )
-    ).secret;
+    secret = (await endpointForAll(db.sql, MERCHANT, receiver.url)).secret;
     await close(db);
   }
   // Slow answers keep deliveries in flight when the process dies.
   receiver.respond(() => ({ status: 200, delayMs: 25 }));
-  const env: Record<string, string> = {
-    RPC_URL: chain.rpcUrl,
-    PROCESSOR_ADDRESS: chain.processor,
-    START_BLOCK: chain.startBlock.toString(),
-    CHAIN_ID: String(chain.chainId),
-    POLL_INTERVAL_MS: "20",
-    INITIAL_RANGE: "1",
-    MAX_RANGE: "2",
-    WEBHOOKS: "1",
-    ...(server ? { DATABASE_URL: server.url } : { PGLITE_DIR: dir! }),
-  };
+  const env = { ...backfillEnv(chain, 2, server ? { url: server.url } : { dir: dir! }), WEBHOOKS: "1" };
   const fresh = await createTestDb();
   try {
     const kills: { received: number; inflight: number; indexed: bigint }[] = [];

@@ -7,6 +7,7 @@
  *
  *   bun run bench/indexer.ts [--events 50000]
  */
+import { readFileSync } from "node:fs";
 import postgres from "postgres";
 import { createPublicClient, decodeEventLog, http, type Address } from "viem";
 import { createDb } from "../src/db/client";
@@ -29,11 +30,24 @@ const rounds = Math.ceil(wanted / (SUCCESS_SUBS + FAILURES_PER_ROUND));
 // Blocks per raw eth_getLogs call: about 5k logs a call, well under viem's 10 MB response cap.
 const RAW_CHUNK = 20n;
 // Alternating runs of each side.
-const RUNS = 3;
+const RUNS = 5;
 
 const baseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const dbName = `bench_indexer_${Date.now().toString(36)}`;
 const admin = postgres(baseUrl, { max: 1, onnotice: () => {} });
+
+/** Busy and total jiffies of every CPU (/proc/stat), to report how loaded the machine was during a run. */
+function cpuTimes(): { busy: number; total: number } {
+  const f = require("node:fs")
+    .readFileSync("/proc/stat", "utf8")
+    .split("\n")[0]
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  const total = f.reduce((a: number, b: number) => a + b, 0);
+  return { busy: total - f[3]! - f[4]!, total };
+}
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 
@@ -85,12 +99,17 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
       hooks,
     });
     const started = performance.now();
+    const cpu0 = cpuTimes();
     await indexer.start();
     await indexer.waitForBlock(head, 300_000);
     const seconds = (performance.now() - started) / 1000;
+    const cpu1 = cpuTimes();
+    console.log(
+      `  ${side}: ${seconds.toFixed(2)} s, cpu busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %`,
+    );
     await indexer.stop();
     const [row] = await db.sql<{ n: string; e: string; d: string }[]>`
-      select (select count(*) from events)::text as n, (select count(*) from merchant_events)::text as e,
+      select (select count(*) from events)::text as n, (select count(*) from event_log)::text as e,
         (select count(*) from webhook_deliveries)::text as d`;
     return { count: Number(row!.n), seconds, merchantEvents: Number(row!.e), deliveries: Number(row!.d) };
   } finally {

@@ -1,6 +1,12 @@
 /** The event object (webhooks.md §2): the element of the event log API and the body of a delivery. */
+import { toActivityRecord } from "../domain/records";
 
-/** A row of `merchant_events` as the readers select it. */
+/** What readers select of `event_log` (for a view or alias `e`): `EventRow`. */
+export const EVENT_COLUMNS = `e.seq, e.id, e.chain_id, e.merchant, e.type, e.block_number, e.ts, e.data, e.log_index,
+  e.a_tx_hash, e.a_module, e.a_subscription_id, e.a_type, e.a_amount, e.a_fee, e.a_reason, e.a_keeper, e.a_symbol,
+  e.a_decimals`;
+
+/** A row of `event_log` as the readers select it; an activity event has `data` null and its record in `a_*`. */
 export type EventRow = {
   seq: string;
   id: string;
@@ -9,7 +15,18 @@ export type EventRow = {
   type: string;
   block_number: string;
   ts: Date;
-  data: Record<string, unknown>;
+  data: Record<string, unknown> | null;
+  log_index: number;
+  a_tx_hash: string | null;
+  a_module: string | null;
+  a_subscription_id: string | null;
+  a_type: "CHARGE" | "FAIL" | "REFILL" | null;
+  a_amount: string | null;
+  a_fee: string | null;
+  a_reason: string | null;
+  a_keeper: string | null;
+  a_symbol: string | null;
+  a_decimals: number | null;
 };
 
 /** The event object. */
@@ -23,6 +40,28 @@ export type EventEnvelope = {
   data: Record<string, unknown>;
 };
 
+/** `data` of a row: stored, or the activity record of an activity event. */
+export function eventData(r: EventRow): Record<string, unknown> {
+  if (r.data !== null) return r.data;
+  const object = toActivityRecord({
+    chain_id: String(r.chain_id),
+    block_number: String(r.block_number),
+    log_index: r.log_index,
+    tx_hash: r.a_tx_hash!,
+    timestamp: r.ts.toISOString(),
+    module: r.a_module!,
+    subscription_id: String(r.a_subscription_id),
+    type: r.a_type!,
+    amount: String(r.a_amount),
+    fee: r.a_fee === null ? null : String(r.a_fee),
+    reason: r.a_reason,
+    keeper: r.a_keeper,
+    symbol: r.a_symbol,
+    decimals: r.a_decimals,
+  });
+  return { object };
+}
+
 /** The event object of a row. */
 export function toEnvelope(r: EventRow): EventEnvelope {
   return {
@@ -32,6 +71,6 @@ export function toEnvelope(r: EventRow): EventEnvelope {
     chain_id: Number(r.chain_id),
     merchant: r.merchant,
     block_number: String(r.block_number),
-    data: r.data,
+    data: eventData(r),
   };
 }

@@ -1,7 +1,8 @@
 /**
  * The event log's indexer hook (webhooks.md §1): writes a batch's events inside the batch's own transaction (a
  * transactional outbox), withdraws the events of rolled-back blocks, and announces expiries that became final
- * while the chain was idle.
+ * while the chain was idle. An activity event is its activity row (given a seq and an id before the rows are
+ * copied); the subscription events are folded and stored once the previous batch has committed.
  */
 import { moduleOfEvent } from "../domain/attribution";
 import type { IndexerHook } from "../indexer/hooks";
@@ -9,18 +10,20 @@ import type { Q } from "../indexer/store";
 import type { BatchContext } from "../indexer/hooks";
 import {
   expiringBetween,
-  indexedTime,
   insertEvents,
+  keepActivityEvents,
   loadBlocked,
   loadAnnounced,
-  loadRefs,
-  loadTouched,
+  loadPairSubscriptions,
+  reserveSeqBlock,
+  SEQ_BLOCK,
   withdrawAbove,
 } from "./queries";
+import { activityEventId } from "./ids";
 import {
-  activityEvents,
   blockFinder,
   dueExpiries,
+  numberEvents,
   sortEvents,
   subscriptionEvents,
   type NewEvent,
@@ -33,60 +36,55 @@ export type EventRange = { chainId: number; fromSeq: bigint; toSeq: bigint };
 /** Called inside the writing transaction after events were inserted (the webhook fan-out). */
 export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
 
-const SUBSCRIPTION_LOGS = new Set([
-  "ChargeSucceeded",
-  "ChargeFailed",
-  "CreditRefilled",
-  "SubscriptionPaused",
-  "SubscriptionResumed",
-  "SubscriptionCancelled",
-  "AllowanceExpiryUpdated",
-]);
-
-/** Loads everything the fold of one batch needs and runs it. */
+/**
+ * Loads what the fold of one batch needs and runs it. The touched allocations' states before the batch, plan terms
+ * and merchants come from the indexer's memory; the database (at the batch's start: the previous batch committed)
+ * gives block flags, the other allocations of subscribers whose block changes, announced expiries and the expiries
+ * due among untouched allocations.
+ */
 async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
-  const { batch, derived, tokens } = ctx.rows;
-  const created = new Set(batch.events.filter((e) => e.name === "SubscriptionCreated").map((e) => e.subscriptionId!));
-  const ids = new Set<string>();
+  const { batch, before } = ctx.rows;
+  const { chainId } = ctx;
+  const created = new Set<string>();
   const pairs = new Map<string, [string, string]>();
+  const blockChanges = new Map<string, [string, string]>();
+  const addPair = (to: Map<string, [string, string]>, module: string, subscriber: string) =>
+    to.set(`${module}:${subscriber}`, [module, subscriber]);
   for (const ev of batch.events) {
-    if (ev.subscriptionId !== null && SUBSCRIPTION_LOGS.has(ev.name) && !created.has(ev.subscriptionId)) {
-      ids.add(ev.subscriptionId);
-    }
+    if (ev.name === "SubscriptionCreated") created.add(ev.subscriptionId!);
     if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked" || ev.name === "SubscriptionCreated") {
-      const module = moduleOfEvent(ev)!;
-      pairs.set(`${module}:${String(ev.args.subscriber)}`, [module, String(ev.args.subscriber)]);
+      addPair(pairs, moduleOfEvent(ev)!, String(ev.args.subscriber));
+      if (ev.name !== "SubscriptionCreated") addPair(blockChanges, moduleOfEvent(ev)!, String(ev.args.subscriber));
     }
   }
-  const prevTime = await indexedTime(tx, ctx.chainId);
-  const touched = await loadTouched(tx, ctx.chainId, [...ids], [...pairs.values()]);
-  const modules = new Set([...pairs.values()].map((p) => p[0]));
-  for (const ev of batch.events) if (ev.name === "SubscriptionCreated") modules.add(moduleOfEvent(ev)!);
-  const tokenAddrs = [...new Set(derived.activity.map((a) => a.token).filter((t): t is string => t !== null))];
-  const refs = await loadRefs(tx, ctx.chainId, [...modules], tokenAddrs);
-  for (const m of derived.modules) refs.merchants.set(m.address, m.merchant);
-  for (const p of derived.plans)
-    refs.plans.set(`${p.module}:${p.planId}`, { interval: p.interval, grace: p.grace, token: p.token });
-  for (const t of tokens) refs.tokens.set(t.address, { symbol: t.symbol, decimals: t.decimals });
-  const existing = [...touched.subs.keys()];
+  const subs = new Map(before);
+  if (blockChanges.size > 0) {
+    for (const [id, s] of await loadPairSubscriptions(tx, chainId, [...blockChanges.values()])) {
+      if (!subs.has(id)) subs.set(id, s);
+    }
+  }
+  for (const s of subs.values()) addPair(pairs, s.module, s.subscriber);
+  const existing = [...subs.keys()];
+  // Independent reads, pipelined on the transaction's connection.
+  const [blocked, announced, due] = await Promise.all([
+    loadBlocked(tx, chainId, [...pairs.values()]),
+    loadAnnounced(tx, chainId, existing, ctx.fromTime),
+    expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, [...existing, ...created]),
+  ]);
   const input: TimelineInput = {
-    chainId: ctx.chainId,
+    chainId,
     events: batch.events,
-    before: touched.subs,
-    blocked: new Map([...(await loadBlocked(tx, ctx.chainId, [...pairs.values()])), ...touched.blocked]),
-    plans: new Map([...refs.plans, ...touched.plans]),
-    tokens: refs.tokens,
-    announced: await loadAnnounced(tx, ctx.chainId, existing, prevTime),
-    prevTime,
+    before: subs,
+    blocked,
+    plans: ctx.plans,
+    announced,
+    prevTime: ctx.fromTime,
     toBlock: batch.to,
     toHash: batch.toHeader.hash,
     toTime: ctx.toTime,
   };
-  const hashes = new Map(batch.events.map((e) => [e.blockNumber, e.blockHash]));
-  const out = [...activityEvents(input, derived.activity, hashes), ...subscriptionEvents(input, refs.merchants)];
-  const skip = [...existing, ...created];
-  const due = await expiringBetween(tx, ctx.chainId, prevTime, ctx.toTime, skip);
-  return sortEvents([...out, ...dueExpiries(ctx.chainId, due, blockFinder(input), -1)]);
+  const out = subscriptionEvents(input, ctx.merchants);
+  return sortEvents([...out, ...dueExpiries(chainId, due, blockFinder(input), -1)]);
 }
 
 /** The hook; `onEvents` runs in the same transaction after each write of events; `now` is the wall clock (s). */
@@ -95,12 +93,37 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   const written = async (tx: Q, chainId: number, range: { fromSeq: bigint; toSeq: bigint } | null) => {
     if (range && opts.onEvents) await opts.onEvents(tx, { chainId, ...range });
   };
+  // The base of each batch's block of seqs, from `beforeBulk` to `onBatch` (the same rows object).
+  const bases = new WeakMap<object, bigint>();
   return {
     name: "events",
+    async beforeBulk(tx, ctx) {
+      const base = await reserveSeqBlock(tx);
+      bases.set(ctx.rows, base);
+      const { activity } = ctx.rows.derived;
+      const hashes = new Map(ctx.rows.batch.events.map((e) => [e.blockNumber, e.blockHash]));
+      numberEvents(base, SEQ_BLOCK, activity, []).forEach((seq, i) => {
+        const a = activity[i]!;
+        a.event = {
+          seq: seq.toString(),
+          id: activityEventId(ctx.chainId, a.blockNumber, a.logIndex, hashes.get(a.blockNumber)!),
+        };
+      });
+    },
     async onBatch(tx, ctx) {
+      const base = bases.get(ctx.rows)!;
+      const events = await batchEvents(tx, ctx);
+      numberEvents(base, SEQ_BLOCK, ctx.rows.derived.activity, events);
       // COPY has no ON CONFLICT: only for batches of blocks never seen (not the re-ingest right after a rollback).
-      const bulk = ctx.bulk && !ctx.reorg ? { from: ctx.fromBlock, to: ctx.toBlock } : undefined;
-      await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, await batchEvents(tx, ctx), bulk));
+      const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
+      // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
+      const end = base + SEQ_BLOCK - 1n;
+      const any = stored !== null || ctx.rows.derived.activity.length > 0;
+      const range = any ? { fromSeq: base, toSeq: stored && stored.toSeq > end ? stored.toSeq : end } : null;
+      await written(tx, ctx.chainId, range);
+    },
+    async beforeRollback(tx, ctx) {
+      await keepActivityEvents(tx, ctx.chainId, ctx.ancestor);
     },
     async onRollback(tx, ctx) {
       await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor, ctx.ancestor ?? 0n));

@@ -3,28 +3,19 @@ import type { Q, Tx } from "../indexer/store";
 import { copyIn, copyText, fromRow, type SubRow } from "../indexer/store";
 import type { SubState } from "../indexer/derive";
 import type { NewEvent, PlanTerms } from "./timeline";
+import { EVENT_COLUMNS, eventData, type EventRow } from "./envelope";
 
 const SUB_COLUMNS = (q: Q) => q`s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, s.max_executions,
   s.times_executed, s.total_spent, s.created_at, s.last_paid_at, s.next_charge_at, s.allowance_expiry, s.paused,
   s.cancelled, s.block_number, s.log_index, s.tx_hash`;
 
-/** Timestamp (unix seconds) of the chain's indexed block, 0 before the first batch. */
-export async function indexedTime(q: Q, chainId: number): Promise<number> {
-  const [row] = await q<{ t: string | null }[]>`
-    select floor(extract(epoch from indexed_time))::bigint as t from chains where chain_id = ${chainId}`;
-  return row?.t ? Number(row.t) : 0;
-}
-
-/** Existing allocations named by id or by `(module, subscriber)` pair, with their pairs' block state and plans. */
-export async function loadTouched(q: Q, chainId: number, ids: string[], pairs: [string, string][]) {
-  const rows = await q<(SubRow & { interval_s: string; grace_s: string; token: string; blocked: boolean })[]>`
-    select ${SUB_COLUMNS(q)}, p.interval_s, p.grace_s, p.token, coalesce(b.blocked, false) as blocked
-    from subscriptions s
-    join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
-    left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber
-    where s.chain_id = ${chainId} and (s.subscription_id = any(${ids}::text[]::numeric[])
-      or (s.module, s.subscriber) in (select * from unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[])))`;
-  return withTerms(rows);
+/** Existing allocations of `(module, subscriber)` pairs. */
+export async function loadPairSubscriptions(q: Q, chainId: number, pairs: [string, string][]) {
+  const rows = await q<SubRow[]>`
+    select ${SUB_COLUMNS(q)} from subscriptions s
+    where s.chain_id = ${chainId}
+      and (s.module, s.subscriber) in (select * from unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[]))`;
+  return new Map(rows.map((r) => [r.subscription_id, fromRow(r)]));
 }
 
 /** States, block flags and plan terms of rows that carry their plan and block state. */
@@ -42,36 +33,49 @@ function withTerms(rows: (SubRow & { interval_s: string; grace_s: string; token:
 
 /** Block state of `(module, subscriber)` pairs. */
 export async function loadBlocked(q: Q, chainId: number, pairs: [string, string][]): Promise<Map<string, boolean>> {
+  if (pairs.length === 0) return new Map();
   const rows = await q<{ module: string; subscriber: string; blocked: boolean }[]>`
     select module, subscriber, blocked from blocked_subscribers where chain_id = ${chainId}
       and (module, subscriber) in (select * from unnest(${pairs.map((p) => p[0])}::text[], ${pairs.map((p) => p[1])}::text[]))`;
   return new Map(rows.map((r) => [`${r.module}:${r.subscriber}`, r.blocked]));
 }
 
-/** Plans by `<module>:<planId>`, merchants by module, tokens by address: the ones named. */
-export async function loadRefs(q: Q, chainId: number, modules: string[], tokens: string[]) {
-  const [plans, mods, toks] = await Promise.all([
-    q<{ module: string; plan_id: string; interval_s: string; grace_s: string; token: string }[]>`
-      select module, plan_id, interval_s, grace_s, token from plans where chain_id = ${chainId} and module = any(${modules})`,
-    q<{ address: string; merchant: string }[]>`
-      select address, merchant from modules where chain_id = ${chainId} and address = any(${modules})`,
-    q<{ address: string; symbol: string | null; decimals: number | null }[]>`
-      select address, symbol, decimals from tokens where chain_id = ${chainId} and address = any(${tokens})`,
-  ]);
-  return {
-    plans: new Map(
-      plans.map((p) => [
-        `${p.module}:${p.plan_id}`,
-        { interval: Number(p.interval_s), grace: Number(p.grace_s), token: p.token },
-      ]),
-    ),
-    merchants: new Map(mods.map((m) => [m.address, m.merchant])),
-    tokens: new Map(toks.map((t) => [t.address, { symbol: t.symbol, decimals: t.decimals }])),
-  };
+/**
+ * Seqs of the event log step by SEQ_BLOCK (migration 0015): a batch takes one value and numbers its own events inside
+ * `[base, base + SEQ_BLOCK)` in chain order; every other writer takes one value per event.
+ */
+export const SEQ_BLOCK = 1n << 28n;
+
+/** A fresh seq of the event log (the base of a block of SEQ_BLOCK seqs no one else uses). */
+export async function reserveSeqBlock(q: Q): Promise<bigint> {
+  const [row] = await q<{ s: string }[]>`select nextval(pg_get_serial_sequence('merchant_events', 'seq'))::text as s`;
+  return BigInt(row!.s);
+}
+
+/**
+ * Copies the activity events of the blocks above `ancestor` (all when null) into `merchant_events`, same seq and
+ * id, their record as `data`: a rollback is about to delete their rows, and a withdrawn event stays in the log.
+ */
+export async function keepActivityEvents(q: Q, chainId: number, ancestor: bigint | null) {
+  const rows = await q<EventRow[]>`
+    select ${q.unsafe(EVENT_COLUMNS)} from event_log e
+    where e.chain_id = ${chainId} and e.block_number > ${(ancestor ?? -1n).toString()} and e.data is null
+      and e.seq is not null`;
+  if (rows.length === 0) return;
+  await q`
+    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+    overriding system value
+    select seq, id, ${chainId}, merchant, type, bn, li, 0, ts, data::jsonb
+    from unnest(${rows.map((r) => r.seq)}::bigint[], ${rows.map((r) => r.id)}::text[],
+      ${rows.map((r) => r.merchant)}::text[], ${rows.map((r) => r.type)}::text[],
+      ${rows.map((r) => String(r.block_number))}::bigint[], ${rows.map((r) => r.log_index)}::int[],
+      ${rows.map((r) => r.ts.toISOString())}::timestamptz[], ${rows.map((r) => JSON.stringify(eventData(r)))}::text[])
+      as u(seq, id, merchant, type, bn, li, ts, data)`;
 }
 
 /** `<subscriptionId>:<instant>` of the expiries announced after `after` for the given allocations. */
 export async function loadAnnounced(q: Q, chainId: number, ids: string[], after: number): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
   const rows = await q<{ subscription_id: string; t: string }[]>`
     select subscription_id, floor(extract(epoch from expires_at))::bigint as t from event_expiries
     where chain_id = ${chainId} and subscription_id = any(${ids}) and expires_at > to_timestamp(${after})`;
@@ -103,12 +107,16 @@ export async function expiringBetween(q: Q, chainId: number, after: number, unti
 }
 
 /**
- * Appends events (already in order) and records their expiries; returns the seq range written, or null. With
- * `bulk` (a backfill batch on Postgres, whose blocks are all new) the events go in by COPY.
+ * Appends events (already in order) and records their expiries; returns the seq range written, or null. An event
+ * with a `seq` keeps it (a batch's block of seqs); one without takes the next. With `bulk` (a backfill batch on
+ * Postgres, whose blocks are all new) the numbered events go in by COPY.
  */
-export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk?: { from: bigint; to: bigint }) {
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk = false) {
   if (events.length === 0) return null;
-  const rows = bulk ? await copyNewEvents(q as Tx, chainId, events, bulk) : await insertNewEvents(q, chainId, events);
+  const copied = bulk ? events.filter((e) => e.seq !== undefined) : [];
+  if (copied.length) await copyNewEvents(q as Tx, chainId, copied);
+  const rest = copied.length ? events.filter((e) => e.seq === undefined) : events;
+  const [r] = rest.length ? await insertNewEvents(q, chainId, rest) : [];
   const expiries = events.filter((e) => e.expiry);
   if (expiries.length) {
     await q`
@@ -119,45 +127,46 @@ export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bu
         ${expiries.map((e) => e.blockNumber.toString())}::bigint[]) as x(s, t, b)
       on conflict do nothing`;
   }
-  const r = rows[0];
-  return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi!) } : null;
+  const seqs = copied.map((e) => e.seq!);
+  if (r?.lo) seqs.push(BigInt(r.lo), BigInt(r.hi!));
+  if (seqs.length === 0) return null;
+  return { fromSeq: seqs.reduce((a, b) => (a < b ? a : b)), toSeq: seqs.reduce((a, b) => (a > b ? a : b)) };
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
   return q<{ lo: string | null; hi: string | null }[]>`
     with ins as (
-      insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
-      select id, ${chainId}, merchant, type, bn, li, si, to_timestamp(ts), data::jsonb
-      from unnest(${events.map((e) => e.id)}::text[], ${events.map((e) => e.merchant)}::text[],
-        ${events.map((e) => e.type)}::text[], ${events.map((e) => e.blockNumber.toString())}::bigint[],
-        ${events.map((e) => e.logIndex)}::int[], ${events.map((e) => e.subIndex)}::int[],
-        ${events.map((e) => e.ts)}::bigint[], ${events.map((e) => JSON.stringify(e.data))}::text[])
-        with ordinality as u(id, merchant, type, bn, li, si, ts, data, n)
+      insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+      overriding system value
+      select coalesce(seq, nextval(pg_get_serial_sequence('merchant_events', 'seq'))), id, ${chainId}, merchant, type,
+        bn, li, si, to_timestamp(ts), data::jsonb
+      from unnest(${events.map((e) => e.seq?.toString() ?? null)}::bigint[], ${events.map((e) => e.id)}::text[],
+        ${events.map((e) => e.merchant)}::text[], ${events.map((e) => e.type)}::text[],
+        ${events.map((e) => e.blockNumber.toString())}::bigint[], ${events.map((e) => e.logIndex)}::int[],
+        ${events.map((e) => e.subIndex)}::int[], ${events.map((e) => e.ts)}::bigint[],
+        ${events.map((e) => JSON.stringify(e.data))}::text[])
+        with ordinality as u(seq, id, merchant, type, bn, li, si, ts, data, n)
       order by u.n
       on conflict (id) do nothing
       returning seq)
     select min(seq)::text as lo, max(seq)::text as hi from ins`;
 }
 
-/** COPY of a backfill batch's events; their seqs are the batch's blocks' events not withdrawn. */
-async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[], range: { from: bigint; to: bigint }) {
+/** COPY of a backfill batch's numbered events. */
+async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
   const lines = new Array<string>(events.length);
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
     // Ids, addresses, type names and numbers never need escaping; the JSON might.
     lines[i] =
-      `${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
+      `${e.seq}\t${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
       `${new Date(e.ts * 1000).toISOString()}\t${copyText(JSON.stringify(e.data))}\n`;
   }
   await copyIn(
     tx,
-    tx`copy merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
+    tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
     lines.join(""),
   );
-  return tx<{ lo: string | null; hi: string | null }[]>`
-    select min(seq)::text as lo, max(seq)::text as hi from merchant_events
-    where chain_id = ${chainId} and block_number between ${range.from.toString()} and ${range.to.toString()}
-      and reverted_by is null and type <> 'event.reverted'`;
 }
 
 /**

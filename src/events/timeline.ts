@@ -1,11 +1,12 @@
 /**
- * The events of one batch, computed by folding its logs over the state before it (webhooks.md §1): one per activity
- * record, `subscription.created`, and `subscription.status_changed` for every change of the computed status, expiries
- * included at their exact instant. Pure: the hook loads the inputs and writes the output.
+ * The subscription events of one batch, computed by folding its logs over the state before it (webhooks.md §1):
+ * `subscription.created`, and `subscription.status_changed` for every change of the computed status, expiries
+ * included at their exact instant. Pure: the hook loads the inputs and writes the output. (Activity events are the
+ * activity rows themselves: see the events hook.)
  */
 import { paidUntil, subscriptionStatus, type SubscriptionStatus } from "../domain/status";
-import { toActivityRecord, toSubscriptionRecord } from "../domain/records";
-import { applyToSubscription, subscriptionFromCreated, type ActivityRow, type SubState } from "../indexer/derive";
+import { toSubscriptionRecord } from "../domain/records";
+import { applyToSubscription, subscriptionFromCreated, type SubState } from "../indexer/derive";
 import { moduleOfEvent } from "../domain/attribution";
 import type { BatchEvent } from "../indexer/fetch";
 import { eventIdOf } from "./ids";
@@ -21,6 +22,8 @@ export type NewEvent = {
   ts: number;
   data: Record<string, unknown>;
   expiry?: { subscriptionId: string; instant: number };
+  /** Its place in the log when the batch numbered it (see `numberEvents`). */
+  seq?: bigint;
 };
 
 /** Plan terms the status depends on. */
@@ -31,13 +34,11 @@ export type TimelineInput = {
   chainId: number;
   events: BatchEvent[];
   /** State before the batch of every existing allocation the batch touches. */
-  before: Map<string, SubState>;
+  before: ReadonlyMap<string, SubState>;
   /** `<module>:<subscriber>` → blocked, before the batch (absent: not blocked). */
-  blocked: Map<string, boolean>;
+  blocked: ReadonlyMap<string, boolean>;
   /** `<module>:<planId>` → terms (plans of the batch included). */
-  plans: Map<string, PlanTerms>;
-  /** Token address → metadata. */
-  tokens: Map<string, { symbol: string | null; decimals: number | null }>;
+  plans: ReadonlyMap<string, PlanTerms>;
   /** `<subscriptionId>:<instant>` of expiries already announced. */
   announced: Set<string>;
   /** Timestamp of the last block before the batch (0 before the first). */
@@ -53,41 +54,6 @@ export function blockFinder(input: Pick<TimelineInput, "events" | "toBlock" | "t
     for (const ev of input.events) if (ev.blockTime >= instant) return { number: ev.blockNumber, hash: ev.blockHash };
     return { number: input.toBlock, hash: input.toHash };
   };
-}
-
-/** The activity events of the batch (`charge.succeeded`, `charge.failed`, `credit.refilled`). */
-export function activityEvents(input: TimelineInput, activity: ActivityRow[], hashes: Map<bigint, string>): NewEvent[] {
-  const types = { CHARGE: "charge.succeeded", FAIL: "charge.failed", REFILL: "credit.refilled" } as const;
-  return activity.map((a) => {
-    const meta = a.token ? input.tokens.get(a.token) : undefined;
-    const object = toActivityRecord({
-      chain_id: String(input.chainId),
-      block_number: a.blockNumber.toString(),
-      log_index: a.logIndex,
-      tx_hash: a.txHash,
-      timestamp: new Date(a.blockTime * 1000).toISOString(),
-      module: a.module,
-      subscription_id: a.subscriptionId,
-      type: a.type,
-      amount: a.amount,
-      fee: a.fee,
-      reason: a.reason,
-      keeper: a.keeper,
-      symbol: meta?.symbol ?? null,
-      decimals: meta?.decimals ?? null,
-    });
-    const type = types[a.type];
-    return {
-      id: eventIdOf(input.chainId, hashes.get(a.blockNumber)!, a.logIndex, type),
-      merchant: a.merchant,
-      type,
-      blockNumber: a.blockNumber,
-      logIndex: a.logIndex,
-      subIndex: 0,
-      ts: a.blockTime,
-      data: { object },
-    };
-  });
 }
 
 /** The subscription record of a state at unix second `at`. */
@@ -182,7 +148,7 @@ function logsBySubscription(input: TimelineInput, pairs: Map<string, string[]>):
 }
 
 /** Allocations of each `<module>:<subscriber>` pair: the existing ones and those the batch creates, in order. */
-function pairsOf(input: TimelineInput, merchants: Map<string, string>): Map<string, string[]> {
+function pairsOf(input: TimelineInput, merchants: ReadonlyMap<string, string>): Map<string, string[]> {
   const pairs = new Map<string, string[]>();
   const add = (key: string, id: string) => {
     const list = pairs.get(key) ?? pairs.set(key, []).get(key)!;
@@ -201,7 +167,7 @@ function pairsOf(input: TimelineInput, merchants: Map<string, string>): Map<stri
  * The subscription events of the batch for every allocation it touches: created, status changes in log order,
  * and expiries up to the batch's last block. `merchants` maps module → merchant (the batch's modules included).
  */
-export function subscriptionEvents(input: TimelineInput, merchants: Map<string, string>): NewEvent[] {
+export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<string, string>): NewEvent[] {
   const out: NewEvent[] = [];
   const findBlock = blockFinder(input);
   const pairs = pairsOf(input, merchants);
@@ -268,4 +234,34 @@ export function sortEvents(events: NewEvent[]): NewEvent[] {
         : 1
       : a.logIndex - b.logIndex || a.subIndex - b.subIndex,
   );
+}
+
+/**
+ * Numbers a batch's events inside its block of seqs `[base, base + size)` in chain order: activity event k (of n) at
+ * `base + gap·(k+1)` with `gap = size / (n+1)`, and the subscription events (sorted) in the gaps between them, after
+ * the activity events that precede them in the chain. Returns the activity seqs; an event that does not fit in its
+ * gap keeps no seq (it is appended after the block).
+ */
+export function numberEvents(
+  base: bigint,
+  size: bigint,
+  activity: { blockNumber: bigint; logIndex: number }[],
+  events: NewEvent[],
+): bigint[] {
+  const gap = size / BigInt(activity.length + 1);
+  let k = 0;
+  let j = 0n;
+  const before = (a: { blockNumber: bigint; logIndex: number }, e: NewEvent) =>
+    a.blockNumber !== e.blockNumber
+      ? a.blockNumber < e.blockNumber
+      : a.logIndex < e.logIndex || (a.logIndex === e.logIndex && e.subIndex > 0);
+  for (const e of events) {
+    while (k < activity.length && before(activity[k]!, e)) {
+      k++;
+      j = 0n;
+    }
+    j++;
+    if (j < gap) e.seq = base + gap * BigInt(k) + j;
+  }
+  return activity.map((_, i) => base + gap * BigInt(i + 1));
 }

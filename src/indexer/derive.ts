@@ -14,8 +14,8 @@ export type ChainEvent = {
   args: Record<string, ArgValue>;
 };
 
-/** Plan facts the derived state needs (plans are immutable on chain). */
-export type PlanInfo = { token: string; interval: number };
+/** Plan facts the derived state and the status need (plans are immutable on chain). */
+export type PlanInfo = { token: string; interval: number; grace: number };
 
 /** The current state of one allocation, as the `subscriptions` table holds it. */
 export type SubState = {
@@ -77,6 +77,8 @@ export type ActivityRow = {
   fee: string | null;
   reason: string | null;
   keeper: string;
+  /** Seq and id of the row's event in the event log, when the events hook gave it one. */
+  event?: { seq: string; id: string };
 };
 
 /** Events that change a subscription's row after its creation. */
@@ -88,8 +90,8 @@ const SUBSCRIPTION_UPDATES = new Set([
   "AllowanceExpiryUpdated",
 ]);
 
-/** Events whose activity or derived rows need the subscription's current state. */
-const NEEDS_SUBSCRIPTION = new Set([...SUBSCRIPTION_UPDATES, "ChargeFailed"]);
+/** Events whose activity, derived rows or events (the event log's fold) need the subscription's current state. */
+const NEEDS_SUBSCRIPTION = new Set([...SUBSCRIPTION_UPDATES, "ChargeFailed", "CreditRefilled"]);
 
 /** Key of a plan in caches: `<module>:<planId>`. */
 export const planKey = (module: string, planId: string | number) => `${module}:${planId}`;
@@ -139,6 +141,16 @@ export function applyToSubscription(sub: SubState, ev: ChainEvent, plan: PlanInf
       sub.allowanceExpiry = String(ev.args.allowanceExpiry);
       break;
   }
+}
+
+/** Copies of the states of `ids` found in `subs`: the allocations a batch touches, before it applies. */
+export function statesBefore(subs: Map<string, SubState>, ids: string[]): Map<string, SubState> {
+  const out = new Map<string, SubState>();
+  for (const id of ids) {
+    const s = subs.get(id);
+    if (s) out.set(id, { ...s });
+  }
+  return out;
 }
 
 /** Subscription ids a batch touches that it does not create itself: their rows must be loaded first. */
@@ -252,7 +264,7 @@ export function deriveBatch(
           blockNumber: ev.blockNumber,
           logIndex: ev.logIndex,
         };
-        plans.set(planKey(row.module, row.planId), { token: row.token, interval: row.interval });
+        plans.set(planKey(row.module, row.planId), { token: row.token, interval: row.interval, grace: row.grace });
         out.plans.push(row);
         continue;
       }

@@ -1,13 +1,15 @@
 import type { Sql } from "../db/client";
 import type { Tx } from "./store";
 import type { BatchRows } from "./write";
+import type { PlanInfo } from "./derive";
 
 /** One indexed batch, as hooks see it. Times are unix seconds. */
 export type BatchContext = {
   chainId: number;
   fromBlock: bigint;
   toBlock: bigint;
-  /** Block timestamp of `toBlock`. */
+  /** Block timestamp of the indexed block before the batch (0 when there is none), and of `toBlock`. */
+  fromTime: number;
   toTime: number;
   /** Chain head when the batch was fetched. */
   head: bigint;
@@ -17,6 +19,9 @@ export type BatchContext = {
   reorg: boolean;
   /** True when the batch's rows go in by COPY (Postgres): hooks may bulk-load their own rows too. */
   bulk: boolean;
+  /** Module address → merchant, and plans by `<module>:<planId>`: the indexer's caches, the batch's included. */
+  merchants: ReadonlyMap<string, string>;
+  plans: ReadonlyMap<string, PlanInfo>;
 };
 
 /** A rollback: rows of every block above `ancestor` were deleted (null: the whole chain was). */
@@ -32,11 +37,18 @@ export type IdleContext = { chainId: number; indexedBlock: bigint | null; indexe
 export type IndexerHook = {
   name: string;
   /**
+   * Inside the batch's transaction before its append-only rows are written, possibly while the previous batch is
+   * still committing: may annotate the rows about to be written (the state tables are not read here).
+   */
+  beforeBulk?(tx: Tx, ctx: BatchContext): Promise<void>;
+  /**
    * Inside the batch's transaction, after the previous batch committed and this batch's `events` and `activity`
    * rows were written, but before the state tables (modules, plans, tokens, subscriptions, blocked_subscribers)
    * move to the batch's end: queried from `tx`, they still hold the state as of `fromBlock - 1`.
    */
   onBatch?(tx: Tx, ctx: BatchContext): Promise<void>;
+  /** Inside the rollback's transaction, before the rows above the ancestor are deleted. */
+  beforeRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
   /** Inside the rollback's transaction, after the rows above the ancestor were deleted and the state rebuilt. */
   onRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
   /** After a poll that found nothing to index, outside any transaction (lock what you need). */

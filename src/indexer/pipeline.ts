@@ -3,13 +3,14 @@
  * rows derived from cached state, and batch transactions pipelined (the next batch's rows go in while one commits).
  */
 import { describeError } from "../common/errors";
-import { deriveBatch, subscriptionsToLoad } from "./derive";
+import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { CursorMovedError, RangeRefusedError, RpcUnavailableError } from "./errors";
 import { fetchLogs, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
 import type { IndexerContext } from "./context";
 import { loadCursor, loadSubscriptions, moveCursor, type Cursor, type Tx } from "./store";
 import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
+import type { BatchContext } from "./hooks";
 
 /** One `eth_getLogs` range being fetched. */
 type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs> };
@@ -104,11 +105,13 @@ export async function tokenMetas(ctx: IndexerContext, batch: PreparedBatch | nul
 async function derive(ctx: IndexerContext, batch: PreparedBatch): Promise<BatchRows> {
   const { state } = ctx;
   const metas = await tokenMetas(ctx, batch);
-  const missing = subscriptionsToLoad(batch.events).filter((id) => !state.subCache.has(id));
+  const ids = subscriptionsToLoad(batch.events);
+  const missing = ids.filter((id) => !state.subCache.has(id));
   for (const [id, sub] of await loadSubscriptions(ctx.sql, ctx.chainId, missing)) state.subCache.set(id, sub);
+  const before = statesBefore(state.subCache, ids);
   const derived = deriveBatch(batch.events, state.modules, state.plans, state.subCache);
   for (const m of metas) state.tokens.known.add(m.address);
-  return { batch, derived, tokens: metas };
+  return { batch, before, derived, tokens: metas };
 }
 
 /** Inside a transaction: the cursor row, locked, must be the one the work was built on. */
@@ -119,12 +122,40 @@ export async function verifyCursor(ctx: IndexerContext, tx: Tx, expected: Cursor
   }
 }
 
-/** Runs the hooks' `onBatch` inside the batch's transaction. */
-export async function runBatchHooks(ctx: IndexerContext, tx: Tx, rows: BatchRows, head: bigint, reorg: boolean) {
+/** What the hooks see of a batch. */
+export function batchContext(
+  ctx: IndexerContext,
+  rows: BatchRows,
+  prev: Cursor | null,
+  head: bigint,
+  reorg: boolean,
+): BatchContext {
   const { batch } = rows;
-  const { chainId } = ctx;
-  const ctxb = { chainId, fromBlock: batch.from, toBlock: batch.to, toTime: batch.toHeader.timestamp, head, rows };
-  for (const h of ctx.hooks) await h.onBatch?.(tx, { ...ctxb, reorg, bulk: ctx.io.useCopy });
+  const toTime = batch.toHeader.timestamp;
+  return {
+    chainId: ctx.chainId,
+    fromTime: prev?.time ?? 0,
+    fromBlock: batch.from,
+    toBlock: batch.to,
+    toTime,
+    head,
+    rows,
+    reorg,
+    bulk: ctx.io.useCopy,
+    merchants: ctx.state.modules,
+    plans: ctx.state.plans,
+  };
+}
+
+/** Writes a batch's append-only rows, the hooks' `beforeBulk` first. */
+export async function writeBatchBulk(ctx: IndexerContext, tx: Tx, bctx: BatchContext) {
+  for (const h of ctx.hooks) await h.beforeBulk?.(tx, bctx);
+  await writeBulk(tx, ctx.chainId, bctx.rows, ctx.io.useCopy);
+}
+
+/** Runs the hooks' `onBatch` inside the batch's transaction. */
+export async function runBatchHooks(ctx: IndexerContext, tx: Tx, bctx: BatchContext) {
+  for (const h of ctx.hooks) await h.onBatch?.(tx, bctx);
 }
 
 /** Logs and publishes a committed batch (or rollback, or token metadata update). */
@@ -164,11 +195,12 @@ async function write(
   const { chainId } = ctx;
   const next = cursorOf(batch);
   const started = performance.now();
+  const bctx = batchContext(ctx, rows, expected, head, false);
   await ctx.sql.begin(async (tx) => {
-    await writeBulk(tx, chainId, rows, ctx.io.useCopy);
+    await writeBatchBulk(ctx, tx, bctx);
     if (after) await after.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));
     await verifyCursor(ctx, tx, expected);
-    await runBatchHooks(ctx, tx, rows, head, false);
+    await runBatchHooks(ctx, tx, bctx);
     await writeState(tx, chainId, rows, ctx.window);
     await moveCursor(tx, chainId, next, head);
   });

@@ -4,6 +4,7 @@ import {
   applyToSubscription,
   deriveBatch,
   planKey,
+  statesBefore,
   subscriptionFromCreated,
   subscriptionsToLoad,
   type PlanInfo,
@@ -11,7 +12,16 @@ import {
 } from "./derive";
 import { ChainBehindError } from "./errors";
 import { prepareBatch, type PreparedBatch } from "./fetch";
-import { announce, cursorOf, fetchRange, runBatchHooks, tokenMetas, verifyCursor } from "./pipeline";
+import {
+  announce,
+  batchContext,
+  cursorOf,
+  fetchRange,
+  runBatchHooks,
+  tokenMetas,
+  verifyCursor,
+  writeBatchBulk,
+} from "./pipeline";
 import type { IndexerContext } from "./context";
 import {
   loadBlocks,
@@ -24,7 +34,7 @@ import {
   type Cursor,
   type Tx,
 } from "./store";
-import { writeBulk, writeState, type BatchRows } from "./write";
+import { writeState, type BatchRows } from "./write";
 
 /**
  * Rolls the index back to `ancestor` (null: to nothing, a deep reorg) and re-ingests the new branch's first batch
@@ -49,15 +59,24 @@ export async function applyReorg(
   const started = performance.now();
   await sql.begin(async (tx) => {
     await verifyCursor(ctx, tx, old);
+    for (const h of ctx.hooks) await h.beforeRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
     const { events } = await rollback(tx, chainId, ancestor);
     log("warn", "indexer rolled back", { chainId, to: ancestor?.block ?? null, removedEvents: events });
     for (const h of ctx.hooks) await h.onRollback?.(tx, { chainId, ancestor: ancestor?.block ?? null });
     await state.reload(tx, false);
     if (batch) {
-      const subs = await loadSubscriptions(tx, chainId, subscriptionsToLoad(batch.events));
-      batchRows = { batch, derived: deriveBatch(batch.events, state.modules, state.plans, subs), tokens: metas };
-      await writeBulk(tx, chainId, batchRows, ctx.io.useCopy);
-      await runBatchHooks(ctx, tx, batchRows, head, true);
+      const ids = subscriptionsToLoad(batch.events);
+      const subs = await loadSubscriptions(tx, chainId, ids);
+      const before = statesBefore(subs, ids);
+      batchRows = {
+        batch,
+        before,
+        derived: deriveBatch(batch.events, state.modules, state.plans, subs),
+        tokens: metas,
+      };
+      const bctx = batchContext(ctx, batchRows, ancestor, head, true);
+      await writeBatchBulk(ctx, tx, bctx);
+      await runBatchHooks(ctx, tx, bctx);
       await writeState(tx, chainId, batchRows, window);
     }
     if (refill.length > 0) await saveBlocks(tx, chainId, refill, (next?.block ?? 0n) - window);
@@ -146,11 +165,15 @@ export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null)
       ).map((r) => [r.address, r.merchant]),
     );
     const plans = new Map<string, PlanInfo>();
-    for (const p of await tx<{ module: string; plan_id: string; token: string; interval_s: string }[]>`
-      select module, plan_id, token, interval_s from plans where chain_id = ${chainId}
+    for (const p of await tx<{ module: string; plan_id: string; token: string; interval_s: string; grace_s: string }[]>`
+      select module, plan_id, token, interval_s, grace_s from plans where chain_id = ${chainId}
         and module in (select module from subscriptions
           where chain_id = ${chainId} and subscription_id = any(${survivors}::text[]::numeric[]))`) {
-      plans.set(planKey(p.module, p.plan_id), { token: p.token, interval: Number(p.interval_s) });
+      plans.set(planKey(p.module, p.plan_id), {
+        token: p.token,
+        interval: Number(p.interval_s),
+        grace: Number(p.grace_s),
+      });
     }
     const states = new Map<string, SubState>();
     for (const ev of await loadSubscriptionEvents(tx, chainId, survivors)) {

@@ -1,5 +1,5 @@
 import type { Logger } from "../common/log";
-import type { SubState } from "./derive";
+import type { PlanInfo, SubState } from "./derive";
 import { WaitTimeoutError } from "./errors";
 import { loadCaches, loadCursor, type Cursor, type Q } from "./store";
 import { loadIncompleteTokens, type TokenBook } from "./token-book";
@@ -34,7 +34,7 @@ export function createIndexerState(opts: { chainId: number; stallAfterMs: number
   const state = {
     cursor: null as Cursor | null,
     modules: new Map<string, string>(),
-    plans: new Map<string, { token: string; interval: number }>(),
+    plans: new Map<string, PlanInfo>(),
     subCache: new Map<string, SubState>(),
     tokens: opts.tokens,
     /** Caches must be reloaded from the database before the next batch (a write failed, leadership changed). */

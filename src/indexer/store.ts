@@ -69,9 +69,13 @@ export async function loadCaches(q: Q, chainId: number) {
     modules.set(r.address, r.merchant);
   }
   const plans = new Map<string, PlanInfo>();
-  for (const r of await q<{ module: string; plan_id: string; token: string; interval_s: string }[]>`
-    select module, plan_id, token, interval_s from plans where chain_id = ${chainId}`) {
-    plans.set(planKey(r.module, r.plan_id), { token: r.token, interval: Number(r.interval_s) });
+  for (const r of await q<{ module: string; plan_id: string; token: string; interval_s: string; grace_s: string }[]>`
+    select module, plan_id, token, interval_s, grace_s from plans where chain_id = ${chainId}`) {
+    plans.set(planKey(r.module, r.plan_id), {
+      token: r.token,
+      interval: Number(r.interval_s),
+      grace: Number(r.grace_s),
+    });
   }
   const tokens = new Set(
     (await q<{ address: string }[]>`select address from tokens where chain_id = ${chainId}`).map((r) => r.address),
@@ -140,12 +144,12 @@ export async function copyActivity(tx: Tx, chainId: number, rows: ActivityRow[])
     lines[i] =
       `${chainId}\t${r.blockNumber}\t${r.logIndex}\t${r.txHash}\t${time(r.blockTime)}\t${r.merchant}\t${r.module}\t` +
       `${r.subscriptionId}\t${r.type}\t${r.token ?? "\\N"}\t${r.amount}\t${r.fee ?? "\\N"}\t${r.reason ?? "\\N"}\t` +
-      `${r.keeper}\n`;
+      `${r.keeper}\t${r.event?.seq ?? "\\N"}\t${r.event?.id ?? "\\N"}\n`;
   }
   await copyIn(
     tx,
     tx`copy activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module, subscription_id, type,
-      token, amount, fee, reason, keeper) from stdin`,
+      token, amount, fee, reason, keeper, event_seq, event_id) from stdin`,
     lines.join(""),
   );
 }
@@ -326,7 +330,7 @@ export async function upsertBlocked(q: Q, chainId: number, rows: BlockedRow[]): 
 export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[]): Promise<void> {
   if (rows.length === 0) return;
   const n = rows.length;
-  const cols = Array.from({ length: 13 }, () => new Array<string | null>(n));
+  const cols = Array.from({ length: 15 }, () => new Array<string | null>(n));
   for (let i = 0; i < n; i++) {
     const r = rows[i]!;
     cols[0]![i] = r.blockNumber.toString();
@@ -342,15 +346,18 @@ export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[])
     cols[10]![i] = r.fee;
     cols[11]![i] = r.reason;
     cols[12]![i] = r.keeper;
+    cols[13]![i] = r.event?.seq ?? null;
+    cols[14]![i] = r.event?.id ?? null;
   }
-  const [bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper] = cols;
+  const [bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq, eid] = cols;
   await q`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
-      subscription_id, type, token, amount, fee, reason, keeper)
+      subscription_id, type, token, amount, fee, reason, keeper, event_seq, event_id)
     select ${chainId}, bn::bigint, li::integer, tx, bt::timestamptz, mer, mod, sid::numeric, type, token,
-      amount::numeric, fee::numeric, reason, keeper
+      amount::numeric, fee::numeric, reason, keeper, eseq::bigint, eid
     from unnest(${bn!}::text[], ${li!}::text[], ${tx!}::text[], ${bt!}::text[], ${mer!}::text[], ${mod!}::text[],
       ${sid!}::text[], ${type!}::text[], ${token!}::text[], ${amount!}::text[], ${fee!}::text[], ${reason!}::text[],
-      ${keeper!}::text[]) as u(bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper)
+      ${keeper!}::text[], ${eseq!}::text[], ${eid!}::text[])
+      as u(bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq, eid)
     on conflict (chain_id, block_number, log_index) do nothing`;
 }
 

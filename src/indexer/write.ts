@@ -1,5 +1,5 @@
 import type { PreparedBatch } from "./fetch";
-import type { Derived } from "./derive";
+import type { Derived, SubState } from "./derive";
 import {
   copyActivity,
   copyEvents,
@@ -15,8 +15,11 @@ import {
 } from "./store";
 import type { TokenMeta } from "./tokens";
 
-/** A batch with everything derived from it, ready to write. */
-export type BatchRows = { batch: PreparedBatch; derived: Derived; tokens: TokenMeta[] };
+/**
+ * A batch with everything derived from it, ready to write; `before` holds the states, before the batch, of the
+ * existing allocations it touches.
+ */
+export type BatchRows = { batch: PreparedBatch; before: Map<string, SubState>; derived: Derived; tokens: TokenMeta[] };
 
 /**
  * The append-only bulk of a batch (events, activity): independent of other batches' rows. COPY on a server

@@ -199,7 +199,7 @@ export async function enqueue(
     insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
     select 'wd_' || substr(md5(random()::text || e.id || ${pairs.endpointId}), 1, 24), ${pairs.endpointId}, e.seq, e.id,
       e.type, ${origin}
-    from merchant_events e where ${pairs.where}
+    from event_log e where e.seq is not null and ${pairs.where}
     order by e.seq
     returning id`;
   return rows.length;

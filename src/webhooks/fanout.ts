@@ -15,11 +15,13 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
   await tx`
     insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
     select 'wd_' || substr(md5(w.id || e.id), 1, 24), w.id, e.seq, e.id, e.type, 'auto'
-    from merchant_events e
-    join webhook_endpoints w on w.merchant = e.merchant and w.enabled
-      and ('*' = any(w.event_types) or e.type = any(w.event_types))
-    where e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
-      and e.type not in ('event.reverted', 'webhook.test')
+    from webhook_endpoints w
+    cross join lateral (
+      select e.seq, e.id, e.type from event_log e
+      where e.merchant = w.merchant and e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
+        and e.type not in ('event.reverted', 'webhook.test')
+        and ('*' = any(w.event_types) or e.type = any(w.event_types))) e
+    where w.enabled
     on conflict do nothing`;
   // A withdrawn event: its event.reverted goes to the endpoints that were sent the original (an attempt was
   // made), then the original's pending deliveries are cancelled; an endpoint never sent it gets neither.

@@ -1,6 +1,6 @@
 /** The dispatcher's statements: claiming due deliveries with a lease, and recording attempts in batches. */
 import type { Sql } from "../db/client";
-import type { EventRow } from "../events/envelope";
+import { EVENT_COLUMNS, type EventRow } from "../events/envelope";
 
 /** A claimed delivery with what sending it needs. */
 export type Claimed = EventRow & {
@@ -15,13 +15,14 @@ export type Claimed = EventRow & {
 
 /** What a send needs of a delivery, its endpoint (`w`) and its event (`e`), for `d`, `w` and `e` in scope. */
 const CLAIMED_COLUMNS = `d.id as delivery_id, d.attempts, d.origin, w.url, w.secret, w.previous_secret,
-  w.previous_secret_expires_at, e.seq, e.id, e.chain_id, e.merchant, e.type, e.block_number, e.ts, e.data`;
+  w.previous_secret_expires_at, ${EVENT_COLUMNS}`;
 
 /** One delivery as a claim reads it (the `test` route claims its own delivery at insertion). */
 export async function claimedById(sql: Sql, deliveryId: string): Promise<Claimed | undefined> {
   const [row] = await sql<Claimed[]>`
     select ${sql.unsafe(CLAIMED_COLUMNS)}
-    from webhook_deliveries d join webhook_endpoints w on w.id = d.endpoint_id join merchant_events e on e.id = d.event_id
+    from webhook_deliveries d join webhook_endpoints w on w.id = d.endpoint_id
+    join event_log e on e.merchant = w.merchant and e.seq = d.event_seq
     where d.id = ${deliveryId}`;
   return row;
 }
@@ -54,8 +55,9 @@ export function claimDue(sql: Sql, opts: { limit: number; perEndpoint: number; l
       limit ${opts.limit})
     update webhook_deliveries d
     set lease_until = clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond', attempts = d.attempts + 1
-    from pick, merchant_events e, webhook_endpoints w
-    where d.id = pick.id and e.id = d.event_id and w.id = d.endpoint_id and d.status = 'pending'
+    from pick, event_log e, webhook_endpoints w
+    where d.id = pick.id and w.id = d.endpoint_id and e.merchant = w.merchant and e.seq = d.event_seq
+      and d.status = 'pending'
       and (d.lease_until is null or d.lease_until <= clock_timestamp())
     returning ${sql.unsafe(CLAIMED_COLUMNS)}`;
 }

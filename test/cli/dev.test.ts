@@ -78,7 +78,7 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
     /^Webhooks: endpoint (we_[0-9a-f]+) → demo receiver http:\/\/127\.0\.0\.1:\d+\/webhooks/m,
   )!;
   await child.waitFor(
-    /^webhook ← charge\.succeeded evt_[0-9a-f]{40} \(signature ok\): subscription \d+, 9\.99 USDC$/m,
+    /^webhook ← charge\.succeeded evt_[0-9a-f]{60} \(signature ok\): subscription \d+, 9\.99 USDC$/m,
     30_000,
   );
   await child.waitFor(

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Address } from "viem";
 import type { Db } from "../../src/db/client";
 import { eventsHook } from "../../src/events/hook";
+import { EVENT_COLUMNS, eventData, type EventRow } from "../../src/events/envelope";
 import { paidUntil, subscriptionStatus } from "../../src/domain/status";
 import { selectActivity, toActivityRecord } from "../../src/http/features/activity/service";
 import { createTestChain, type TestChain } from "../../testkit/chain";
@@ -16,12 +17,18 @@ type Ev = {
   merchant: string;
   block_number: string;
   log_index: number;
+  sub_index: number;
   ts: Date;
   data: any;
   reverted_by: string | null;
 };
 
-const events = (db: Db) => db.sql<Ev[]>`select * from merchant_events order by seq`;
+/** The whole log in order, activity events with their record built as the API builds it. */
+const events = async (db: Db): Promise<Ev[]> => {
+  const rows = await db.sql<(EventRow & { sub_index: number; reverted_by: string | null })[]>`
+    select ${db.sql.unsafe(EVENT_COLUMNS)}, e.sub_index, e.reverted_by from event_log e order by e.seq`;
+  return rows.map((r) => ({ ...r, data: eventData(r) }));
+};
 const allocationOf = (e: Ev): string | undefined => e.data.object?.allocation_id;
 
 /** Final status of every allocation by the one status rule, at unix second `at`. */
@@ -99,7 +106,25 @@ describe("the event log of a scenario that emits every protocol event", () => {
       expect(e.ts.toISOString()).toBe(r.timestamp);
     }
     expect(new Set(log.map((e) => e.id)).size).toBe(log.length);
-    for (const e of log) expect(e.id).toMatch(/^evt_[0-9a-f]{40}$/);
+    // An activity event's id names its chain position and block; any other is a hash of the fact.
+    for (const e of fromLog) {
+      const hex = (n: number | bigint, w: number) => n.toString(16).padStart(w, "0");
+      const prefix = `evt_${hex(chain.chainId, 10)}${hex(BigInt(e.block_number), 10)}${hex(e.log_index, 6)}`;
+      expect(e.id.startsWith(prefix)).toBe(true);
+      expect(e.id).toMatch(/^evt_[0-9a-f]{60}$/);
+    }
+    for (const e of log.filter((e) => !fromLog.includes(e))) expect(e.id).toMatch(/^evt_[0-9a-f]{40}$/);
+  });
+
+  test("the log is in chain order: block, then position in the block (expiries first), then cause before effect", async () => {
+    const indexed = log.filter((e) => e.log_index !== 2147483647); // idle expiries come after, at the indexed block
+    expect(indexed.length).toBeGreaterThan(20);
+    const key = (e: Ev) => [BigInt(e.block_number), e.log_index, e.sub_index] as const;
+    for (let i = 1; i < indexed.length; i++) {
+      const [a, b] = [key(indexed[i - 1]!), key(indexed[i]!)];
+      const ordered = a[0] !== b[0] ? a[0] < b[0] : a[1] !== b[1] ? a[1] < b[1] : a[2] <= b[2];
+      if (!ordered) throw new Error(`${indexed[i - 1]!.id} (${a}) before ${indexed[i]!.id} (${b})`);
+    }
   });
 
   test("each allocation starts with subscription.created and its status changes chain up to its final status", async () => {

@@ -87,7 +87,7 @@ describe("a random scenario delivered through failures, timeouts and an outage",
     }
     const expected = await db.sql<
       { id: string; type: string }[]
-    >`select id, type from merchant_events where merchant = ${MERCHANT} order by seq`;
+    >`select id, type from event_log where merchant = ${MERCHANT} order by seq`;
     expect(expected.length).toBeGreaterThan(20);
     expect([...receiver.delivered()].sort()).toEqual(expected.map((e) => e.id).sort());
     const wh = new Webhook(secret);

@@ -121,6 +121,6 @@ test("received, after applying event.reverted, equals the new chain's events; un
     (id) => received.get(id)!.type !== "event.reverted" && !reverted.includes(id),
   );
   await index(fresh);
-  const expected = await fresh.sql<{ id: string }[]>`select id from merchant_events where merchant = ${MERCHANT}`;
+  const expected = await fresh.sql<{ id: string }[]>`select id from event_log where merchant = ${MERCHANT}`;
   expect(applied.sort()).toEqual(expected.map((e) => e.id).sort());
 }, 120_000);

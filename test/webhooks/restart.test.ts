@@ -42,7 +42,7 @@ afterAll(async () => {
 /** Events whose id depends on the chain only (idle expiries are dated by the block indexed when they were found). */
 const chainEvents = (db: Db) =>
   db.sql<{ id: string; type: string }[]>`
-    select id, type from merchant_events where log_index <> 2147483647 order by id`;
+    select id, type from event_log where log_index <> 2147483647 order by id`;
 
 test(`kill -9 while indexing and delivering (${testDbKind}), restart: every event delivered, the log as a fresh index's`, async () => {
   const server = testDbKind === "postgres" ? await createTestDb() : null;
@@ -89,7 +89,7 @@ test(`kill -9 while indexing and delivering (${testDbKind}), restart: every even
 
     const db = await open();
     try {
-      const log = await db.sql<{ id: string }[]>`select id from merchant_events where merchant = ${MERCHANT}`;
+      const log = await db.sql<{ id: string }[]>`select id from event_log where merchant = ${MERCHANT}`;
       expect(log.length).toBeGreaterThan(100);
       expect(kills.at(-1)!.received).toBeLessThan(log.length);
       expect([...receiver.delivered()].sort()).toEqual(log.map((e) => e.id).sort());

@@ -9,8 +9,7 @@ import { InvalidParameterError, NotFoundError } from "../../errors";
 import { details, EVENT_TYPES, EventParamsDoc, EventsParamsDoc, EventsQueryDoc } from "./model";
 import { eventsResponse, findEvent, type EventQuery } from "./service";
 import { parseFormat } from "../../stream";
-
-const EVENT_ID = /^evt_[0-9a-z]{1,60}$/;
+import { EVENT_ID_PATTERN } from "../../../events/ids";
 
 /** `type`: one known type or several, comma-separated. */
 function parseTypes(q: RawParams): string[] | undefined {
@@ -41,7 +40,7 @@ function parseChainFilter(q: RawParams): number | undefined {
 function parseList({ params, query }: { params: unknown; query: unknown }) {
   const q = query as RawParams;
   const startingAfter = q.starting_after === undefined ? undefined : String(q.starting_after);
-  if (startingAfter !== undefined && !EVENT_ID.test(startingAfter)) {
+  if (startingAfter !== undefined && !EVENT_ID_PATTERN.test(startingAfter)) {
     throw new InvalidParameterError("starting_after", "starting_after must be an event id (evt_…)");
   }
   return {
@@ -62,7 +61,7 @@ function parseList({ params, query }: { params: unknown; query: unknown }) {
 function parseOne({ params }: { params: unknown }) {
   const p = params as RawParams;
   const id = String(p.id ?? "");
-  if (!EVENT_ID.test(id)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
+  if (!EVENT_ID_PATTERN.test(id)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
   return { input: { merchant: parseAddress(p, "merchant"), id } };
 }
 

@@ -1,6 +1,7 @@
-/** Reads of the event log (`merchant_events`). */
+/** Reads of the event log (`event_log`: stored events and activity events). */
 import type { Sql } from "../../../db/client";
-import { toEnvelope, type EventEnvelope, type EventRow } from "../../../events/envelope";
+import { EVENT_COLUMNS, toEnvelope, type EventEnvelope, type EventRow } from "../../../events/envelope";
+import { activityEventKey } from "../../../events/ids";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 import type { LogLevel } from "../../../common/log";
@@ -19,20 +20,18 @@ export type EventQuery = {
   afterSeq?: string;
 };
 
-const COLUMNS = "seq, id, chain_id, merchant, type, block_number, ts, data";
-
 /** Up to `n` events after `q.afterSeq`, in the query's order. */
 function readEvents(sql: Sql, q: EventQuery, n: number): Promise<EventRow[]> {
   const desc = q.order === "desc";
   return withDeadline(
     sql<EventRow[]>`
-      select ${sql.unsafe(COLUMNS)} from merchant_events
-      where merchant = ${q.merchant}
-      ${q.chainId !== undefined ? sql`and chain_id = ${q.chainId}` : sql``}
-      ${q.types ? sql`and type = any(${q.types})` : sql``}
-      ${q.since ? sql`and ts >= ${q.since}` : sql``}
-      ${q.afterSeq ? (desc ? sql`and seq < ${q.afterSeq}` : sql`and seq > ${q.afterSeq}`) : sql``}
-      order by seq ${desc ? sql`desc` : sql`asc`}
+      select ${sql.unsafe(EVENT_COLUMNS)} from event_log e
+      where e.merchant = ${q.merchant} and e.seq is not null
+      ${q.chainId !== undefined ? sql`and e.chain_id = ${q.chainId}` : sql``}
+      ${q.types ? sql`and e.type = any(${q.types})` : sql``}
+      ${q.since ? sql`and e.ts >= ${q.since}` : sql``}
+      ${q.afterSeq ? (desc ? sql`and e.seq < ${q.afterSeq}` : sql`and e.seq > ${q.afterSeq}`) : sql``}
+      order by e.seq ${desc ? sql`desc` : sql`asc`}
       limit ${n}`,
     DEADLINE_LIST_MS,
   );
@@ -88,8 +87,12 @@ export async function findEvent(
   merchant: string,
   id: string,
 ): Promise<(EventEnvelope & { seq: string }) | undefined> {
+  // An activity event's id names its row; any other id is a stored event's (`data` set), found by its unique index.
+  const key = activityEventKey(id);
   const [row] = await withDeadline(
-    sql<EventRow[]>`select ${sql.unsafe(COLUMNS)} from merchant_events where id = ${id} and merchant = ${merchant}`,
+    sql<EventRow[]>`
+      select ${sql.unsafe(EVENT_COLUMNS)} from event_log e where e.id = ${id} and e.merchant = ${merchant}
+      ${key ? sql`and e.chain_id = ${key.chainId} and e.block_number = ${key.blockNumber.toString()} and e.log_index = ${key.logIndex}` : sql`and e.data is not null`}`,
     DEADLINE_FAST_MS,
   );
   return row && { ...toEnvelope(row), seq: row.seq };

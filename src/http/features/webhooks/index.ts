@@ -21,10 +21,10 @@ import { sendTest } from "../../../webhooks/test-delivery";
 import { bodyObject, createFromBody, eventTypesField, stringField, timeField, urlField } from "./service";
 import { findEvent } from "../events/service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
+import { EVENT_ID_PATTERN } from "../../../events/ids";
 
 const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
 const DELIVERY_ID = /^wd_[0-9a-f]{24}$/;
-const EVENT_ID = /^evt_[0-9a-z]{1,60}$/;
 
 type Ctx = {
   params: unknown;
@@ -178,7 +178,7 @@ export function webhookRoutes(deps: RouteDeps) {
       const p = params as RawParams;
       const merchant = parseAddress(p, "merchant");
       const eventId = String(p.id ?? "");
-      if (!EVENT_ID.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
+      if (!EVENT_ID_PATTERN.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
       const b = bodyObject(body, ["endpoint_id"]);
       const endpointId = stringField(b, "endpoint_id", 64);
       if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
@@ -194,7 +194,8 @@ export function webhookRoutes(deps: RouteDeps) {
           );
       let enqueued = 0;
       for (const w of targets) {
-        enqueued += await enqueue(sql, "redeliver", { endpointId: w.id, where: sql`e.id = ${eventId}` });
+        const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq}`;
+        enqueued += await enqueue(sql, "redeliver", { endpointId: w.id, where });
       }
       return { enqueued };
     },

@@ -20,9 +20,13 @@ import {
   withdrawAbove,
 } from "./queries";
 import { activityEventId } from "./ids";
+import { SeqOrderError } from "./errors";
+import { planKey, type SubState } from "../indexer/derive";
+import type { BatchRows } from "../indexer/write";
 import {
   blockFinder,
   dueExpiries,
+  expiringIn,
   numberEvents,
   sortEvents,
   subscriptionEvents,
@@ -42,7 +46,7 @@ export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
  * gives block flags, the other allocations of subscribers whose block changes, announced expiries and the expiries
  * due among untouched allocations.
  */
-async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
+async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]): Promise<NewEvent[]> {
   const { batch, before } = ctx.rows;
   const { chainId } = ctx;
   const created = new Set<string>();
@@ -65,12 +69,26 @@ async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
   }
   for (const s of subs.values()) addPair(pairs, s.module, s.subscriber);
   const existing = [...subs.keys()];
+  // Allocations that batches not yet committed changed (and this one does not touch): their state comes from those
+  // batches' rows, as the database may not show it yet.
+  const pending = new Map<string, SubState>();
+  for (const r of inFlight) for (const s of r.derived.subscriptions) pending.set(s.subscriptionId, s);
+  for (const id of [...existing, ...created]) pending.delete(id);
+  for (const s of pending.values()) addPair(pairs, s.module, s.subscriber);
   // Independent reads, pipelined on the transaction's connection.
   const [blocked, announced, due] = await Promise.all([
     loadBlocked(tx, chainId, [...pairs.values()]),
-    loadAnnounced(tx, chainId, existing, ctx.fromTime),
-    expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, [...existing, ...created]),
+    loadAnnounced(tx, chainId, [...existing, ...pending.keys()], ctx.fromTime),
+    expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, [...existing, ...created, ...pending.keys()]),
   ]);
+  for (const s of pending.values()) {
+    const key = planKey(s.module, s.planId);
+    const terms = ctx.plans.get(key);
+    const instant = expiringIn(s, blocked.get(`${s.module}:${s.subscriber}`) ?? false, terms, ctx.fromTime, ctx.toTime);
+    if (instant === undefined || announced.has(`${s.subscriptionId}:${instant}`)) continue;
+    due.subs.set(s.subscriptionId, s);
+    if (terms) due.plans.set(key, terms);
+  }
   const input: TimelineInput = {
     chainId,
     events: batch.events,
@@ -87,6 +105,16 @@ async function batchEvents(tx: Q, ctx: BatchContext): Promise<NewEvent[]> {
   return sortEvents([...out, ...dueExpiries(chainId, due, blockFinder(input), -1)]);
 }
 
+/**
+ * Whether a batch's events can be folded and stored before the batches in flight commit: when neither it nor they
+ * change a block flag (which changes the status of allocations the batch does not otherwise touch). Otherwise, and
+ * for the re-ingest after a rollback, the fold runs in `onBatch`, on committed state.
+ */
+function foldsEarly(ctx: BatchContext): boolean {
+  if (ctx.reorg || ctx.inFlight.some((r) => r.derived.blocked.length > 0)) return false;
+  return !ctx.rows.batch.events.some((e) => e.name === "SubscriberBlocked" || e.name === "SubscriberUnblocked");
+}
+
 /** The hook; `onEvents` runs in the same transaction after each write of events; `now` is the wall clock (s). */
 export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {}): IndexerHook {
   const clock = opts.now ?? (() => Math.floor(Date.now() / 1000));
@@ -95,11 +123,37 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   };
   // The base of each batch's block of seqs, from `beforeBulk` to `onBatch` (the same rows object).
   const bases = new WeakMap<object, bigint>();
+  // Seq ranges of the batches whose events `beforeBulk` stored, for `afterBulk`.
+  const early = new WeakMap<object, { fromSeq: bigint; toSeq: bigint } | null>();
+  /**
+   * Blocks of seqs must follow chain order (a reader paging the log must never see a batch's events after a later
+   * batch's): a batch that took its block before the batch in flight ahead of it took its own fails and is retried.
+   */
+  const checkOrder = (ctx: BatchContext, base: bigint) => {
+    const prev = ctx.inFlight.at(-1);
+    const prevBase = prev && bases.get(prev);
+    if (prev && (prevBase === undefined || prevBase > base)) {
+      throw new SeqOrderError(`batch at block ${ctx.fromBlock} took its seqs before the batch ahead of it`);
+    }
+  };
+
+  /** Folds, numbers and stores a batch's events; returns the range of seqs they may hold, or null. */
+  const store = async (tx: Q, ctx: BatchContext, base: bigint, inFlight: readonly BatchRows[]) => {
+    const events = await batchEvents(tx, ctx, inFlight);
+    numberEvents(base, SEQ_BLOCK, ctx.rows.derived.activity, events);
+    // COPY has no ON CONFLICT: only for batches of blocks never seen (not the re-ingest right after a rollback).
+    const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
+    // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
+    const end = base + SEQ_BLOCK - 1n;
+    const any = stored !== null || ctx.rows.derived.activity.length > 0;
+    return any ? { fromSeq: base, toSeq: stored && stored.toSeq > end ? stored.toSeq : end } : null;
+  };
   return {
     name: "events",
     async beforeBulk(tx, ctx) {
       const base = await reserveSeqBlock(tx);
       bases.set(ctx.rows, base);
+      checkOrder(ctx, base);
       const { activity } = ctx.rows.derived;
       const hashes = new Map(ctx.rows.batch.events.map((e) => [e.blockNumber, e.blockHash]));
       numberEvents(base, SEQ_BLOCK, activity, []).forEach((seq, i) => {
@@ -109,18 +163,14 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
           id: activityEventId(ctx.chainId, a.blockNumber, a.logIndex, hashes.get(a.blockNumber)!),
         };
       });
+      if (foldsEarly(ctx)) early.set(ctx.rows, await store(tx, ctx, base, ctx.inFlight));
+    },
+    async afterBulk(tx, ctx) {
+      // The activity rows are in: the batch's events can be fanned out.
+      if (early.has(ctx.rows)) await written(tx, ctx.chainId, early.get(ctx.rows)!);
     },
     async onBatch(tx, ctx) {
-      const base = bases.get(ctx.rows)!;
-      const events = await batchEvents(tx, ctx);
-      numberEvents(base, SEQ_BLOCK, ctx.rows.derived.activity, events);
-      // COPY has no ON CONFLICT: only for batches of blocks never seen (not the re-ingest right after a rollback).
-      const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
-      // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
-      const end = base + SEQ_BLOCK - 1n;
-      const any = stored !== null || ctx.rows.derived.activity.length > 0;
-      const range = any ? { fromSeq: base, toSeq: stored && stored.toSeq > end ? stored.toSeq : end } : null;
-      await written(tx, ctx.chainId, range);
+      if (!early.delete(ctx.rows)) await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, []));
     },
     async beforeRollback(tx, ctx) {
       await keepActivityEvents(tx, ctx.chainId, ctx.ancestor);

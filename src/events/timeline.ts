@@ -120,6 +120,22 @@ export function expiryInstant(s: SubState, terms: PlanTerms | undefined): number
   return paidUntil({ lastPaidAt: s.lastPaidAt, ...(terms ?? { interval: 0, grace: 0 }) }) + 1;
 }
 
+/**
+ * The expiry instant of an allocation when it falls in `(after, until]` and the allocation is then ACTIVE (paid, not
+ * paused, cancelled or blocked), else undefined: `expiringBetween`'s rule, for states held in memory.
+ */
+export function expiringIn(
+  s: SubState,
+  blocked: boolean,
+  terms: PlanTerms | undefined,
+  after: number,
+  until: number,
+): number | undefined {
+  if (s.timesExecuted === 0 || s.paused || s.cancelled || blocked) return undefined;
+  const instant = expiryInstant(s, terms);
+  return instant > after && instant <= until ? instant : undefined;
+}
+
 /** The expiry events of allocations found due (`expiringBetween`), each placed in the block `place` gives. */
 export function dueExpiries(
   chainId: number,

@@ -19,6 +19,8 @@ export type BatchContext = {
   reorg: boolean;
   /** True when the batch's rows go in by COPY (Postgres): hooks may bulk-load their own rows too. */
   bulk: boolean;
+  /** Batches written before this one by the same run that may not have committed yet, in chain order. */
+  inFlight: readonly BatchRows[];
   /** Module address → merchant, and plans by `<module>:<planId>`: the indexer's caches, the batch's included. */
   merchants: ReadonlyMap<string, string>;
   plans: ReadonlyMap<string, PlanInfo>;
@@ -37,10 +39,13 @@ export type IdleContext = { chainId: number; indexedBlock: bigint | null; indexe
 export type IndexerHook = {
   name: string;
   /**
-   * Inside the batch's transaction before its append-only rows are written, possibly while the previous batch is
-   * still committing: may annotate the rows about to be written (the state tables are not read here).
+   * Inside the batch's transaction before its append-only rows are written, possibly while the batches in
+   * `inFlight` are still committing: may annotate the rows about to be written, and write rows of its own if it
+   * accounts for what those batches change (the state tables may not show it yet).
    */
   beforeBulk?(tx: Tx, ctx: BatchContext): Promise<void>;
+  /** Right after the batch's append-only rows were written, under the same terms as `beforeBulk`. */
+  afterBulk?(tx: Tx, ctx: BatchContext): Promise<void>;
   /**
    * Inside the batch's transaction, after the previous batch committed and this batch's `events` and `activity`
    * rows were written, but before the state tables (modules, plans, tokens, subscriptions, blocked_subscribers)

@@ -12,6 +12,9 @@ import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
 import type { BatchContext } from "./hooks";
 
+/** A batch whose transaction was started: when its hooks' `beforeBulk` ran (or it failed), and its commit. */
+type Written = { rows: BatchRows; begun: Promise<void>; committed: Promise<void> };
+
 /** One `eth_getLogs` range being fetched. */
 type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs> };
 
@@ -129,6 +132,7 @@ export function batchContext(
   prev: Cursor | null,
   head: bigint,
   reorg: boolean,
+  inFlight: readonly BatchRows[] = [],
 ): BatchContext {
   const { batch } = rows;
   const toTime = batch.toHeader.timestamp;
@@ -142,15 +146,18 @@ export function batchContext(
     rows,
     reorg,
     bulk: ctx.io.useCopy,
+    inFlight,
     merchants: ctx.state.modules,
     plans: ctx.state.plans,
   };
 }
 
-/** Writes a batch's append-only rows, the hooks' `beforeBulk` first. */
-export async function writeBatchBulk(ctx: IndexerContext, tx: Tx, bctx: BatchContext) {
+/** Writes a batch's append-only rows between the hooks' `beforeBulk` and `afterBulk` (`begun` after `beforeBulk`). */
+export async function writeBatchBulk(ctx: IndexerContext, tx: Tx, bctx: BatchContext, begun?: () => void) {
   for (const h of ctx.hooks) await h.beforeBulk?.(tx, bctx);
+  begun?.();
   await writeBulk(tx, ctx.chainId, bctx.rows, ctx.io.useCopy);
+  for (const h of ctx.hooks) await h.afterBulk?.(tx, bctx);
 }
 
 /** Runs the hooks' `onBatch` inside the batch's transaction. */
@@ -180,25 +187,45 @@ export function announce(
 }
 
 /**
- * Writes one batch and moves the cursor in one transaction. The append-only rows go first; then, once the
- * previous batch (`after`) has committed, the transaction locks the cursor row and checks that it is the
- * one this batch was built on — so a replayed or concurrent batch aborts instead of applying twice.
+ * Writes one batch and moves the cursor in one transaction. The append-only rows go first (the hooks' `beforeBulk`
+ * in chain order: after the previous batch's); then, once the previous batch has committed, the transaction locks
+ * the cursor row and checks that it is the one this batch was built on — so a replayed or concurrent batch aborts
+ * instead of applying twice.
  */
-async function write(
+function write(ctx: IndexerContext, rows: BatchRows, expected: Cursor | null, head: bigint, ahead: readonly Written[]) {
+  let markBegun = () => {};
+  const begun = new Promise<void>((resolve) => (markBegun = resolve));
+  const committed = writeBatch(ctx, rows, expected, head, ahead, markBegun);
+  committed.then(markBegun, markBegun);
+  return { rows, begun, committed };
+}
+
+async function writeBatch(
   ctx: IndexerContext,
   rows: BatchRows,
   expected: Cursor | null,
   head: bigint,
-  after: Promise<void> | null,
+  ahead: readonly Written[],
+  begun: () => void,
 ) {
   const { batch } = rows;
   const { chainId } = ctx;
   const next = cursorOf(batch);
   const started = performance.now();
-  const bctx = batchContext(ctx, rows, expected, head, false);
+  const prev = ahead.at(-1);
+  const bctx = batchContext(
+    ctx,
+    rows,
+    expected,
+    head,
+    false,
+    ahead.map((w) => w.rows),
+  );
   await ctx.sql.begin(async (tx) => {
-    await writeBatchBulk(ctx, tx, bctx);
-    if (after) await after.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));
+    if (prev) await prev.begun;
+    await writeBatchBulk(ctx, tx, bctx, begun);
+    if (prev)
+      await prev.committed.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));
     await verifyCursor(ctx, tx, expected);
     await runBatchHooks(ctx, tx, bctx);
     await writeState(tx, chainId, rows, ctx.window);
@@ -212,7 +239,7 @@ async function write(
 export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint): Promise<boolean> {
   const { state } = ctx;
   let pending: Piece[] = [];
-  const queue: Promise<void>[] = [];
+  const queue: Written[] = [];
   const start = state.cursor;
   let expected = start;
   try {
@@ -239,19 +266,19 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
           policy: ctx.policy,
         });
         const rows = await derive(ctx, batch);
-        const committed = write(ctx, rows, expected, head, queue.at(-1) ?? null);
-        committed.catch(() => {});
-        queue.push(committed);
+        const written = write(ctx, rows, expected, head, [...queue]);
+        written.committed.catch(() => {});
+        queue.push(written);
         expected = cursorOf(batch);
         // Up to `depth` transactions in flight: the next batch's rows go in while this one commits.
-        while (queue.length >= ctx.io.depth) await queue.shift();
+        while (queue.length >= ctx.io.depth) await queue.shift()!.committed;
         if (ctx.stopping()) break;
       }
     }
-    while (queue.length > 0) await queue.shift();
+    while (queue.length > 0) await queue.shift()!.committed;
   } catch (err) {
     state.needReload = true;
-    await Promise.allSettled(queue);
+    await Promise.allSettled(queue.map((w) => w.committed));
     throw err;
   }
   return expected !== start;

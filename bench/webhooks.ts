@@ -91,7 +91,7 @@ async function writeEvents(db: Db, merchants: string[], n: number): Promise<stri
     const seqs = rows.map((r) => BigInt(r.seq));
     const min = seqs.reduce((a, b) => (a < b ? a : b));
     const max = seqs.reduce((a, b) => (a > b ? a : b));
-    await fanOut(tx, { chainId: 31337, fromSeq: min, toSeq: max });
+    await fanOut(tx, { chainId: 31337, fromSeq: min, toSeq: max, withdrawals: false });
     return rows.map((r) => r.id);
   });
 }

@@ -7,6 +7,12 @@
 alter table activity add column event_seq bigint, add column event_id text;
 create index activity_event_seq_idx on activity (merchant, event_seq) where event_seq is not null;
 
+-- The event type of an activity row's event: the one place this mapping is written (inlined by the planner).
+create function activity_event_type(activity_type text) returns text language sql immutable parallel safe as $$
+  select case activity_type when 'CHARGE' then 'charge.succeeded' when 'FAIL' then 'charge.failed'
+    else 'credit.refilled' end
+$$;
+
 -- Every event; an activity event's `data` is null here: its record is built from the a_* columns (the API's
 -- activity record). Each branch reads one table with no WHERE and columns of the same types, so the planner
 -- flattens the view into an append of the two tables: a join or filter on it reaches both tables' indexes. Hence
@@ -20,7 +26,7 @@ create view event_log as
   from merchant_events e
   union all
   select a.event_seq, a.event_id, a.chain_id, a.merchant,
-    case a.type when 'CHARGE' then 'charge.succeeded' when 'FAIL' then 'charge.failed' else 'credit.refilled' end,
+    activity_event_type(a.type),
     a.block_number, a.log_index, 0, a.block_time, null::jsonb, null::text, a.tx_hash, a.module, a.subscription_id,
     a.type, a.amount, a.fee, a.reason, a.keeper,
     (select t.symbol from tokens t where t.chain_id = a.chain_id and t.address = coalesce(a.token, (

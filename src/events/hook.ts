@@ -19,7 +19,7 @@ import {
   SEQ_BLOCK,
   withdrawAbove,
 } from "./queries";
-import { activityEventId } from "./ids";
+import { activityEventIds } from "./ids";
 import { SeqOrderError } from "./errors";
 import { planKey, type SubState } from "../indexer/derive";
 import type { BatchRows } from "../indexer/write";
@@ -34,8 +34,11 @@ import {
   type TimelineInput,
 } from "./timeline";
 
-/** Seqs of events one transaction wrote; the range may also hold seqs of other transactions running at once. */
-export type EventRange = { chainId: number; fromSeq: bigint; toSeq: bigint };
+/**
+ * Seqs of events one transaction wrote; the range may also hold seqs of other transactions running at once.
+ * `withdrawals`: the events are a rollback's `event.reverted` (no other writer stores any).
+ */
+export type EventRange = { chainId: number; fromSeq: bigint; toSeq: bigint; withdrawals: boolean };
 
 /** Called inside the writing transaction after events were inserted (the webhook fan-out). */
 export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
@@ -78,8 +81,8 @@ async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRow
   // Independent reads, pipelined on the transaction's connection.
   const [blocked, announced, due] = await Promise.all([
     loadBlocked(tx, chainId, [...pairs.values()]),
-    loadAnnounced(tx, chainId, [...existing, ...pending.keys()], ctx.fromTime),
-    expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, [...existing, ...created, ...pending.keys()]),
+    loadAnnounced(tx, chainId, ctx.fromTime),
+    expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, new Set([...existing, ...created, ...pending.keys()])),
   ]);
   for (const s of pending.values()) {
     const key = planKey(s.module, s.planId);
@@ -118,8 +121,13 @@ function foldsEarly(ctx: BatchContext): boolean {
 /** The hook; `onEvents` runs in the same transaction after each write of events; `now` is the wall clock (s). */
 export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {}): IndexerHook {
   const clock = opts.now ?? (() => Math.floor(Date.now() / 1000));
-  const written = async (tx: Q, chainId: number, range: { fromSeq: bigint; toSeq: bigint } | null) => {
-    if (range && opts.onEvents) await opts.onEvents(tx, { chainId, ...range });
+  const written = async (
+    tx: Q,
+    chainId: number,
+    range: { fromSeq: bigint; toSeq: bigint } | null,
+    withdrawals = false,
+  ) => {
+    if (range && opts.onEvents) await opts.onEvents(tx, { chainId, ...range, withdrawals });
   };
   // The base of each batch's block of seqs, from `beforeBulk` to `onBatch` (the same rows object).
   const bases = new WeakMap<object, bigint>();
@@ -137,12 +145,10 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
     }
   };
 
-  /** Folds, numbers and stores a batch's events; returns the range of seqs they may hold, or null. */
-  const store = async (tx: Q, ctx: BatchContext, base: bigint, inFlight: readonly BatchRows[]) => {
-    const events = await batchEvents(tx, ctx, inFlight);
+  /** Numbers and stores a batch's events; returns the range of seqs they may hold, or null. */
+  const store = async (tx: Q, ctx: BatchContext, base: bigint, events: NewEvent[]) => {
     numberEvents(base, SEQ_BLOCK, ctx.rows.derived.activity, events);
-    // COPY has no ON CONFLICT: only for batches of blocks never seen (not the re-ingest right after a rollback).
-    const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
+    const stored = await insertEvents(tx, ctx.chainId, events);
     // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
     const end = base + SEQ_BLOCK - 1n;
     const any = stored !== null || ctx.rows.derived.activity.length > 0;
@@ -151,32 +157,35 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   return {
     name: "events",
     async beforeBulk(tx, ctx) {
-      const base = await reserveSeqBlock(tx);
+      // The block of seqs and, when the batch folds early, its fold's reads: one round trip.
+      const [base, events] = await Promise.all([
+        reserveSeqBlock(tx),
+        foldsEarly(ctx) ? batchEvents(tx, ctx, ctx.inFlight) : undefined,
+      ]);
       bases.set(ctx.rows, base);
       checkOrder(ctx, base);
       const { activity } = ctx.rows.derived;
       const hashes = new Map(ctx.rows.batch.events.map((e) => [e.blockNumber, e.blockHash]));
+      const ids = activityEventIds(ctx.chainId, activity, (n) => hashes.get(n)!);
       numberEvents(base, SEQ_BLOCK, activity, []).forEach((seq, i) => {
-        const a = activity[i]!;
-        a.event = {
-          seq: seq.toString(),
-          id: activityEventId(ctx.chainId, a.blockNumber, a.logIndex, hashes.get(a.blockNumber)!),
-        };
+        activity[i]!.event = { seq: seq.toString(), id: ids[i]! };
       });
-      if (foldsEarly(ctx)) early.set(ctx.rows, await store(tx, ctx, base, ctx.inFlight));
+      if (events) early.set(ctx.rows, await store(tx, ctx, base, events));
     },
     async afterBulk(tx, ctx) {
       // The activity rows are in: the batch's events can be fanned out.
       if (early.has(ctx.rows)) await written(tx, ctx.chainId, early.get(ctx.rows)!);
     },
     async onBatch(tx, ctx) {
-      if (!early.delete(ctx.rows)) await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, []));
+      if (early.delete(ctx.rows)) return;
+      const events = await batchEvents(tx, ctx, []);
+      await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, events));
     },
     async beforeRollback(tx, ctx) {
       await keepActivityEvents(tx, ctx.chainId, ctx.ancestor);
     },
     async onRollback(tx, ctx) {
-      await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor, ctx.ancestor ?? 0n));
+      await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor, ctx.ancestor ?? 0n), true);
     },
     async onIdle(sql, ctx) {
       if (ctx.indexedBlock === null || ctx.indexedTime === null) return;
@@ -186,7 +195,7 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
         const [hash] = await tx<{ hash: string }[]>`
           select indexed_hash as hash from chains where chain_id = ${ctx.chainId} and indexed_block = ${ctx.indexedBlock!.toString()}`;
         if (!hash) return; // the cursor moved meanwhile: the next idle poll tries again
-        const due = await expiringBetween(tx, ctx.chainId, ctx.indexedTime!, now, []);
+        const due = await expiringBetween(tx, ctx.chainId, ctx.indexedTime!, now, new Set());
         const block = { number: ctx.indexedBlock!, hash: hash.hash };
         const events = sortEvents(dueExpiries(ctx.chainId, due, () => block, 2147483647));
         await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, events));

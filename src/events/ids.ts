@@ -15,9 +15,25 @@ export const EVENT_ID_PATTERN = /^evt_[0-9a-z]{1,60}$/;
 
 const hex = (n: number | bigint, width: number) => n.toString(16).padStart(width, "0");
 
-/** The id of the activity event of the log at (`blockNumber`, `logIndex`) in the block `blockHash`. */
-export function activityEventId(chainId: number, blockNumber: bigint, logIndex: number, blockHash: string): string {
-  return `evt_${hex(chainId, 10)}${hex(blockNumber, 10)}${hex(logIndex, 6)}${blockHash.slice(2, 36)}`;
+/**
+ * The ids of the activity events of logs at (`blockNumber`, `logIndex`), `hashOf` giving each block's hash; the chain
+ * and block part is built once per run of rows in one block (a backfill batch has thousands of rows).
+ */
+export function activityEventIds(
+  chainId: number,
+  rows: readonly { blockNumber: bigint; logIndex: number }[],
+  hashOf: (blockNumber: bigint) => string,
+): string[] {
+  const chain = hex(chainId, 10);
+  let block: bigint | undefined;
+  let [head, tail] = ["", ""];
+  return rows.map((r) => {
+    if (r.blockNumber !== block) {
+      block = r.blockNumber;
+      [head, tail] = [`evt_${chain}${hex(block, 10)}`, hashOf(block).slice(2, 36)];
+    }
+    return `${head}${hex(r.logIndex, 6)}${tail}`;
+  });
 }
 
 const ACTIVITY_ID = /^evt_([0-9a-f]{10})([0-9a-f]{10})([0-9a-f]{6})[0-9a-f]{34}$/;

@@ -1,6 +1,6 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import type { Q, Tx } from "../indexer/store";
-import { copyIn, copyText, fromRow, type SubRow } from "../indexer/store";
+import type { Q } from "../indexer/store";
+import { fromRow, type SubRow } from "../indexer/store";
 import type { SubState } from "../indexer/derive";
 import type { NewEvent, PlanTerms } from "./timeline";
 import { EVENT_COLUMNS, eventData, type EventRow } from "./envelope";
@@ -73,21 +73,20 @@ export async function keepActivityEvents(q: Q, chainId: number, ancestor: bigint
       as u(seq, id, merchant, type, bn, li, ts, data)`;
 }
 
-/** `<subscriptionId>:<instant>` of the expiries announced after `after` for the given allocations. */
-export async function loadAnnounced(q: Q, chainId: number, ids: string[], after: number): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
+/** `<subscriptionId>:<instant>` of the expiries announced after `after` (ahead of the cursor, by an idle poll). */
+export async function loadAnnounced(q: Q, chainId: number, after: number): Promise<Set<string>> {
   const rows = await q<{ subscription_id: string; t: string }[]>`
     select subscription_id, floor(extract(epoch from expires_at))::bigint as t from event_expiries
-    where chain_id = ${chainId} and subscription_id = any(${ids}) and expires_at > to_timestamp(${after})`;
+    where chain_id = ${chainId} and expires_at > to_timestamp(${after})`;
   return new Set(rows.map((r) => `${r.subscription_id}:${r.t}`));
 }
 
 /**
  * Paid allocations whose expiry instant (`last_paid_at + interval + grace + 1`) lies in `(after, until]`, not yet
- * announced, not among `skip`. The due index bounds the scan: `next_charge_at = last_paid_at + interval` once paid,
+ * announced, not in `skip` (filtered here: a batch's touched allocations are many). The due index bounds the scan: `next_charge_at = last_paid_at + interval` once paid,
  * so the instant is `next_charge_at + grace + 1` with grace at most the chain's longest.
  */
-export async function expiringBetween(q: Q, chainId: number, after: number, until: number, skip: string[]) {
+export async function expiringBetween(q: Q, chainId: number, after: number, until: number, skip: Set<string>) {
   const rows = await q<(SubRow & { interval_s: string; grace_s: string; token: string; blocked: boolean })[]>`
     with g as (select coalesce(max(grace_s), 0) as max_grace from plans where chain_id = ${chainId})
     select ${SUB_COLUMNS(q)}, p.interval_s, p.grace_s, p.token, false as blocked
@@ -99,38 +98,33 @@ export async function expiringBetween(q: Q, chainId: number, after: number, unti
       and s.times_executed > 0 and not s.paused and not s.cancelled and not coalesce(b.blocked, false)
       and s.last_paid_at + p.interval_s + p.grace_s + 1 > ${after}::bigint
       and s.last_paid_at + p.interval_s + p.grace_s + 1 <= ${until}::bigint
-      and s.subscription_id <> all(${skip}::text[]::numeric[])
       and not exists (select 1 from event_expiries e where e.chain_id = s.chain_id
         and e.subscription_id = s.subscription_id::text
         and e.expires_at = to_timestamp(s.last_paid_at + p.interval_s + p.grace_s + 1))`;
-  return withTerms(rows);
+  return withTerms(skip.size === 0 ? rows : rows.filter((r) => !skip.has(r.subscription_id)));
 }
 
 /**
  * Appends events (already in order) and records their expiries; returns the seq range written, or null. An event
- * with a `seq` keeps it (a batch's block of seqs); one without takes the next. With `bulk` (a backfill batch on
- * Postgres, whose blocks are all new) the numbered events go in by COPY.
+ * with a `seq` keeps it (a batch's block of seqs); one without takes the next.
  */
-export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk = false) {
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[]) {
   if (events.length === 0) return null;
-  const copied = bulk ? events.filter((e) => e.seq !== undefined) : [];
-  if (copied.length) await copyNewEvents(q as Tx, chainId, copied);
-  const rest = copied.length ? events.filter((e) => e.seq === undefined) : events;
-  const [r] = rest.length ? await insertNewEvents(q, chainId, rest) : [];
   const expiries = events.filter((e) => e.expiry);
-  if (expiries.length) {
-    await q`
+  // Independent statements, pipelined on the connection.
+  const [[r]] = await Promise.all([
+    insertNewEvents(q, chainId, events),
+    expiries.length === 0
+      ? []
+      : q`
       insert into event_expiries (chain_id, subscription_id, expires_at, block_number)
       select ${chainId}, s, to_timestamp(t), b
       from unnest(${expiries.map((e) => e.expiry!.subscriptionId)}::text[],
         ${expiries.map((e) => e.expiry!.instant)}::bigint[],
         ${expiries.map((e) => e.blockNumber.toString())}::bigint[]) as x(s, t, b)
-      on conflict do nothing`;
-  }
-  const seqs = copied.map((e) => e.seq!);
-  if (r?.lo) seqs.push(BigInt(r.lo), BigInt(r.hi!));
-  if (seqs.length === 0) return null;
-  return { fromSeq: seqs.reduce((a, b) => (a < b ? a : b)), toSeq: seqs.reduce((a, b) => (a > b ? a : b)) };
+      on conflict do nothing`,
+  ]);
+  return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi!) } : null;
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
@@ -150,23 +144,6 @@ function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
       on conflict (id) do nothing
       returning seq)
     select min(seq)::text as lo, max(seq)::text as hi from ins`;
-}
-
-/** COPY of a backfill batch's numbered events. */
-async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
-  const lines = new Array<string>(events.length);
-  for (let i = 0; i < events.length; i++) {
-    const e = events[i]!;
-    // Ids, addresses, type names and numbers never need escaping; the JSON might.
-    lines[i] =
-      `${e.seq}\t${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
-      `${new Date(e.ts * 1000).toISOString()}\t${copyText(JSON.stringify(e.data))}\n`;
-  }
-  await copyIn(
-    tx,
-    tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
-    lines.join(""),
-  );
 }
 
 /**

@@ -191,7 +191,9 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
   for (const [id, logs] of logsBySubscription(input, pairs)) {
     let state = input.before.has(id) ? { ...input.before.get(id)! } : null;
     const pair = () => `${state!.module}:${state!.subscriber}`;
-    const terms = () => input.plans.get(`${state!.module}:${state!.planId}`);
+    // An allocation's plan never changes: its terms are looked up once (and again if the batch creates it).
+    let planTerms = state ? input.plans.get(`${state.module}:${state.planId}`) : undefined;
+    const terms = () => planTerms;
     let prev = state ? statusAt(state, blocked.get(pair()) ?? false, terms(), input.prevTime) : null;
     const expireUpTo = (t: number) => {
       if (!state || prev !== "ACTIVE") return;
@@ -208,6 +210,7 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
         const merchant = merchants.get(module);
         if (merchant === undefined) break;
         state = subscriptionFromCreated(ev, merchant);
+        planTerms = input.plans.get(`${state.module}:${state.planId}`);
       } else if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
         blocked.set(`${module}:${String(ev.args.subscriber)}`, ev.name === "SubscriberBlocked");
       } else if (state && state.module === module) {

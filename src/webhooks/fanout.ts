@@ -6,7 +6,8 @@ import type { Q } from "../indexer/store";
 import type { EventRange } from "../events/hook";
 
 /**
- * Creates the deliveries of the events in `range`: one per enabled endpoint of the merchant whose types match. A
+ * Creates the deliveries of the events in `range` (read from both tables of the event log directly: the view costs
+ * more to plan than this statement costs to run): one per enabled endpoint of the merchant whose types match. A
  * `webhook.test` written meanwhile by `…/test` may hold a seq inside the range: it belongs to its endpoint only.
  */
 export async function fanOut(tx: Q, range: EventRange): Promise<void> {
@@ -17,12 +18,15 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
     select 'wd_' || substr(md5(w.id || e.id), 1, 24), w.id, e.seq, e.id, e.type, 'auto'
     from webhook_endpoints w
     cross join lateral (
-      select e.seq, e.id, e.type from event_log e
+      select e.seq, e.id, e.type from merchant_events e
       where e.merchant = w.merchant and e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
         and e.type not in ('event.reverted', 'webhook.test')
-        and ('*' = any(w.event_types) or e.type = any(w.event_types))) e
-    where w.enabled
+      union all
+      select a.event_seq, a.event_id, activity_event_type(a.type) from activity a
+      where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
+    where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
     on conflict do nothing`;
+  if (!range.withdrawals) return;
   // A withdrawn event: its event.reverted goes to the endpoints that were sent the original (an attempt was
   // made), then the original's pending deliveries are cancelled; an endpoint never sent it gets neither.
   await tx`

@@ -25,7 +25,7 @@ export async function dumpChainData(sql: Sql, chainId: number) {
     // Without the event log's columns: its seqs differ from run to run, and an index without its hook has none.
     activity: normalize(
       await sql`select * from activity where chain_id = ${chainId} order by block_number, log_index`,
-    ).map(({ event_seq: _seq, event_id: _id, ...row }) => row),
+    ).map(({ event_seq: _seq, ...row }) => row),
   };
 }
 

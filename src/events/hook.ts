@@ -19,7 +19,6 @@ import {
   SEQ_BLOCK,
   withdrawAbove,
 } from "./queries";
-import { activityEventIds } from "./ids";
 import { SeqOrderError } from "./errors";
 import { planKey, type SubState } from "../indexer/derive";
 import type { BatchRows } from "../indexer/write";
@@ -165,11 +164,7 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
       bases.set(ctx.rows, base);
       checkOrder(ctx, base);
       const { activity } = ctx.rows.derived;
-      const hashes = new Map(ctx.rows.batch.events.map((e) => [e.blockNumber, e.blockHash]));
-      const ids = activityEventIds(ctx.chainId, activity, (n) => hashes.get(n)!);
-      numberEvents(base, SEQ_BLOCK, activity, []).forEach((seq, i) => {
-        activity[i]!.event = { seq: seq.toString(), id: ids[i]! };
-      });
+      numberEvents(base, SEQ_BLOCK, activity, []).forEach((seq, i) => (activity[i]!.eventSeq = seq.toString()));
       if (events) early.set(ctx.rows, await store(tx, ctx, base, events));
     },
     async afterBulk(tx, ctx) {

@@ -1,7 +1,8 @@
 /**
  * Deterministic event ids. Most are `evt_` + 40 hex digits of a SHA-256 over the fact's canonical parts; an activity
  * event's id spells its chain position (`evt_` + chain id, block number, log index in fixed-width hex, then 34 hex
- * digits of the block hash: 64 characters), so a lookup by id is a primary-key lookup of its activity row.
+ * digits of the block hash: 64 characters), so a lookup by id is a primary-key lookup of its activity row. The
+ * database derives it (`activity_event_id`, migration 0014); it is not stored.
  */
 import { createHash } from "node:crypto";
 
@@ -12,29 +13,6 @@ export function eventIdOf(...parts: (string | number | bigint)[]): string {
 
 /** What an event id looks like (`evt_` + up to 60 lowercase hex or base58 characters). */
 export const EVENT_ID_PATTERN = /^evt_[0-9a-z]{1,60}$/;
-
-const hex = (n: number | bigint, width: number) => n.toString(16).padStart(width, "0");
-
-/**
- * The ids of the activity events of logs at (`blockNumber`, `logIndex`), `hashOf` giving each block's hash; the chain
- * and block part is built once per run of rows in one block (a backfill batch has thousands of rows).
- */
-export function activityEventIds(
-  chainId: number,
-  rows: readonly { blockNumber: bigint; logIndex: number }[],
-  hashOf: (blockNumber: bigint) => string,
-): string[] {
-  const chain = hex(chainId, 10);
-  let block: bigint | undefined;
-  let [head, tail] = ["", ""];
-  return rows.map((r) => {
-    if (r.blockNumber !== block) {
-      block = r.blockNumber;
-      [head, tail] = [`evt_${chain}${hex(block, 10)}`, hashOf(block).slice(2, 36)];
-    }
-    return `${head}${hex(r.logIndex, 6)}${tail}`;
-  });
-}
 
 const ACTIVITY_ID = /^evt_([0-9a-f]{10})([0-9a-f]{10})([0-9a-f]{6})[0-9a-f]{34}$/;
 

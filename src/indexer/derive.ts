@@ -77,8 +77,8 @@ export type ActivityRow = {
   fee: string | null;
   reason: string | null;
   keeper: string;
-  /** Seq and id of the row's event in the event log, when the events hook gave it one. */
-  event?: { seq: string; id: string };
+  /** Seq of the row's event in the event log, when the events hook gave it one (its id is derived). */
+  eventSeq?: string;
 };
 
 /** Events that change a subscription's row after its creation. */

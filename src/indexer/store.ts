@@ -144,12 +144,12 @@ export async function copyActivity(tx: Tx, chainId: number, rows: ActivityRow[])
     lines[i] =
       `${chainId}\t${r.blockNumber}\t${r.logIndex}\t${r.txHash}\t${time(r.blockTime)}\t${r.merchant}\t${r.module}\t` +
       `${r.subscriptionId}\t${r.type}\t${r.token ?? "\\N"}\t${r.amount}\t${r.fee ?? "\\N"}\t${r.reason ?? "\\N"}\t` +
-      `${r.keeper}\t${r.event?.seq ?? "\\N"}\t${r.event?.id ?? "\\N"}\n`;
+      `${r.keeper}\t${r.eventSeq ?? "\\N"}\n`;
   }
   await copyIn(
     tx,
     tx`copy activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module, subscription_id, type,
-      token, amount, fee, reason, keeper, event_seq, event_id) from stdin`,
+      token, amount, fee, reason, keeper, event_seq) from stdin`,
     lines.join(""),
   );
 }
@@ -330,7 +330,7 @@ export async function upsertBlocked(q: Q, chainId: number, rows: BlockedRow[]): 
 export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[]): Promise<void> {
   if (rows.length === 0) return;
   const n = rows.length;
-  const cols = Array.from({ length: 15 }, () => new Array<string | null>(n));
+  const cols = Array.from({ length: 14 }, () => new Array<string | null>(n));
   for (let i = 0; i < n; i++) {
     const r = rows[i]!;
     cols[0]![i] = r.blockNumber.toString();
@@ -346,18 +346,17 @@ export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[])
     cols[10]![i] = r.fee;
     cols[11]![i] = r.reason;
     cols[12]![i] = r.keeper;
-    cols[13]![i] = r.event?.seq ?? null;
-    cols[14]![i] = r.event?.id ?? null;
+    cols[13]![i] = r.eventSeq ?? null;
   }
-  const [bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq, eid] = cols;
+  const [bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq] = cols;
   await q`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
-      subscription_id, type, token, amount, fee, reason, keeper, event_seq, event_id)
+      subscription_id, type, token, amount, fee, reason, keeper, event_seq)
     select ${chainId}, bn::bigint, li::integer, tx, bt::timestamptz, mer, mod, sid::numeric, type, token,
-      amount::numeric, fee::numeric, reason, keeper, eseq::bigint, eid
+      amount::numeric, fee::numeric, reason, keeper, eseq::bigint
     from unnest(${bn!}::text[], ${li!}::text[], ${tx!}::text[], ${bt!}::text[], ${mer!}::text[], ${mod!}::text[],
       ${sid!}::text[], ${type!}::text[], ${token!}::text[], ${amount!}::text[], ${fee!}::text[], ${reason!}::text[],
-      ${keeper!}::text[], ${eseq!}::text[], ${eid!}::text[])
-      as u(bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq, eid)
+      ${keeper!}::text[], ${eseq!}::text[])
+      as u(bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq)
     on conflict (chain_id, block_number, log_index) do nothing`;
 }
 

@@ -22,7 +22,10 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
       where e.merchant = w.merchant and e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
         and e.type not in ('event.reverted', 'webhook.test')
       union all
-      select a.event_seq, a.event_id, activity_event_type(a.type) from activity a
+      select a.event_seq, activity_event_id(a.chain_id, a.block_number, a.log_index, ev.block_hash),
+        activity_event_type(a.type)
+      from activity a
+      join events ev on ev.chain_id = a.chain_id and ev.block_number = a.block_number and ev.log_index = a.log_index
       where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
     where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
     on conflict do nothing`;

@@ -1,8 +1,9 @@
 /**
  * The event log's indexer hook (webhooks.md §1): writes a batch's events inside the batch's own transaction (a
  * transactional outbox), withdraws the events of rolled-back blocks, and announces expiries that became final
- * while the chain was idle. An activity event is its activity row (given a seq and an id before the rows are
- * copied); the subscription events are folded and stored once the previous batch has committed.
+ * while the chain was idle. An activity event is its activity row (given a seq before the rows are copied; its id is
+ * derived); the subscription events are folded and stored before the batches ahead of it commit, or, when a block
+ * flag changes, once the previous batch has committed.
  */
 import { moduleOfEvent } from "../domain/attribution";
 import type { IndexerHook } from "../indexer/hooks";
@@ -44,9 +45,9 @@ export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
 
 /**
  * Loads what the fold of one batch needs and runs it. The touched allocations' states before the batch, plan terms
- * and merchants come from the indexer's memory; the database (at the batch's start: the previous batch committed)
- * gives block flags, the other allocations of subscribers whose block changes, announced expiries and the expiries
- * due among untouched allocations.
+ * and merchants come from the indexer's memory; the database gives block flags, the other allocations of
+ * subscribers whose block changes, announced expiries and the expiries due among untouched allocations, overlaid
+ * with the allocations that the batches in `inFlight` (written, maybe not committed) change.
  */
 async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]): Promise<NewEvent[]> {
   const { batch, before } = ctx.rows;

@@ -110,10 +110,19 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
       `  ${side}: ${seconds.toFixed(2)} s, cpu ${cpuSeconds.toFixed(2)} s (busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %)`,
     );
     await indexer.stop();
-    const [row] = await db.sql<{ n: string; e: string; d: string }[]>`
-      select (select count(*) from events)::text as n, (select count(*) from event_log)::text as e,
+    // The event log's ids in log order, hashed: every backfill of the chain must write the same log.
+    const [row] = await db.sql<{ n: string; e: string; h: string | null; d: string }[]>`
+      select (select count(*) from events)::text as n, (select count(*) from event_log where seq is not null)::text as e,
+        (select md5(string_agg(id, ',' order by seq)) from event_log where seq is not null) as h,
         (select count(*) from webhook_deliveries)::text as d`;
-    return { count: Number(row!.n), seconds, cpuSeconds, merchantEvents: Number(row!.e), deliveries: Number(row!.d) };
+    return {
+      count: Number(row!.n),
+      seconds,
+      cpuSeconds,
+      merchantEvents: Number(row!.e),
+      logHash: row!.h,
+      deliveries: Number(row!.d),
+    };
   } finally {
     await db.close();
   }
@@ -134,7 +143,14 @@ async function main() {
     );
 
     // Alternating runs, so every side sees the same machine; the best run of each side is compared.
-    type Run = { count: number; seconds: number; cpuSeconds?: number; merchantEvents?: number; deliveries?: number };
+    type Run = {
+      count: number;
+      seconds: number;
+      cpuSeconds?: number;
+      merchantEvents?: number;
+      logHash?: string | null;
+      deliveries?: number;
+    };
     const sides: Side[] = ["bare", "rollups", "events", "webhooks"];
     const runs: Record<"raw" | Side, Run[]> = { raw: [], bare: [], rollups: [], events: [], webhooks: [] };
     const addresses = [chain.processor, load.module];
@@ -149,6 +165,11 @@ async function main() {
         const run = await backfill(url.toString(), chain, head, side);
         if (run.count !== runs.raw[i]!.count) {
           throw new Error(`indexer stored ${run.count} events, the raw sweep decoded ${runs.raw[i]!.count}`);
+        }
+        // Every backfill of the same chain must write the same event log, however its batches overlapped.
+        const first = runs.events[0] ?? runs.webhooks[0];
+        if ((side === "events" || side === "webhooks") && first && run.logHash !== first.logHash) {
+          throw new Error(`${side} run ${i + 1} wrote another event log (${run.merchantEvents} events) than run 1`);
         }
         runs[side].push(run);
       }

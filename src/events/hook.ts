@@ -148,7 +148,8 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   /** Numbers and stores a batch's events; returns the range of seqs they may hold, or null. */
   const store = async (tx: Q, ctx: BatchContext, base: bigint, events: NewEvent[]) => {
     numberEvents(base, SEQ_BLOCK, ctx.rows.derived.activity, events);
-    const stored = await insertEvents(tx, ctx.chainId, events);
+    // COPY only for batches of blocks never seen (not the re-ingest right after a rollback).
+    const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
     // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
     const end = base + SEQ_BLOCK - 1n;
     const any = stored !== null || ctx.rows.derived.activity.length > 0;

@@ -1,6 +1,6 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import type { Q } from "../indexer/store";
-import { fromRow, type SubRow } from "../indexer/store";
+import type { Q, Tx } from "../indexer/store";
+import { copyIn, copyText, fromRow, type SubRow } from "../indexer/store";
 import type { SubState } from "../indexer/derive";
 import type { NewEvent, PlanTerms } from "./timeline";
 import { EVENT_COLUMNS, eventData, type EventRow } from "./envelope";
@@ -108,9 +108,15 @@ export async function expiringBetween(q: Q, chainId: number, after: number, unti
  * Appends events (already in order) and records their expiries; returns the seq range written, or null. An event
  * with a `seq` keeps it (a batch's block of seqs); one without takes the next.
  */
-export async function insertEvents(q: Q, chainId: number, events: NewEvent[]) {
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk = false) {
   if (events.length === 0) return null;
   const expiries = events.filter((e) => e.expiry);
+  if (bulk && events.every((e) => e.seq !== undefined)) {
+    await copyNewEvents(q as Tx, chainId, events);
+    if (expiries.length) await insertExpiries(q, chainId, expiries);
+    const seqs = events.map((e) => e.seq!);
+    return { fromSeq: seqs[0]!, toSeq: seqs.at(-1)! };
+  }
   // Independent statements, pipelined on the connection.
   const [[r]] = await Promise.all([
     insertNewEvents(q, chainId, events),
@@ -125,6 +131,33 @@ export async function insertEvents(q: Q, chainId: number, events: NewEvent[]) {
       on conflict do nothing`,
   ]);
   return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi!) } : null;
+}
+
+function insertExpiries(q: Q, chainId: number, expiries: NewEvent[]) {
+  return q`
+      insert into event_expiries (chain_id, subscription_id, expires_at, block_number)
+      select ${chainId}, s, to_timestamp(t), b
+      from unnest(${expiries.map((e) => e.expiry!.subscriptionId)}::text[],
+        ${expiries.map((e) => e.expiry!.instant)}::bigint[],
+        ${expiries.map((e) => e.blockNumber.toString())}::bigint[]) as x(s, t, b)
+      on conflict do nothing`;
+}
+
+/** COPY of a backfill batch's numbered events (no ON CONFLICT: only for blocks never seen). */
+async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
+  const lines = new Array<string>(events.length);
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!;
+    // Ids, addresses, type names and numbers never need escaping; the JSON might.
+    lines[i] =
+      `${e.seq}\t${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
+      `${new Date(e.ts * 1000).toISOString()}\t${copyText(JSON.stringify(e.data))}\n`;
+  }
+  await copyIn(
+    tx,
+    tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
+    lines.join(""),
+  );
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {

@@ -24,6 +24,7 @@ import { SeqOrderError } from "./errors";
 import { planKey, type SubState } from "../indexer/derive";
 import type { BatchRows } from "../indexer/write";
 import {
+  activitySeqs,
   blockFinder,
   dueExpiries,
   expiringIn,
@@ -166,7 +167,8 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
       bases.set(ctx.rows, base);
       checkOrder(ctx, base);
       const { activity } = ctx.rows.derived;
-      numberEvents(base, SEQ_BLOCK, activity, []).forEach((seq, i) => (activity[i]!.eventSeq = seq.toString()));
+      const seqs = activitySeqs(base, SEQ_BLOCK, activity.length);
+      for (let i = 0; i < activity.length; i++) activity[i]!.eventSeq = seqs[i];
       if (events) early.set(ctx.rows, await store(tx, ctx, base, events));
     },
     async afterBulk(tx, ctx) {

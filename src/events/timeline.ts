@@ -255,10 +255,25 @@ export function sortEvents(events: NewEvent[]): NewEvent[] {
   );
 }
 
+/** The distance between a batch's `n` activity events in its block of seqs of `size`. */
+const gapOf = (size: bigint, n: number) => size / BigInt(n + 1);
+
 /**
- * Numbers a batch's events inside its block of seqs `[base, base + size)` in chain order: activity event k (of n) at
- * `base + gap·(k+1)` with `gap = size / (n+1)`, and the subscription events (sorted) in the gaps between them, after
- * the activity events that precede them in the chain. Returns the activity seqs; an event that does not fit in its
+ * The seqs of a batch's `n` activity events in its block of seqs `[base, base + size)`: event k at
+ * `base + gap·(k+1)`, `gap = size / (n+1)`; in float arithmetic while it is exact (a backfill batch has thousands).
+ */
+export function activitySeqs(base: bigint, size: bigint, n: number): string[] {
+  const gap = gapOf(size, n);
+  if (base + size < 2n ** 53n) {
+    const [b, g] = [Number(base), Number(gap)];
+    return Array.from({ length: n }, (_, k) => String(b + g * (k + 1)));
+  }
+  return Array.from({ length: n }, (_, k) => (base + gap * BigInt(k + 1)).toString());
+}
+
+/**
+ * Numbers a batch's subscription events (sorted) inside its block of seqs, in the gaps between its activity events
+ * (see `activitySeqs`), after the activity events that precede them in the chain. An event that does not fit in its
  * gap keeps no seq (it is appended after the block).
  */
 export function numberEvents(
@@ -266,8 +281,8 @@ export function numberEvents(
   size: bigint,
   activity: { blockNumber: bigint; logIndex: number }[],
   events: NewEvent[],
-): bigint[] {
-  const gap = size / BigInt(activity.length + 1);
+): void {
+  const gap = gapOf(size, activity.length);
   let k = 0;
   let j = 0n;
   const before = (a: { blockNumber: bigint; logIndex: number }, e: NewEvent) =>
@@ -282,5 +297,4 @@ export function numberEvents(
     j++;
     if (j < gap) e.seq = base + gap * BigInt(k) + j;
   }
-  return activity.map((_, i) => base + gap * BigInt(i + 1));
 }

@@ -163,6 +163,8 @@ async function main() {
         const url = new URL(baseUrl);
         url.pathname = `/${name}`;
         const run = await backfill(url.toString(), chain, head, side);
+        // Dropped at once: autovacuum of earlier runs' databases would otherwise compete with the later runs.
+        await admin.unsafe(`drop database if exists ${name} with (force)`);
         if (run.count !== runs.raw[i]!.count) {
           throw new Error(`indexer stored ${run.count} events, the raw sweep decoded ${runs.raw[i]!.count}`);
         }

@@ -37,9 +37,16 @@ import {
 
 /**
  * Seqs of events one transaction wrote; the range may also hold seqs of other transactions running at once.
- * `withdrawals`: the events are a rollback's `event.reverted` (no other writer stores any).
+ * `withdrawals`: the events are a rollback's `event.reverted` (no other writer stores any). `merchants`: whose events
+ * the transaction wrote, when known.
  */
-export type EventRange = { chainId: number; fromSeq: bigint; toSeq: bigint; withdrawals: boolean };
+export type EventRange = {
+  chainId: number;
+  fromSeq: bigint;
+  toSeq: bigint;
+  withdrawals: boolean;
+  merchants?: readonly string[];
+};
 
 /** Called inside the writing transaction after events were inserted (the webhook fan-out). */
 export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
@@ -125,7 +132,7 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   const written = async (
     tx: Q,
     chainId: number,
-    range: { fromSeq: bigint; toSeq: bigint } | null,
+    range: { fromSeq: bigint; toSeq: bigint; merchants?: readonly string[] } | null,
     withdrawals = false,
   ) => {
     if (range && opts.onEvents) await opts.onEvents(tx, { chainId, ...range, withdrawals });
@@ -133,7 +140,7 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   // The base of each batch's block of seqs, from `beforeBulk` to `onBatch` (the same rows object).
   const bases = new WeakMap<object, bigint>();
   // Seq ranges of the batches whose events `beforeBulk` stored, for `afterBulk`.
-  const early = new WeakMap<object, { fromSeq: bigint; toSeq: bigint } | null>();
+  const early = new WeakMap<object, { fromSeq: bigint; toSeq: bigint; merchants: string[] } | null>();
   /**
    * Blocks of seqs must follow chain order (a reader paging the log must never see a batch's events after a later
    * batch's): a batch that took its block before the batch in flight ahead of it took its own fails and is retried.
@@ -153,8 +160,11 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
     const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
     // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
     const end = base + SEQ_BLOCK - 1n;
-    const any = stored !== null || ctx.rows.derived.activity.length > 0;
-    return any ? { fromSeq: base, toSeq: stored && stored.toSeq > end ? stored.toSeq : end } : null;
+    const { activity } = ctx.rows.derived;
+    if (stored === null && activity.length === 0) return null;
+    const merchants = new Set(events.map((e) => e.merchant));
+    for (const a of activity) merchants.add(a.merchant);
+    return { fromSeq: base, toSeq: stored && stored.toSeq > end ? stored.toSeq : end, merchants: [...merchants] };
   };
   return {
     name: "events",

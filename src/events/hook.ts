@@ -139,8 +139,8 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   };
   // The base of each batch's block of seqs, from `beforeBulk` to `onBatch` (the same rows object).
   const bases = new WeakMap<object, bigint>();
-  // Seq ranges of the batches whose events `beforeBulk` stored, for `afterBulk`.
-  const early = new WeakMap<object, { fromSeq: bigint; toSeq: bigint; merchants: string[] } | null>();
+  // The fold of each batch that folds early, started by `beforeBulk`, stored by `afterBulk`.
+  const early = new WeakMap<object, Promise<NewEvent[]>>();
   /**
    * Blocks of seqs must follow chain order (a reader paging the log must never see a batch's events after a later
    * batch's): a batch that took its block before the batch in flight ahead of it took its own fails and is retried.
@@ -169,21 +169,24 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
   return {
     name: "events",
     async beforeBulk(tx, ctx) {
-      // The block of seqs and, when the batch folds early, its fold's reads: one round trip.
-      const [base, events] = await Promise.all([
-        reserveSeqBlock(tx),
-        foldsEarly(ctx) ? batchEvents(tx, ctx, ctx.inFlight) : undefined,
-      ]);
+      // The fold's reads (when the batch folds early) go out with the block of seqs: one round trip. Only the block
+      // is awaited here, as the next batch's `beforeBulk` waits for this one; the fold is stored by `afterBulk`.
+      if (foldsEarly(ctx)) {
+        const events = batchEvents(tx, ctx, ctx.inFlight);
+        events.catch(() => {}); // awaited by afterBulk, unless the transaction fails first
+        early.set(ctx.rows, events);
+      }
+      const base = await reserveSeqBlock(tx);
       bases.set(ctx.rows, base);
       checkOrder(ctx, base);
       const { activity } = ctx.rows.derived;
       const seqs = activitySeqs(base, SEQ_BLOCK, activity.length);
       for (let i = 0; i < activity.length; i++) activity[i]!.eventSeq = seqs[i];
-      if (events) early.set(ctx.rows, await store(tx, ctx, base, events));
     },
     async afterBulk(tx, ctx) {
-      // The activity rows are in: the batch's events can be fanned out.
-      if (early.has(ctx.rows)) await written(tx, ctx.chainId, early.get(ctx.rows)!);
+      const events = early.get(ctx.rows);
+      // The activity rows are in: the batch's events can be stored and fanned out.
+      if (events) await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, await events));
     },
     async onBatch(tx, ctx) {
       if (early.delete(ctx.rows)) return;

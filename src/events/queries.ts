@@ -1,7 +1,7 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
 import type { Q, Tx } from "../indexer/store";
 import { copyIn, copyText, fromRow, type SubRow } from "../indexer/store";
-import type { SubState } from "../indexer/derive";
+import { planKey, type SubState } from "../indexer/derive";
 import type { NewEvent, PlanTerms } from "./timeline";
 import { EVENT_COLUMNS, eventData, type EventRow } from "./envelope";
 
@@ -26,7 +26,11 @@ function withTerms(rows: (SubRow & { interval_s: string; grace_s: string; token:
   for (const r of rows) {
     subs.set(r.subscription_id, fromRow(r));
     blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
-    plans.set(`${r.module}:${r.plan_id}`, { interval: Number(r.interval_s), grace: Number(r.grace_s), token: r.token });
+    plans.set(planKey(r.module, r.plan_id), {
+      interval: Number(r.interval_s),
+      grace: Number(r.grace_s),
+      token: r.token,
+    });
   }
   return { subs, blocked, plans };
 }
@@ -83,8 +87,9 @@ export async function loadAnnounced(q: Q, chainId: number, after: number): Promi
 
 /**
  * Paid allocations whose expiry instant (`last_paid_at + interval + grace + 1`) lies in `(after, until]`, not yet
- * announced, not in `skip` (filtered here: a batch's touched allocations are many). The due index bounds the scan: `next_charge_at = last_paid_at + interval` once paid,
- * so the instant is `next_charge_at + grace + 1` with grace at most the chain's longest.
+ * announced, not in `skip` (filtered here: a batch's touched allocations are many). The due index bounds the scan:
+ * `next_charge_at = last_paid_at + interval` once paid, so the instant is `next_charge_at + grace + 1` with grace at
+ * most the chain's longest.
  */
 export async function expiringBetween(q: Q, chainId: number, after: number, until: number, skip: Set<string>) {
   const rows = await q<(SubRow & { interval_s: string; grace_s: string; token: string; blocked: boolean })[]>`
@@ -120,19 +125,12 @@ export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bu
   // Independent statements, pipelined on the connection.
   const [[r]] = await Promise.all([
     insertNewEvents(q, chainId, events),
-    expiries.length === 0
-      ? []
-      : q`
-      insert into event_expiries (chain_id, subscription_id, expires_at, block_number)
-      select ${chainId}, s, to_timestamp(t), b
-      from unnest(${expiries.map((e) => e.expiry!.subscriptionId)}::text[],
-        ${expiries.map((e) => e.expiry!.instant)}::bigint[],
-        ${expiries.map((e) => e.blockNumber.toString())}::bigint[]) as x(s, t, b)
-      on conflict do nothing`,
+    expiries.length ? insertExpiries(q, chainId, expiries) : [],
   ]);
   return r?.lo ? { fromSeq: BigInt(r.lo), toSeq: BigInt(r.hi!) } : null;
 }
 
+/** Records the expiries the events announce (each once). */
 function insertExpiries(q: Q, chainId: number, expiries: NewEvent[]) {
   return q`
       insert into event_expiries (chain_id, subscription_id, expires_at, block_number)

@@ -6,7 +6,7 @@
  */
 import { paidUntil, subscriptionStatus, type SubscriptionStatus } from "../domain/status";
 import { toSubscriptionRecord } from "../domain/records";
-import { applyToSubscription, subscriptionFromCreated, type SubState } from "../indexer/derive";
+import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } from "../indexer/derive";
 import { moduleOfEvent } from "../domain/attribution";
 import type { BatchEvent } from "../indexer/fetch";
 import { eventIdOf } from "./ids";
@@ -144,7 +144,7 @@ export function dueExpiries(
   logIndex: number,
 ): NewEvent[] {
   return [...due.subs.values()].map((s) => {
-    const instant = expiryInstant(s, due.plans.get(`${s.module}:${s.planId}`));
+    const instant = expiryInstant(s, due.plans.get(planKey(s.module, s.planId)));
     return expiryEvent(chainId, s, false, instant, place(instant), logIndex);
   });
 }
@@ -192,7 +192,7 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
     let state = input.before.has(id) ? { ...input.before.get(id)! } : null;
     const pair = () => `${state!.module}:${state!.subscriber}`;
     // An allocation's plan never changes: its terms are looked up once (and again if the batch creates it).
-    let planTerms = state ? input.plans.get(`${state.module}:${state.planId}`) : undefined;
+    let planTerms = state ? input.plans.get(planKey(state.module, state.planId)) : undefined;
     const terms = () => planTerms;
     let prev = state ? statusAt(state, blocked.get(pair()) ?? false, terms(), input.prevTime) : null;
     const expireUpTo = (t: number) => {
@@ -210,7 +210,7 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
         const merchant = merchants.get(module);
         if (merchant === undefined) break;
         state = subscriptionFromCreated(ev, merchant);
-        planTerms = input.plans.get(`${state.module}:${state.planId}`);
+        planTerms = input.plans.get(planKey(state.module, state.planId));
       } else if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
         blocked.set(`${module}:${String(ev.args.subscriber)}`, ev.name === "SubscriberBlocked");
       } else if (state && state.module === module) {

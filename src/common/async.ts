@@ -36,21 +36,26 @@ export type PollLoopOptions = {
 /** A running poll loop. */
 export type PollLoop = { start: () => void; stop: () => Promise<void>; wake: () => void; running: () => boolean };
 
-/** Runs `step` until stopped, backing off exponentially while it fails; `wake()` starts the next pass now. */
+/**
+ * Runs `step` until stopped, backing off exponentially while it fails; `wake()` starts the next pass now, or right
+ * after the pass in progress (whose reads may predate what the wake announces).
+ */
 export function createPollLoop(opts: PollLoopOptions): PollLoop {
   const waker = createWaker();
   const maxBackoff = opts.maxBackoffMs ?? 30_000;
   let running = false;
+  let woken = false;
   let done: Promise<void> = Promise.resolve();
 
   async function run() {
     let failures = 0;
     while (running) {
       let delay = opts.intervalMs;
+      woken = false;
       try {
         const more = await opts.step();
         failures = 0;
-        if (more) continue;
+        if (more || woken) continue;
       } catch (err) {
         if (!running) break;
         failures++;
@@ -72,7 +77,10 @@ export function createPollLoop(opts: PollLoopOptions): PollLoop {
       waker.wake();
       await done;
     },
-    wake: waker.wake,
+    wake() {
+      woken = true;
+      waker.wake();
+    },
     running: () => running,
   };
 }

@@ -81,21 +81,33 @@ export const leaseMs = (config: Pick<DispatcherConfig, "timeoutMs">) => config.t
 export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const { sql, log, config } = opts;
   let inflight = 0;
+  /** Outcomes known here and not yet recorded: their deliveries are still leased, but no longer in flight. */
   let outcomes: Outcome[] = [];
-  let wakeTimer: ReturnType<typeof setTimeout> | null = null;
+  let recording: Outcome[] = [];
+  let flushing: Promise<void> | null = null;
+  let wakeQueued = false;
   let unsubscribe: (() => Promise<void>) | null = null;
   const drained: (() => void)[] = [];
 
-  const flush = async () => {
-    if (outcomes.length === 0) return;
-    const batch = outcomes;
-    outcomes = [];
-    try {
-      await recordOutcomes(sql, batch, config.disableAfterS);
-    } catch (err) {
-      outcomes = batch.concat(outcomes); // kept for the next pass; the leases keep the rows from a second send
-      throw err;
+  /** Records the known outcomes, one batch at a time; a failed batch is kept for the next pass. */
+  const record = async () => {
+    while (outcomes.length > 0) {
+      recording = outcomes;
+      outcomes = [];
+      try {
+        await recordOutcomes(sql, recording, config.disableAfterS);
+      } catch (err) {
+        outcomes = recording.concat(outcomes); // the leases keep these rows from a second send meanwhile
+        throw err;
+      } finally {
+        recording = [];
+      }
     }
+  };
+  /** The recording in progress, or a new one: one at a time. */
+  const flush = (): Promise<void> => {
+    if (!flushing) flushing = record().finally(() => (flushing = null));
+    return flushing;
   };
 
   const deliver = async (c: Claimed) => {
@@ -124,27 +136,42 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     opts.onAttempt?.(outcome.ok);
   };
 
+  /** Wakes the loop once for every send that ends in this turn of the event loop. */
   const soon = () => {
-    wakeTimer ??= setTimeout(() => {
-      wakeTimer = null;
+    if (wakeQueued) return;
+    wakeQueued = true;
+    setImmediate(() => {
+      wakeQueued = false;
       loop.wake();
-    }, 2);
+    });
   };
 
+  // Recording outcomes and claiming run side by side: the claim does not count the deliveries whose outcome is
+  // known here as in flight, so an endpoint's next sends need not wait for the previous ones to be recorded.
   const step = async (): Promise<boolean> => {
-    await flush();
-    const room = config.concurrency - inflight;
-    if (room <= 0) return false;
-    const claimed = await claimDue(sql, { limit: room, perEndpoint: config.perEndpoint, leaseMs: leaseMs(config) });
-    for (const c of claimed) {
-      inflight++;
-      void deliver(c).finally(() => {
-        inflight--;
-        soon();
-        if (inflight === 0) drained.splice(0).forEach((f) => f());
+    const recorded = flush();
+    try {
+      const room = config.concurrency - inflight;
+      if (room <= 0) return false;
+      const settled = [...recording, ...outcomes].map((o) => o.deliveryId);
+      const claimed = await claimDue(sql, {
+        limit: room,
+        perEndpoint: config.perEndpoint,
+        leaseMs: leaseMs(config),
+        settled,
       });
+      for (const c of claimed) {
+        inflight++;
+        void deliver(c).finally(() => {
+          inflight--;
+          soon();
+          if (inflight === 0) drained.splice(0).forEach((f) => f());
+        });
+      }
+      return false;
+    } finally {
+      await recorded;
     }
-    return false;
   };
 
   const loop = createPollLoop({
@@ -161,7 +188,6 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     async stop() {
       await unsubscribe?.();
       await loop.stop();
-      if (wakeTimer) clearTimeout(wakeTimer);
       if (inflight > 0) await new Promise<void>((resolve) => drained.push(resolve));
       await flush().catch((err) => log("error", "webhook outcomes not recorded at stop", { err }));
     },

@@ -28,18 +28,22 @@ export async function claimedById(sql: Sql, deliveryId: string): Promise<Claimed
 }
 
 /**
- * Claims up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` leased per endpoint (across
- * processes), and counts the claim as an attempt. Each endpoint with due work is visited through its own index
+ * Claims up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` in flight per endpoint (across
+ * processes: leased, less the `settled` ones this process has sent and not yet recorded), and counts the claim as an
+ * attempt. Each endpoint with due work is visited through its own index
  * range (no scan of every pending delivery), oldest due first. The conditional UPDATE makes two dispatchers that
  * pick the same row take it once: the second re-checks the lease after the first commits and skips it.
  */
-export function claimDue(sql: Sql, opts: { limit: number; perEndpoint: number; leaseMs: number }): Promise<Claimed[]> {
+export function claimDue(
+  sql: Sql,
+  opts: { limit: number; perEndpoint: number; leaseMs: number; settled?: string[] },
+): Promise<Claimed[]> {
   return sql<Claimed[]>`
     with ep as (
       select w.id, ${opts.perEndpoint}::int - (
           select count(*) from webhook_deliveries b
           where b.endpoint_id = w.id and b.status = 'pending' and b.lease_until is not null
-            and b.lease_until > clock_timestamp())::int as room
+            and b.lease_until > clock_timestamp() and b.id <> all(${opts.settled ?? []}::text[]))::int as room
       from webhook_endpoints w
       where w.enabled and exists (
         select 1 from webhook_deliveries d

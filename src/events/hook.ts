@@ -27,6 +27,7 @@ import {
   activitySeqs,
   blockFinder,
   dueExpiries,
+  placeExpiries,
   expiringIn,
   numberEvents,
   sortEvents,
@@ -112,8 +113,8 @@ async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRow
     toHash: batch.toHeader.hash,
     toTime: ctx.toTime,
   };
-  const out = subscriptionEvents(input, ctx.merchants);
-  return sortEvents([...out, ...dueExpiries(chainId, due, blockFinder(input), -1)]);
+  const out = [...subscriptionEvents(input, ctx.merchants), ...dueExpiries(chainId, due, blockFinder(input), -1)];
+  return sortEvents(await placeExpiries(chainId, out, ctx.blockAt));
 }
 
 /**
@@ -197,7 +198,7 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
       await keepActivityEvents(tx, ctx.chainId, ctx.ancestor);
     },
     async onRollback(tx, ctx) {
-      await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor, ctx.ancestor ?? 0n), true);
+      await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor), true);
     },
     async onIdle(sql, ctx) {
       if (ctx.indexedBlock === null || ctx.indexedTime === null) return;

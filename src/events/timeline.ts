@@ -103,7 +103,7 @@ export function expiryEvent(
   logIndex: number,
 ): NewEvent {
   return {
-    id: eventIdOf(chainId, block.hash, "expired", s.subscriptionId, instant),
+    id: expiryId(chainId, block.hash, s.subscriptionId, instant),
     merchant: s.merchant,
     type: "subscription.status_changed",
     blockNumber: block.number,
@@ -113,6 +113,35 @@ export function expiryEvent(
     data: { object: recordOf(chainId, s, blocked, "EXPIRED"), previous_status: "ACTIVE" },
     expiry: { subscriptionId: s.subscriptionId, instant },
   };
+}
+
+const expiryId = (chainId: number, blockHash: string, subscriptionId: string, instant: number) =>
+  eventIdOf(chainId, blockHash, "expired", subscriptionId, instant);
+
+/**
+ * The batch's expiries moved to the first block at or after their instant (`blockAt`), empty blocks included, so
+ * that an expiry's block and id do not depend on where batches end. Its place in the log does not change: no log
+ * lies between that block and the one the fold chose.
+ */
+export async function placeExpiries(
+  chainId: number,
+  events: NewEvent[],
+  blockAt: (t: number) => Promise<{ number: bigint; hash: string }>,
+): Promise<NewEvent[]> {
+  const out: NewEvent[] = [];
+  for (const e of events) {
+    if (!e.expiry) {
+      out.push(e);
+      continue;
+    }
+    const block = await blockAt(e.expiry.instant);
+    out.push({
+      ...e,
+      blockNumber: block.number,
+      id: expiryId(chainId, block.hash, e.expiry.subscriptionId, e.expiry.instant),
+    });
+  }
+  return out;
 }
 
 /** The first second at which a paid allocation with these terms is EXPIRED. */
@@ -251,7 +280,7 @@ export function sortEvents(events: NewEvent[]): NewEvent[] {
       ? a.blockNumber < b.blockNumber
         ? -1
         : 1
-      : a.logIndex - b.logIndex || a.subIndex - b.subIndex,
+      : a.logIndex - b.logIndex || a.subIndex - b.subIndex || a.ts - b.ts || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
   );
 }
 

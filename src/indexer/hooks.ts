@@ -2,6 +2,7 @@ import type { Sql } from "../db/client";
 import type { Tx } from "./store";
 import type { BatchRows } from "./write";
 import type { PlanInfo } from "./derive";
+import type { BlockRef } from "./block-at";
 
 /** One indexed batch, as hooks see it. Times are unix seconds. */
 export type BatchContext = {
@@ -24,6 +25,8 @@ export type BatchContext = {
   /** Module address → merchant, and plans by `<module>:<planId>`: the indexer's caches, the batch's included. */
   merchants: ReadonlyMap<string, string>;
   plans: ReadonlyMap<string, PlanInfo>;
+  /** The first block of the batch whose timestamp is at or after a unix second in `(fromTime, toTime]`. */
+  blockAt: (t: number) => Promise<BlockRef>;
 };
 
 /** A rollback: rows of every block above `ancestor` were deleted (null: the whole chain was). */

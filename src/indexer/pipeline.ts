@@ -3,6 +3,7 @@
  * rows derived from cached state, and batch transactions pipelined (the next batch's rows go in while one commits).
  */
 import { describeError } from "../common/errors";
+import { createBlockAt } from "./block-at";
 import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { CursorMovedError, RangeRefusedError, RpcUnavailableError } from "./errors";
 import { fetchLogs, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
@@ -149,6 +150,7 @@ export function batchContext(
     inFlight,
     merchants: ctx.state.modules,
     plans: ctx.state.plans,
+    blockAt: createBlockAt(ctx.client, ctx.policy, batch, prev),
   };
 }
 

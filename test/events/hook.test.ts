@@ -288,6 +288,41 @@ describe("expiry", () => {
     expect(got[0]!.ts.getTime() / 1000).toBe(instant);
     expect(got[0]!.block_number).toBe(block);
   }, 120_000);
+  test("an expiry lies in the first block at or after its instant, empty or not: same block and id in one batch or many", async () => {
+    await chain.fund("dave", token, 10_000_000n);
+    const sub = await chain.subscribe("dave", module, 1);
+    const rc = await chain.charge(module, sub);
+    const paidAt = Number((await chain.publicClient.getBlock({ blockNumber: rc.blockNumber })).timestamp);
+    const instant = paidAt + INTERVAL + GRACE + 1;
+    // Empty blocks around the instant, then more than the reorg window of empty blocks: the batch that reaches the
+    // instant holds no log near it, and (in one big batch) no header either.
+    await chain.mineAt(instant - 30);
+    const expected = await chain.mineAt(instant + 7);
+    await chain.mineAt(instant + 20);
+    await chain.testClient.mine({ blocks: 100 });
+    const expiriesOf = async (tuning: { initialRange: number; maxRange: number }) => {
+      const other = await createTestDb();
+      try {
+        const hook = eventsHook({ now: () => instant - 1 });
+        await indexOnce(other.sql, chain.rpcUrl, chain.processor, {
+          db: other,
+          startBlock: chain.startBlock,
+          hooks: [hook],
+          tuning,
+        });
+        return (await events(other))
+          .filter((e) => e.type === "subscription.status_changed" && e.data.object.status === "EXPIRED")
+          .map((e) => ({ id: e.id, block: e.block_number, sub: e.data.object.on_chain_id, ts: e.ts.getTime() / 1000 }));
+      } finally {
+        await other.close();
+      }
+    };
+    const whole = await expiriesOf({ initialRange: 100_000, maxRange: 100_000 });
+    const small = await expiriesOf({ initialRange: 2, maxRange: 3 });
+    expect(small).toEqual(whole);
+    const dave = whole.filter((e) => e.sub === sub.toString());
+    expect(dave).toEqual([{ id: dave[0]!.id, block: expected.toString(), sub: sub.toString(), ts: instant }]);
+  }, 180_000);
 });
 
 describe("reorgs", () => {
@@ -322,6 +357,9 @@ describe("reorgs", () => {
         const orig = after.find((e) => e.id === id)!;
         expect(orig.reverted_by).toBe(r.id);
         expect(BigInt(r.seq)).toBeGreaterThan(BigInt(orig.seq));
+        // It names the removed block, and a receiver ordering by time puts it after the event it withdraws.
+        expect(r.block_number).toBe(orig.block_number);
+        expect(r.ts.getTime()).toBeGreaterThanOrEqual(orig.ts.getTime());
       }
       const withdrawn = new Set(reverted.map((e) => e.data.object.id));
       const applied = after.filter((e) => e.type !== "event.reverted" && !withdrawn.has(e.id));

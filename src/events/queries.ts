@@ -181,18 +181,20 @@ function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
  * Withdraws the events of the blocks above `ancestor` (all when null): each gets an `event.reverted` after it in
  * the log, and its `reverted_by` set. Returns the seq range of the `event.reverted` events, or null.
  */
-export async function withdrawAbove(q: Q, chainId: number, ancestor: bigint | null, ancestorBlock: bigint) {
+export async function withdrawAbove(q: Q, chainId: number, ancestor: bigint | null) {
   const above = ancestor === null ? -1n : ancestor;
+  // A revert names the removed block, and its time is when the reorg was seen, never before the event it withdraws
+  // (a dev chain's clock can run ahead of the wall clock): a receiver ordering by time puts it after that event.
   const rows = await q<{ lo: string | null; hi: string | null }[]>`
     with gone as (
-      select seq, id, merchant, type from merchant_events
+      select seq, id, merchant, type, block_number, ts from merchant_events
       where chain_id = ${chainId} and block_number > ${above.toString()} and reverted_by is null
         and type not in ('event.reverted', 'webhook.test')
       order by seq),
     ins as (
       insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
       select 'evt_' || substr(encode(sha256(convert_to('reverted|' || g.id, 'UTF8')), 'hex'), 1, 40), ${chainId},
-        g.merchant, 'event.reverted', ${ancestorBlock.toString()}, 2147483647, 0, now(),
+        g.merchant, 'event.reverted', g.block_number, 2147483647, 0, greatest(now(), g.ts),
         jsonb_build_object('object', jsonb_build_object('id', g.id, 'type', g.type))
       from gone g order by g.seq
       on conflict (id) do nothing

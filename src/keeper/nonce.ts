@@ -12,6 +12,11 @@ export type NonceManager = {
   resend: (nonce: number, tx: TxRequest) => Promise<Hash>;
   /** Forgets the count (another sender moved the account's nonce, or a transaction was given up). */
   reset: () => void;
+  /**
+   * Forgets the count when it is ahead of the chain by more than the `unmined` sends still waiting: a reorg dropped
+   * sends that had been mined, and their nonces are free again (the next send would wait behind a gap forever).
+   */
+  check: (unmined: number) => Promise<void>;
 };
 
 /** Creates the nonce manager of one keeper account. */
@@ -55,5 +60,11 @@ export function createNonceManager(ctx: KeeperContext): NonceManager {
     reset: () => {
       nonce = undefined;
     },
+    check: (unmined) =>
+      serialized(async () => {
+        if (nonce === undefined) return;
+        const onChain = await client.getTransactionCount({ address, blockTag: "latest" });
+        if (nonce > onChain + unmined) nonce = undefined;
+      }),
   };
 }

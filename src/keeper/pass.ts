@@ -67,7 +67,9 @@ export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<Ti
     });
     result.due = due.length;
     const pass: PassContext = { now, indexed, head: head.number, baseFee: head.baseFeePerGas ?? null };
-    await eachBounded(select(due, result), limits.concurrency, (d) => charger.tryCharge(d, pass, result));
+    const chosen = select(due, result);
+    if (chosen.length > 0) await nonces.check(receipts.pending());
+    await eachBounded(chosen, limits.concurrency, (d) => charger.tryCharge(d, pass, result));
     const { sent, replaced, errors } = result;
     if (sent.length || replaced.length || errors) {
       log("debug", "keeper pass", {

@@ -398,6 +398,37 @@ describe("keeper", () => {
     await cancel("dave", second);
   }, 60_000);
 
+  test("after a reorg drops a mined charge, its nonce is free again: the next charges go out at once, not behind a gap", async () => {
+    const keeper = makeKeeper("keeper", [3600]);
+    try {
+      await chain.fund("erin", token, 10_000_000n);
+      await synced();
+      const snap = await chain.snapshot();
+      const first = await chain.subscribe("erin", module, LONG);
+      await synced();
+      const r1 = await keeper.tick();
+      expect(r1.sent.map((s) => s.subscriptionId)).toEqual([first.toString()]);
+      await minedAndIndexed(r1.sent[0]!.hash);
+      await keeper.tick(); // the receipt is seen: the charge counts as mined
+      // The branch with the subscription and its charge is dropped; the new one has another subscription.
+      await chain.revert(snap);
+      const second = await chain.subscribe("erin", module, LONG_B);
+      for (let i = 0; i < 3; i++) await chain.mineAt(Number(await chain.now()) + 1);
+      await until("the new branch to be indexed", async () => {
+        const [r] = await db.sql<{ plan_id: string }[]>`
+          select plan_id::text from subscriptions where chain_id = ${chain.chainId} and subscription_id = ${second.toString()}`;
+        return r?.plan_id === String(LONG_B);
+      });
+      const r2 = await keeper.tick();
+      expect(r2.sent.map((s) => s.subscriptionId)).toEqual([second.toString()]);
+      await minedAndIndexed(r2.sent[0]!.hash);
+      expect((await sub(second))!.times_executed).toBe("1");
+      await cancel("erin", second);
+    } finally {
+      await keeper.stop();
+    }
+  }, 60_000);
+
   test("survives an RPC outage and charges once the node answers again", async () => {
     let down = false;
     const proxy = Bun.serve({

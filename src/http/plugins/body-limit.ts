@@ -41,11 +41,12 @@ async function readCapped(body: ReadableStream<Uint8Array>, maxBytes: number, ur
   return Buffer.concat(chunks);
 }
 
-/** Parses a body read within the limit the way Elysia's default parsers would. */
+/** Parses a body read within the limit the way Elysia's default parsers would; an empty JSON body is null. */
 async function parseBody(bytes: Uint8Array, contentType: string): Promise<unknown> {
   const type = contentType.split(";")[0]!.trim().toLowerCase();
   const text = () => new TextDecoder().decode(bytes);
   if (type === "application/json" || type.endsWith("+json")) {
+    if (bytes.byteLength === 0) return null; // an empty JSON body is no body (null: Elysia's own parser stays out)
     try {
       return JSON.parse(text());
     } catch (err) {

@@ -124,6 +124,48 @@ describe("GET /v0/events/:merchant", () => {
   });
 });
 
+describe("since and NUL characters", () => {
+  test("since takes what the activity routes' since takes: an ISO 8601 date-time in 0001–9999, never unix seconds", async () => {
+    for (const since of ["1796000000", "1", "Jan%201%202020", "0000-01-01T00:00:00Z", "%2B275760-09-13T00:00:00Z"]) {
+      const res = await get(`/v0/events/${M1}?since=${since}`);
+      expect(res.status, since).toBe(400);
+      expect(res.body.error).toMatchObject({ code: "invalid_parameter", param: "since" });
+    }
+    for (const since of ["2026-11-10T00:00:00Z", "2026-11-10T02:00:00%2B02:00", "2026-11-10T00:00:00.000Z"]) {
+      const res = await get(`/v0/events/${M1}?since=${since}`);
+      expect(
+        res.body.map((e: any) => e.id),
+        since,
+      ).toEqual(ids.slice(9));
+    }
+  });
+
+  test("a NUL in any query or path value is a 400 naming the parameter, also where a prefix would pass", async () => {
+    for (const q of [
+      "type=charge.failed%00",
+      "since=2026-11-10T00:00:00Z%00",
+      `starting_after=${ids[1]}%00`,
+      "limit=1%00",
+      "order=asc%00",
+      "chain_id=10%00",
+      "format=json%00",
+    ]) {
+      const res = await get(`/v0/events/${M1}?${q}`);
+      expect(res.status, q).toBe(400);
+      expect(res.body.error).toMatchObject({ code: "invalid_parameter", param: q.split("=")[0] });
+    }
+    for (const [path, param] of [
+      [`/v0/events/${M1}/${ids[1]}%00`, "id"],
+      [`/v0/events/${M1}%00`, "merchant"],
+      [`/v0/events/${M1}%00/${ids[1]}`, "merchant"],
+    ] as const) {
+      const res = await get(path);
+      expect(res.status, path).toBe(400);
+      expect(res.body.error.param).toBe(param);
+    }
+  });
+});
+
 describe("GET /v0/events/:merchant/:id", () => {
   test("one event; 404 when unknown or another merchant's", async () => {
     const res = await get(`/v0/events/${M1}/${ids[2]}`);

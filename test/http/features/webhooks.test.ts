@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
 import { createApiKey } from "../../../src/auth/api-keys";
+import { createEndpoint } from "../../../src/webhooks/endpoints";
 import { startSeededApp, type SeededApp } from "../../../testkit/app";
+import { CHAIN_A } from "../../../testkit/seed";
 import { startReceiver, type Receiver } from "../../../testkit/webhooks";
 
 const M1 = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -170,6 +172,122 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     ).toBe(400);
     expect((await call(s, "GET", `/v0/webhook_endpoints/${M1}`, key1)).body.length).toBe(before);
   });
+
+  test("delete, rotate_secret and test take no body fields: any is a 400 naming it, and changes nothing", async () => {
+    const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, { url: receiver.url });
+    const id = created.body.id;
+    const state = async () => ({
+      endpoint: (await s.db.sql`select secret, previous_secret from webhook_endpoints where id = ${id}`)[0],
+      deliveries: (await s.db.sql`select count(*)::int as n from webhook_deliveries where endpoint_id = ${id}`)[0]!.n,
+      sent: receiver.received.length,
+    });
+    const before = await state();
+    for (const [method, suffix] of [
+      ["DELETE", ""],
+      ["POST", "/rotate_secret"],
+      ["POST", "/test"],
+    ] as const) {
+      for (const body of [{ foo: 1 }, { url: receiver.url }, [1], "text"]) {
+        const res = await call(s, method, `/v0/webhook_endpoints/${M1}/${id}${suffix}`, key1, body);
+        expect(res.status, `${method} ${suffix} ${JSON.stringify(body)}`).toBe(400);
+        expect(res.body.error.param).toBe(
+          Array.isArray(body) || typeof body === "string" ? "body" : Object.keys(body)[0],
+        );
+      }
+    }
+    expect(await state()).toEqual(before);
+    // No body, an empty JSON body and {} are fine.
+    for (const body of [undefined, "", {}]) {
+      const res = await call(s, "POST", `/v0/webhook_endpoints/${M1}/${id}/rotate_secret`, key1, body);
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      expect(res.body.secret).toMatch(/^whsec_/);
+    }
+    expect((await call(s, "POST", `/v0/webhook_endpoints/${M1}/${id}/test`, key1, {})).status).toBe(200);
+    expect((await call(s, "DELETE", `/v0/webhook_endpoints/${M1}/${id}`, key1, {})).body).toEqual({
+      id,
+      deleted: true,
+    });
+  });
+
+  test("a NUL in any string of a body or path is a 400 naming the field, and changes nothing", async () => {
+    const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, { url: receiver.url, description: "d" });
+    const id = created.body.id;
+    const before = await s.db.sql`select * from webhook_endpoints order by id`;
+    const cases: [string, string, unknown, string][] = [
+      ["POST", `/v0/webhook_endpoints/${M1}`, { url: `${receiver.url}/a\u0000b` }, "url"],
+      ["POST", `/v0/webhook_endpoints/${M1}`, { url: receiver.url, description: "a\u0000b" }, "description"],
+      [
+        "POST",
+        `/v0/webhook_endpoints/${M1}`,
+        { url: receiver.url, event_types: ["charge.failed\u0000"] },
+        "event_types",
+      ],
+      ["PATCH", `/v0/webhook_endpoints/${M1}/${id}`, { description: "x\u0000" }, "description"],
+      ["PATCH", `/v0/webhook_endpoints/${M1}/${id}`, { url: `${receiver.url}\u0000` }, "url"],
+      ["POST", `/v0/webhook_endpoints/${M1}/${id}/replay`, { since: "2026-11-01T00:00:00Z\u0000" }, "since"],
+      ["POST", `/v0/webhook_endpoints/${M1}/${id}/replay`, { since: "2026-11-01T00:00:00Z", until: "\u0000" }, "until"],
+      [
+        "POST",
+        `/v0/webhook_endpoints/${M1}/${id}/replay`,
+        { since: "2026-11-01T00:00:00Z", types: ["\u0000"] },
+        "types",
+      ],
+      ["POST", `/v0/events/${M1}/evt_${"0".repeat(40)}/redeliver`, { endpoint_id: `${id}\u0000` }, "endpoint_id"],
+      ["PATCH", `/v0/webhook_endpoints/${M1}/${id}%00`, { enabled: true }, "id"],
+      ["GET", `/v0/webhook_endpoints/${M1}/${id}/deliveries?starting_after=wd_%00`, undefined, "starting_after"],
+    ];
+    for (const [method, path, body, param] of cases) {
+      const res = await call(s, method, path, key1, body);
+      expect(res.status, `${method} ${path} ${JSON.stringify(body)}`).toBe(400);
+      expect(res.body.error).toMatchObject({ code: "invalid_parameter", param });
+    }
+    expect(await s.db.sql`select * from webhook_endpoints order by id`).toEqual(before);
+  });
+
+  test("replay: since and until are what the event log's since accepts, within 0001–9999; anything else is a 400", async () => {
+    const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, { url: receiver.url });
+    const replay = (body: unknown) =>
+      call(s, "POST", `/v0/webhook_endpoints/${M1}/${created.body.id}/replay`, key1, body);
+    const bad = [
+      -8640000000000,
+      8640000000000,
+      1796000000,
+      "+275760-09-13T00:00:00Z",
+      "-010000-01-01T00:00:00Z",
+      "-000001-01-01T00:00:00Z",
+      "0000-01-01T00:00:00Z",
+      "9999-12-31T23:59:59-05:00",
+      "Jan 1 2020",
+      "1",
+      "1796000000",
+      "2020-01-01",
+      "2020-02-30T00:00:00Z",
+      "",
+      null,
+      true,
+      ["2026-01-01T00:00:00Z"],
+    ];
+    for (const v of bad) {
+      for (const field of ["since", "until"]) {
+        const body = field === "since" ? { since: v } : { since: "2026-01-01T00:00:00Z", until: v };
+        const res = await replay(body);
+        expect(res.status, `${field} ${JSON.stringify(v)}`).toBe(400);
+        expect(res.body.error).toMatchObject({ code: "invalid_parameter", param: field });
+      }
+    }
+    expect((await replay({})).body.error.param).toBe("since");
+    for (const since of [
+      "2026-11-20T10:00:00Z",
+      "2026-11-20T10:00Z",
+      "2026-11-20T12:00:00.123+02:00",
+      "0001-01-01T00:00:00Z",
+      "9999-12-31T23:59:59Z",
+    ]) {
+      const res = await replay({ since, until: "9999-12-31T23:59:59.999Z" });
+      expect(res.status, since).toBe(200);
+      expect(res.body).toEqual({ enqueued: expect.any(Number) });
+    }
+  });
 });
 
 describe("destinations (production rules)", () => {
@@ -181,7 +299,7 @@ describe("destinations (production rules)", () => {
   });
   afterAll(() => s?.close());
 
-  test("https only; loopback, 10/8, metadata, an IPv6 ULA and a name resolving to loopback are refused", async () => {
+  test("https only; loopback, 10/8, metadata, IPv6 private forms (IPv4 inside included) and a name resolving to loopback are refused", async () => {
     for (const url of [
       "http://example.com/hook",
       "https://127.0.0.1/hook",
@@ -192,11 +310,159 @@ describe("destinations (production rules)", () => {
       "https://localhost/hook",
       "https://localtest.me/hook",
       "https://localhost./hook",
+      "https://[::ffff:127.0.0.1]/h",
+      "https://[::ffff:7f00:1]/h",
+      "https://[::ffff:a9fe:a9fe]/",
+      "https://[0:0:0:0:0:ffff:7f00:1]/h",
+      "https://[::127.0.0.1]/h",
+      "https://[64:ff9b::169.254.169.254]/",
+      "https://[64:ff9b:1::808:808]/",
+      "https://[2002:a9fe:a9fe::]/",
+      "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+      "https://[fe80::1]/h",
+      "https://[fec0::1]/h",
+      "https://[ff02::1]/h",
+      "https://[2001:db8::1]/h",
+      "https://[::]/h",
     ]) {
       const res = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key, { url });
       expect(res.status, url).toBe(400);
       expect(res.body.error.param).toBe("url");
     }
     expect((await s.db.sql`select count(*)::int as n from webhook_endpoints`)[0]!.n).toBe(0);
+  });
+
+  test("an endpoint stored with such an address fails at send time, without a connection", async () => {
+    let connections = 0;
+    const listener = Bun.listen({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: { open: (sock) => void (connections++, sock.end()), data: () => {} },
+    });
+    try {
+      for (const host of ["[::ffff:7f00:1]", "[::ffff:127.0.0.1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::]"]) {
+        // As if written before the rule existed: straight into the table.
+        const ep = await createEndpoint(
+          s.db.sql,
+          { merchant: M1, url: `https://${host}:${listener.port}/h`, eventTypes: ["*"], description: null },
+          undefined,
+        );
+        const res = await call(s, "POST", `/v0/webhook_endpoints/${M1}/${ep.id}/test`, key);
+        expect(res.status).toBe(200);
+        expect(res.body).toMatchObject({ status: "failed", response_status: null });
+        expect(res.body.error, host).toContain("private address");
+      }
+      expect(connections).toBe(0);
+    } finally {
+      listener.stop(true);
+    }
+  });
+});
+
+describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () => {
+  const M3 = "0x00000000000000000000000000000000000000c3";
+  const TYPES = ["charge.succeeded", "subscription.status_changed", "charge.failed"];
+  let s: SeededApp;
+  let key: string;
+  let receiver: Receiver;
+  const ids: string[] = [];
+  let all: string; // an endpoint of every type
+  let other: string; // another one
+  let typed: string; // an endpoint of charge.failed and charge.succeeded
+
+  beforeAll(async () => {
+    s = await startSeededApp({ WEBHOOK_ALLOW_PRIVATE_URLS: "1" });
+    key = (await createApiKey(s.db.sql, { merchant: M3 })).key;
+    receiver = startReceiver();
+    const sql = s.db.sql;
+    // Six events in blocks 100–105, as the indexer stores them.
+    for (let i = 0; i < 6; i++) {
+      const id = `evt_${(0xc300 + i).toString(16).padStart(40, "0")}`;
+      ids.push(id);
+      await sql`
+        insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts, data)
+        values (${id}, ${CHAIN_A}, ${M3}, ${TYPES[i % 3]!}, ${100 + i}, 0, ${new Date(Date.UTC(2026, 10, 1 + i))},
+          ${sql.json({ object: { n: i } })})`;
+    }
+    // A reorg removes blocks 103–105, as a rollback records it (src/events/queries.ts withdrawAbove): each withdrawn
+    // event gets an event.reverted after it in the log, and its reverted_by set to that event's id.
+    await sql`
+      with ins as (
+        insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts, data)
+        select 'evt_' || substr(encode(sha256(convert_to('reverted|' || g.id, 'UTF8')), 'hex'), 1, 40), g.chain_id,
+          g.merchant, 'event.reverted', g.block_number, 2147483647, now(),
+          jsonb_build_object('object', jsonb_build_object('id', g.id, 'type', g.type))
+        from merchant_events g where g.merchant = ${M3} and g.block_number > 102 order by g.seq
+        returning id, data)
+      update merchant_events m set reverted_by = i.id from ins i where m.id = i.data->'object'->>'id'`;
+    const create = async (event_types: string[]) =>
+      (await call(s, "POST", `/v0/webhook_endpoints/${M3}`, key, { url: receiver.url, event_types })).body.id;
+    all = await create(["*"]);
+    other = await create(["*"]);
+    typed = await create(["charge.failed", "charge.succeeded"]);
+  });
+  afterAll(async () => {
+    await receiver?.stop();
+    await s?.close();
+  });
+
+  const enqueued = async (endpointId: string, origin: string) =>
+    (
+      await s.db.sql<{ event_id: string }[]>`
+        select event_id from webhook_deliveries where endpoint_id = ${endpointId} and origin = ${origin}
+        order by event_seq`
+    ).map((r) => r.event_id);
+  const replay = (endpointId: string, body: unknown) =>
+    call(s, "POST", `/v0/webhook_endpoints/${M3}/${endpointId}/replay`, key, body);
+  const redeliver = (eventId: string, body?: unknown) =>
+    call(s, "POST", `/v0/events/${M3}/${eventId}/redeliver`, key, body);
+
+  test("replay sends only events still on the canonical chain: no withdrawn event, no event.reverted, no webhook.test", async () => {
+    await call(s, "POST", `/v0/webhook_endpoints/${M3}/${all}/test`, key); // a webhook.test in the log
+    const log = (await call(s, "GET", `/v0/events/${M3}`, key)).body.map((e: any) => e.type);
+    expect(log.filter((t: string) => t === "event.reverted")).toHaveLength(3);
+    expect(log).toContain("webhook.test");
+    const res = await replay(all, { since: "2026-01-01T00:00:00Z" });
+    expect(res.body).toEqual({ enqueued: 3 });
+    expect(await enqueued(all, "replay")).toEqual(ids.slice(0, 3));
+  });
+
+  test("replay sends only the endpoint's own event_types, narrowed by types", async () => {
+    expect((await replay(typed, { since: "2026-01-01T00:00:00Z" })).body).toEqual({ enqueued: 2 });
+    expect(await enqueued(typed, "replay")).toEqual([ids[0], ids[2]]);
+    const narrowed = await replay(typed, {
+      since: "2026-01-01T00:00:00Z",
+      types: ["charge.failed", "subscription.status_changed"],
+    });
+    expect(narrowed.body).toEqual({ enqueued: 1 });
+    expect(await enqueued(typed, "replay")).toEqual([ids[0], ids[2], ids[2]]);
+    const disjoint = await replay(typed, { since: "2026-01-01T00:00:00Z", types: ["subscription.status_changed"] });
+    expect(disjoint.body).toEqual({ enqueued: 0 });
+    const reverted = await replay(other, { since: "2026-01-01T00:00:00Z", types: ["event.reverted"] });
+    expect(reverted.body).toEqual({ enqueued: 0 });
+  });
+
+  test("redeliver of a withdrawn event is a 409 event_withdrawn and enqueues nothing", async () => {
+    const before = (await s.db.sql`select count(*)::int as n from webhook_deliveries`)[0]!.n;
+    for (const body of [undefined, { endpoint_id: all }]) {
+      const res = await redeliver(ids[4]!, body);
+      expect(res.status).toBe(409);
+      expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "event_withdrawn", param: "id" });
+      expect(typeof res.body.error.request_id).toBe("string");
+    }
+    expect((await s.db.sql`select count(*)::int as n from webhook_deliveries`)[0]!.n).toBe(before);
+    // An event still standing goes to every endpoint it matches.
+    expect((await redeliver(ids[0]!)).body).toEqual({ enqueued: 3 });
+    expect((await redeliver(ids[1]!)).body).toEqual({ enqueued: 2 });
+  });
+
+  test("redeliver of a webhook.test without endpoint_id goes only to the endpoint it was written for", async () => {
+    const sent = await call(s, "POST", `/v0/webhook_endpoints/${M3}/${other}/test`, key);
+    expect(sent.status).toBe(200);
+    const res = await redeliver(sent.body.event_id);
+    expect(res.body).toEqual({ enqueued: 1 });
+    const rows = await s.db.sql<{ endpoint_id: string }[]>`
+      select endpoint_id from webhook_deliveries where event_id = ${sent.body.event_id} and origin = 'redeliver'`;
+    expect(rows.map((r) => r.endpoint_id)).toEqual([other]);
   });
 });

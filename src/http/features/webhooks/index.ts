@@ -18,7 +18,19 @@ import {
   updateEndpoint,
 } from "../../../webhooks/endpoints";
 import { sendTest } from "../../../webhooks/test-delivery";
-import { bodyObject, createFromBody, eventTypesField, stringField, timeField, urlField } from "./service";
+import {
+  bodyObject,
+  createFromBody,
+  EventWithdrawnError,
+  eventTypesField,
+  notWithdrawn,
+  replayable,
+  replayTypes,
+  stringField,
+  timeField,
+  urlField,
+  withdrawnBy,
+} from "./service";
 import { findEvent } from "../events/service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
 import { EVENT_ID_PATTERN } from "../../../events/ids";
@@ -28,10 +40,23 @@ const DELIVERY_ID = /^wd_[0-9a-f]{24}$/;
 
 type Ctx = {
   params: unknown;
-  body?: unknown;
   query?: unknown;
   set: { status?: number | string; headers: Record<string, unknown> };
 };
+
+/** The context of a route with the `fields` option: its body's fields. */
+type BodyCtx = Ctx & { fields: Record<string, unknown> };
+
+/**
+ * The `fields` route option, every route's body rule (webhooks.md §3): the JSON body must be an object of those
+ * fields only (`[]`: no body, an empty one or `{}`), else a 400 naming the field. It is checked before the
+ * credential and the handler, so a refused body changes nothing; the route reads it as `fields`.
+ */
+const bodyFields = new Elysia({ name: "webhook-body-fields" }).macro({
+  fields: (allowed: readonly string[]) => ({
+    resolve: ({ body }: { body: unknown }) => ({ fields: bodyObject(body, allowed) }),
+  }),
+});
 
 /** Merchant and endpoint id of the path (a 400 for a malformed id). */
 function path(params: unknown): { merchant: string; id: string } {
@@ -53,15 +78,21 @@ export function webhookRoutes(deps: RouteDeps) {
   };
   const auth = authPlugin({ ...deps, defaultChainId: deps.chains.defaultChainId });
   const endpoints = new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoints" })
+    .use(bodyFields)
     .use(auth)
     .post(
       "/:merchant",
-      async ({ params, body, set }: Ctx) => {
-        const endpoint = await createFromBody(deps.sql, parseAddress(params as RawParams, "merchant"), body, config);
+      async ({ params, fields, set }: BodyCtx) => {
+        const endpoint = await createFromBody(deps.sql, parseAddress(params as RawParams, "merchant"), fields, config);
         set.status = 201;
         return endpoint;
       },
-      { merchantWriter: true, params: MerchantParamsDoc, detail: details.create },
+      {
+        fields: ["url", "event_types", "description"],
+        merchantWriter: true,
+        params: MerchantParamsDoc,
+        detail: details.create,
+      },
     )
     .get("/:merchant", ({ params }: Ctx) => listEndpoints(deps.sql, parseAddress(params as RawParams, "merchant")), {
       merchantReader: true,
@@ -82,9 +113,8 @@ export function webhookRoutes(deps: RouteDeps) {
     )
     .patch(
       "/:merchant/:id",
-      async ({ params, body }: Ctx) => {
+      async ({ params, fields: b }: BodyCtx) => {
         const { merchant, id } = path(params);
-        const b = bodyObject(body, ["url", "event_types", "description", "enabled"]);
         if (b.enabled !== undefined && typeof b.enabled !== "boolean") {
           throw new InvalidParameterError("enabled", "enabled must be true or false");
         }
@@ -99,7 +129,12 @@ export function webhookRoutes(deps: RouteDeps) {
         if (!updated) throw new NotFoundError(`no endpoint ${id}`, "id");
         return updated;
       },
-      { merchantWriter: true, params: EndpointParamsDoc, detail: details.update },
+      {
+        fields: ["url", "event_types", "description", "enabled"],
+        merchantWriter: true,
+        params: EndpointParamsDoc,
+        detail: details.update,
+      },
     )
     .delete(
       "/:merchant/:id",
@@ -108,7 +143,7 @@ export function webhookRoutes(deps: RouteDeps) {
         if (!(await deleteEndpoint(deps.sql, merchant, id))) throw new NotFoundError(`no endpoint ${id}`, "id");
         return { id, deleted: true as const };
       },
-      { merchantWriter: true, params: EndpointParamsDoc, detail: details.remove },
+      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.remove },
     )
     .post(
       "/:merchant/:id/rotate_secret",
@@ -118,7 +153,7 @@ export function webhookRoutes(deps: RouteDeps) {
         if (!rotated) throw new NotFoundError(`no endpoint ${id}`, "id");
         return rotated;
       },
-      { merchantWriter: true, params: EndpointParamsDoc, detail: details.rotate },
+      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.rotate },
     )
     .post(
       "/:merchant/:id/test",
@@ -127,7 +162,7 @@ export function webhookRoutes(deps: RouteDeps) {
         await mustExist(merchant, id);
         return sendTest(deps.sql, { id, merchant, chainId: deps.chains.defaultChainId }, config);
       },
-      { merchantWriter: true, params: EndpointParamsDoc, detail: details.test },
+      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.test },
     )
     .get(
       "/:merchant/:id/deliveries",
@@ -157,49 +192,69 @@ export function webhookRoutes(deps: RouteDeps) {
     )
     .post(
       "/:merchant/:id/replay",
-      async ({ params, body }: Ctx) => {
+      async ({ params, fields: b }: BodyCtx) => {
         const { merchant, id } = path(params);
-        const b = bodyObject(body, ["since", "until", "types"]);
         const since = timeField(b, "since", true)!;
         const until = timeField(b, "until", false);
+        const requested = eventTypesField(b, "types");
         const endpoint = await mustExist(merchant, id);
-        const types = eventTypesField(b, "types") ?? endpoint.event_types;
+        const types = replayTypes(endpoint.event_types, requested);
+        if (types.length === 0) return { enqueued: 0 };
         const sql = deps.sql;
         const where = sql`e.merchant = ${merchant} and e.ts >= ${since} ${until ? sql`and e.ts < ${until}` : sql``}
-          and e.type <> 'webhook.test' ${types.includes("*") ? sql`` : sql`and e.type = any(${types})`}`;
+          and ${replayable(sql)} ${types.includes("*") ? sql`` : sql`and e.type = any(${types})`}`;
         return { enqueued: await enqueue(sql, "replay", { endpointId: id, where }) };
       },
-      { merchantWriter: true, params: EndpointParamsDoc, detail: details.replay },
+      {
+        fields: ["since", "until", "types"],
+        merchantWriter: true,
+        params: EndpointParamsDoc,
+        detail: details.replay,
+      },
     );
 
-  const redeliver = new Elysia({ name: "event-redeliver" }).use(auth).post(
-    "/v0/events/:merchant/:id/redeliver",
-    async ({ params, body }: Ctx) => {
-      const p = params as RawParams;
-      const merchant = parseAddress(p, "merchant");
-      const eventId = String(p.id ?? "");
-      if (!EVENT_ID_PATTERN.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
-      const b = bodyObject(body, ["endpoint_id"]);
-      const endpointId = stringField(b, "endpoint_id", 64);
-      if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
-        throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
-      }
-      const sql = deps.sql;
-      const event = await findEvent(sql, merchant, eventId);
-      if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
-      const targets = endpointId
-        ? [await mustExist(merchant, endpointId)]
-        : (await listEndpoints(sql, merchant)).filter(
-            (w) => w.enabled && (w.event_types.includes("*") || w.event_types.includes(event.type)),
-          );
-      let enqueued = 0;
-      for (const w of targets) {
-        const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq}`;
-        enqueued += await enqueue(sql, "redeliver", { endpointId: w.id, where });
-      }
-      return { enqueued };
-    },
-    { merchantWriter: true, params: EventParamsDoc, detail: details.redeliver },
-  );
+  const redeliver = new Elysia({ name: "event-redeliver" })
+    .use(bodyFields)
+    .use(auth)
+    .post(
+      "/v0/events/:merchant/:id/redeliver",
+      async ({ params, fields: b }: BodyCtx) => {
+        const p = params as RawParams;
+        const merchant = parseAddress(p, "merchant");
+        const eventId = String(p.id ?? "");
+        if (!EVENT_ID_PATTERN.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
+        const endpointId = stringField(b, "endpoint_id", 64);
+        if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
+          throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
+        }
+        const sql = deps.sql;
+        const event = await findEvent(sql, merchant, eventId);
+        if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
+        const revertedBy = await withdrawnBy(sql, merchant, event.seq);
+        if (revertedBy) throw new EventWithdrawnError(eventId, revertedBy);
+        // A webhook.test belongs to the endpoint it was written for; any other event goes to the endpoints it matches.
+        const testOf =
+          event.type === "webhook.test" ? (event.data.object as { endpoint_id?: string })?.endpoint_id : null;
+        const targets = endpointId
+          ? [await mustExist(merchant, endpointId)]
+          : (await listEndpoints(sql, merchant)).filter(
+              (w) =>
+                w.enabled &&
+                (testOf !== null ? w.id === testOf : w.event_types.includes("*") || w.event_types.includes(event.type)),
+            );
+        let enqueued = 0;
+        for (const w of targets) {
+          const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq} and ${notWithdrawn(sql)}`;
+          enqueued += await enqueue(sql, "redeliver", { endpointId: w.id, where });
+        }
+        return { enqueued };
+      },
+      {
+        fields: ["endpoint_id"],
+        merchantWriter: true,
+        params: EventParamsDoc,
+        detail: details.redeliver,
+      },
+    );
   return new Elysia({ name: "webhooks" }).use(endpoints).use(redeliver);
 }

@@ -2,7 +2,7 @@
 import { Type as t, type TSchema } from "@sinclair/typebox";
 import type { OpenAPIV3 } from "openapi-types";
 import { documented, ParamDocs } from "../../params";
-import { jsonSchema, responses } from "../docs";
+import { errorResponse, jsonSchema, responses } from "../docs";
 
 const iso = (description: string) => t.String({ format: "date-time", description });
 const nullable = (s: TSchema) => t.Union([s, t.Null()]);
@@ -116,9 +116,21 @@ const ReplayBody = t.Object(
 const RedeliverBody = t.Object({ endpoint_id: t.Optional(t.String()) }, { additionalProperties: false });
 const Enqueued = t.Object({ enqueued: t.Integer({ description: "Deliveries created" }) });
 
+/** 409 of redeliver (the shared table of error statuses has no 409: its envelope, with this route's code). */
+const withdrawn = {
+  ...errorResponse(400, {
+    type: "invalid_request_error",
+    code: "event_withdrawn",
+    message: "event evt_… was withdrawn by a reorg (evt_…): it is not sent again",
+    param: "id",
+  }),
+  description: "The event was withdrawn by a reorg: an `event.reverted` follows it in the log.",
+};
+
 const sec = [{ bearer: [] }];
 const tags = ["webhooks"];
 const writes = " Takes the credential in the `Authorization` header only (never the session cookie alone).";
+const noBody = " No body (an empty one or `{}` is fine; any field is a 400).";
 const ok = (description: string, schema: TSchema, example: unknown, status: 200 | 201 = 200) =>
   responses({ description, schema, example, freshness: false, status }, [400, 401, 403, 404, 503]);
 
@@ -159,7 +171,7 @@ export const details = {
     tags,
     security: sec,
     summary: "Delete an endpoint",
-    description: "Deletes the endpoint and cancels its pending deliveries." + writes,
+    description: "Deletes the endpoint and cancels its pending deliveries." + noBody + writes,
     responses: ok("Deleted", t.Object({ id: t.String(), deleted: t.Literal(true) }), {
       id: endpoint.id,
       deleted: true,
@@ -169,7 +181,8 @@ export const details = {
     tags,
     security: sec,
     summary: "Rotate the secret",
-    description: "A new secret, shown once; the previous one keeps signing alongside it for 24 hours." + writes,
+    description:
+      "A new secret, shown once; the previous one keeps signing alongside it for 24 hours." + noBody + writes,
     responses: ok("The endpoint and its new secret", EndpointWithSecret, withSecret),
   },
   test: {
@@ -177,7 +190,9 @@ export const details = {
     security: sec,
     summary: "Send a test event",
     description:
-      "Delivers a `webhook.test` event to the endpoint now (one attempt) and answers with that attempt." + writes,
+      "Delivers a `webhook.test` event to the endpoint now (one attempt) and answers with that attempt." +
+      noBody +
+      writes,
     responses: ok("The attempt", DeliveryObject, delivery),
   },
   deliveries: {
@@ -195,7 +210,10 @@ export const details = {
     security: sec,
     summary: "Replay events",
     description:
-      "Enqueues every event of the merchant in [since, until) of `types` (default: the endpoint's) again." + writes,
+      "Enqueues every event of the merchant in [since, until) (ISO 8601 date-times, as the event log's `since`) of " +
+      "the endpoint's `event_types` (narrowed by `types`) again: only events still on the canonical chain, never " +
+      "one a reorg withdrew, an `event.reverted` or a `webhook.test`." +
+      writes,
     requestBody: body(ReplayBody, { since: "2026-11-01T00:00:00Z", types: ["charge.failed"] }),
     responses: ok("How many deliveries were enqueued", Enqueued, { enqueued: 12 }),
   },
@@ -204,8 +222,13 @@ export const details = {
     security: sec,
     summary: "Redeliver an event",
     description:
-      "Sends the event again to one endpoint (`endpoint_id`) or to every endpoint of the merchant it matches." + writes,
+      "Sends the event again to one endpoint (`endpoint_id`) or to every endpoint of the merchant it matches (a " +
+      "`webhook.test`: only the endpoint it was written for). An event a reorg withdrew is a 409." +
+      writes,
     requestBody: body(RedeliverBody, { endpoint_id: endpoint.id }, false),
-    responses: ok("How many deliveries were enqueued", Enqueued, { enqueued: 1 }),
+    responses: {
+      ...ok("How many deliveries were enqueued", Enqueued, { enqueued: 1 }),
+      409: withdrawn,
+    },
   },
 };

@@ -1,20 +1,25 @@
 /** Input rules of the webhook routes and the `test` delivery. */
 import type { Sql } from "../../../db/client";
-import { InvalidParameterError } from "../../errors";
+import { ApiError, InvalidParameterError } from "../../errors";
+import { parseSince } from "../../params";
 import type { DispatcherConfig } from "../../../webhooks/dispatcher";
 import { createEndpoint } from "../../../webhooks/endpoints";
 import { EVENT_TYPES } from "../events/model";
 import { resolveDestination } from "../../../webhooks/destination";
 import { UnsafeDestinationError } from "../../../webhooks/errors";
 
-/** A JSON body as an object whose every field is one of `allowed` (else a 400 naming the field). */
+/** A JSON body as an object whose every field is one of `allowed` (else a 400 naming the field); none is `{}`. */
 export function bodyObject(body: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (body === undefined || body === null || body === "") return {};
-  if (typeof body !== "object" || Array.isArray(body)) {
+  const proto = typeof body === "object" ? Object.getPrototypeOf(body) : undefined;
+  if (proto !== Object.prototype && proto !== null) {
     throw new InvalidParameterError("body", "the body must be a JSON object");
   }
   for (const k of Object.keys(body)) {
-    if (!allowed.includes(k)) throw new InvalidParameterError(k, `unknown field ${k}; allowed: ${allowed.join(", ")}`);
+    if (!allowed.includes(k)) {
+      const known = allowed.length > 0 ? `allowed: ${allowed.join(", ")}` : "this route takes no body fields";
+      throw new InvalidParameterError(k, `unknown field ${k}; ${known}`);
+    }
   }
   return body as Record<string, unknown>;
 }
@@ -61,17 +66,20 @@ export async function urlField(b: Record<string, unknown>, allowPrivate: boolean
   return url;
 }
 
-/** A timestamp field (ISO 8601 or unix seconds). */
+/**
+ * A date-time field: exactly what the event log's `since` accepts (an ISO 8601 date-time, `Z` or an offset, within
+ * years 0001–9999); anything else is a 400 naming the field.
+ */
 export function timeField(b: Record<string, unknown>, name: string, required: boolean): Date | undefined {
   const v = b[name];
   if (v === undefined) {
     if (required) throw new InvalidParameterError(name, `${name} is required`);
     return undefined;
   }
-  const d = typeof v === "number" ? new Date(v * 1000) : typeof v === "string" ? new Date(v) : new Date(NaN);
-  if (Number.isNaN(d.getTime()))
-    throw new InvalidParameterError(name, `${name} must be an ISO 8601 time or unix seconds`);
-  return d;
+  if (typeof v !== "string") {
+    throw new InvalidParameterError(name, `${name} must be an ISO 8601 date-time string such as 2026-11-20T10:00:00Z`);
+  }
+  return parseSince({ [name]: v }, name);
 }
 
 /**
@@ -90,4 +98,44 @@ export async function createFromBody(
   const eventTypes = eventTypesField(b) ?? ["*"];
   const description = stringField(b, "description", 500) ?? null;
   return createEndpoint(sql, { merchant, url, eventTypes, description }, config.secretKey);
+}
+
+/** Not withdrawn by a reorg (no later `event.reverted` names it, webhooks.md §1), as a condition on `event_log e`. */
+export function notWithdrawn(sql: Sql) {
+  return sql`e.reverted_by is null`;
+}
+
+/**
+ * What a replay re-enqueues, as a condition on `event_log e`: events still on the canonical chain, never an
+ * `event.reverted` (its event is not sent again) or a `webhook.test` (it belongs to its own `…/test` call).
+ */
+export function replayable(sql: Sql) {
+  return sql`${notWithdrawn(sql)} and e.type not in ('event.reverted', 'webhook.test')`;
+}
+
+/** The types a replay sends: the request's `types` within the endpoint's own `event_types` (`*`: every type). */
+export function replayTypes(endpointTypes: string[], requested: string[] | undefined): string[] {
+  if (requested === undefined || requested.includes("*")) return endpointTypes;
+  if (endpointTypes.includes("*")) return requested;
+  return requested.filter((t) => endpointTypes.includes(t));
+}
+
+/** The id of the `event.reverted` that withdrew the merchant's event at `seq`, or undefined when it stands. */
+export async function withdrawnBy(sql: Sql, merchant: string, seq: string): Promise<string | undefined> {
+  const [row] = await sql<{ reverted_by: string }[]>`
+    select e.reverted_by from event_log e where e.merchant = ${merchant} and e.seq = ${seq} and not (${notWithdrawn(sql)})`;
+  return row?.reverted_by;
+}
+
+/** 409: the event was withdrawn by a reorg; sending it again would undo its `event.reverted` (webhooks.md §1). */
+export class EventWithdrawnError extends ApiError {
+  constructor(id: string, revertedBy: string) {
+    super(
+      409,
+      "invalid_request_error",
+      "event_withdrawn",
+      `event ${id} was withdrawn by a reorg (${revertedBy}): it is not sent again`,
+      "id",
+    );
+  }
 }

@@ -18,29 +18,44 @@ export type BlockRef = { number: bigint; hash: string };
  * reorg window (whose headers the batch holds), where blocks are final.
  */
 export function createBlockAt(client: PublicClient, policy: RetryPolicy, batch: PreparedBatch, prev: Cursor | null) {
-  const known = new Map<bigint, { hash: string; time: number }>();
-  for (const ev of batch.events) known.set(ev.blockNumber, { hash: ev.blockHash, time: ev.blockTime });
-  for (const h of batch.windowHeaders) known.set(h.number, { hash: h.hash, time: h.timestamp });
-  known.set(batch.to, { hash: batch.toHeader.hash, time: batch.toHeader.timestamp });
-  const last: BlockRef = { number: batch.to, hash: batch.toHeader.hash };
+  type Known = { number: bigint; hash: string; time: number };
+  let sorted: Known[] | null = null; // the batch's own blocks in chain order, built on first use
+  const fetched = new Map<bigint, Known>();
+  const own = (): Known[] => {
+    if (sorted) return sorted;
+    const byNumber = new Map<bigint, Known>();
+    for (const ev of batch.events)
+      byNumber.set(ev.blockNumber, { number: ev.blockNumber, hash: ev.blockHash, time: ev.blockTime });
+    for (const h of batch.windowHeaders) byNumber.set(h.number, { number: h.number, hash: h.hash, time: h.timestamp });
+    byNumber.set(batch.to, { number: batch.to, hash: batch.toHeader.hash, time: batch.toHeader.timestamp });
+    return (sorted = [...byNumber.values()].sort((x, y) => (x.number < y.number ? -1 : 1)));
+  };
 
   return async (t: number): Promise<BlockRef> => {
-    if (batch.toHeader.timestamp < t) return last;
-    let lo = prev && prev.time < t ? prev.block : batch.from - 1n;
-    let hi = batch.to;
-    for (const [n, b] of known) {
-      if (b.time >= t) {
-        if (n < hi) hi = n;
-      } else if (n > lo) lo = n;
+    const blocks = own();
+    if (batch.toHeader.timestamp < t) return { number: batch.to, hash: batch.toHeader.hash };
+    // The first of the batch's blocks at or after `t` (times never decrease), and the newest known block before it.
+    let lo = 0;
+    let hi = blocks.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (blocks[mid]!.time >= t) hi = mid;
+      else lo = mid + 1;
     }
-    while (hi - lo > 1n) {
-      const mid = (lo + hi) / 2n;
-      const h = await getHeader(client, mid, policy);
-      if (!h) throw new ChainBehindError(`block ${mid} is not available from the node`);
-      known.set(mid, { hash: h.hash, time: h.timestamp });
-      if (h.timestamp >= t) hi = mid;
-      else lo = mid;
+    let after: Known = blocks[hi]!;
+    let before = hi > 0 ? blocks[hi - 1]!.number : prev && prev.time < t ? prev.block : batch.from - 1n;
+    while (after.number - before > 1n) {
+      const mid = (before + after.number) / 2n;
+      let h = fetched.get(mid);
+      if (!h) {
+        const header = await getHeader(client, mid, policy);
+        if (!header) throw new ChainBehindError(`block ${mid} is not available from the node`);
+        h = { number: mid, hash: header.hash, time: header.timestamp };
+        fetched.set(mid, h);
+      }
+      if (h.time >= t) after = h;
+      else before = mid;
     }
-    return { number: hi, hash: known.get(hi)!.hash };
+    return { number: after.number, hash: after.hash };
   };
 }

@@ -465,4 +465,18 @@ describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () =
       select endpoint_id from webhook_deliveries where event_id = ${sent.body.event_id} and origin = 'redeliver'`;
     expect(rows.map((r) => r.endpoint_id)).toEqual([other]);
   });
+
+  test("redeliver of an event.reverted without endpoint_id goes only to the endpoints that were sent it", async () => {
+    const [revert] = await s.db.sql<{ id: string; seq: string }[]>`
+      select id, seq::text from merchant_events where merchant = ${M3} and type = 'event.reverted' order by seq limit 1`;
+    // As the fan-out does after a rollback: only `all` had been sent the withdrawn event, so only it gets the revert.
+    await s.db.sql`
+      insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin, status)
+      values ('wd_' || substr(md5(${all} || ${revert!.id}), 1, 24), ${all}, ${revert!.seq}, ${revert!.id},
+        'event.reverted', 'auto', 'succeeded')`;
+    expect((await redeliver(revert!.id)).body).toEqual({ enqueued: 1 });
+    const rows = await s.db.sql<{ endpoint_id: string }[]>`
+      select endpoint_id from webhook_deliveries where event_id = ${revert!.id} and origin = 'redeliver'`;
+    expect(rows.map((r) => r.endpoint_id)).toEqual([all]);
+  });
 });

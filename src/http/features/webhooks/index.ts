@@ -21,6 +21,7 @@ import { sendTest } from "../../../webhooks/test-delivery";
 import {
   bodyObject,
   createFromBody,
+  endpointsSent,
   EventWithdrawnError,
   eventTypesField,
   notWithdrawn,
@@ -232,16 +233,20 @@ export function webhookRoutes(deps: RouteDeps) {
         if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
         const revertedBy = await withdrawnBy(sql, merchant, event.seq);
         if (revertedBy) throw new EventWithdrawnError(eventId, revertedBy);
-        // A webhook.test belongs to the endpoint it was written for; any other event goes to the endpoints it matches.
+        // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that were sent it
+        // (the ones sent the event it withdraws); any other event goes to the endpoints it matches.
         const testOf =
           event.type === "webhook.test" ? (event.data.object as { endpoint_id?: string })?.endpoint_id : null;
+        const sentTo = event.type === "event.reverted" ? await endpointsSent(sql, eventId) : null;
+        const matches = (w: { id: string; event_types: string[] }) =>
+          testOf !== null
+            ? w.id === testOf
+            : sentTo !== null
+              ? sentTo.has(w.id)
+              : w.event_types.includes("*") || w.event_types.includes(event.type);
         const targets = endpointId
           ? [await mustExist(merchant, endpointId)]
-          : (await listEndpoints(sql, merchant)).filter(
-              (w) =>
-                w.enabled &&
-                (testOf !== null ? w.id === testOf : w.event_types.includes("*") || w.event_types.includes(event.type)),
-            );
+          : (await listEndpoints(sql, merchant)).filter((w) => w.enabled && matches(w));
         let enqueued = 0;
         for (const w of targets) {
           const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq} and ${notWithdrawn(sql)}`;

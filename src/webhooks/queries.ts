@@ -30,15 +30,16 @@ export async function claimedById(sql: Sql, deliveryId: string): Promise<Claimed
 /**
  * Claims up to `limit` due deliveries of enabled endpoints, at most `perEndpoint` in flight per endpoint (across
  * processes: leased, less the `settled` ones this process has sent and not yet recorded), and counts the claim as an
- * attempt. Each endpoint with due work is visited through its own index
- * range (no scan of every pending delivery), oldest due first. The conditional UPDATE makes two dispatchers that
- * pick the same row take it once: the second re-checks the lease after the first commits and skips it.
+ * attempt. Each endpoint with due work is visited through its own index range (no scan of every pending delivery),
+ * oldest due first. The conditional UPDATE makes two dispatchers that pick the same row take it once: the second
+ * re-checks the lease after the first commits and skips it. A delivery whose event a reorg withdrew is cancelled
+ * instead of claimed.
  */
-export function claimDue(
+export async function claimDue(
   sql: Sql,
   opts: { limit: number; perEndpoint: number; leaseMs: number; settled?: string[] },
 ): Promise<Claimed[]> {
-  return sql<Claimed[]>`
+  const claimed = await sql<(Claimed & { status: string })[]>`
     with ep as (
       select w.id, ${opts.perEndpoint}::int - (
           select count(*) from webhook_deliveries b
@@ -58,12 +59,17 @@ export function claimDue(
       order by c.next_attempt_at
       limit ${opts.limit})
     update webhook_deliveries d
-    set lease_until = clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond', attempts = d.attempts + 1
+    set lease_until = case when e.reverted_by is null
+          then clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond' end,
+        attempts = d.attempts + case when e.reverted_by is null then 1 else 0 end,
+        status = case when e.reverted_by is null then d.status else 'cancelled' end
     from pick, event_log e, webhook_endpoints w
     where d.id = pick.id and w.id = d.endpoint_id and e.merchant = w.merchant and e.seq = d.event_seq
       and d.status = 'pending'
       and (d.lease_until is null or d.lease_until <= clock_timestamp())
-    returning ${sql.unsafe(CLAIMED_COLUMNS)}`;
+    returning ${sql.unsafe(CLAIMED_COLUMNS)}, d.status`;
+  // A delivery of an event withdrawn meanwhile (a replay or redeliver that raced the rollback) is cancelled, not sent.
+  return claimed.filter((c) => c.status === "pending");
 }
 
 /** The outcome of one attempt, to record. */

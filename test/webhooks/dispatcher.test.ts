@@ -174,6 +174,24 @@ describe("dispatching rules", () => {
     await deleteEndpoint(db.sql, null, ep.id);
   }, 60_000);
 
+  test("a pending delivery of an event a reorg withdrew meanwhile is cancelled, never sent", async () => {
+    const ep = await endpointForAll(db.sql, MERCHANT, receiver.url);
+    receiver.respond(() => ({ status: 200 }));
+    const [gone, kept] = await emit(2);
+    // As if a replay had raced the rollback: the event is withdrawn, its delivery still pending.
+    await db.sql`update merchant_events set reverted_by = 'evt_ffff' where id = ${gone!}`;
+    const d = createDispatcher({ sql: db.sql, log, config: fast() });
+    await d.start();
+    await until("pending", async () => (await pending(db)) === 0, 30_000);
+    await d.stop();
+    expect(receiver.delivered().has(kept!)).toBe(true);
+    expect(receiver.delivered().has(gone!)).toBe(false);
+    const [row] = await db.sql<{ status: string; attempts: number }[]>`
+      select status, attempts from webhook_deliveries where event_id = ${gone!}`;
+    expect(row).toEqual({ status: "cancelled", attempts: 0 });
+    await deleteEndpoint(db.sql, null, ep.id);
+  }, 60_000);
+
   test("two dispatchers share the work and never send one delivery twice", async () => {
     const ep = await endpointForAll(db.sql, MERCHANT, receiver.url);
     receiver.respond(() => ({ status: 200 }));

@@ -76,7 +76,7 @@ export function parseEnum<const V extends string, F extends V | undefined>(
 }
 
 const DATE_TIME_RE =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(?:([Zz])|([+\- ])(\d{2}):?(\d{2}))$/;
+  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+\- ])(\d{2}):?(\d{2}))$/;
 
 /**
  * An ISO 8601 date-time with or without seconds/fraction, `Z` or an offset. A space before the offset is read as
@@ -120,7 +120,8 @@ export function parseSince(params: RawParams, name = "since"): Date | undefined 
     if (Number(oh) > 23 || Number(om) > 59) throw bad();
     offsetMin = (sign === "-" ? -1 : 1) * (Number(oh) * 60 + Number(om));
   }
-  const ms = Math.ceil(Number(`0.${frac || "0"}`) * 1000);
+  // Milliseconds from the digits, not a float: any finer digit that is not zero rounds up.
+  const ms = Number(frac.padEnd(3, "0").slice(0, 3)) + (/[1-9]/.test(frac.slice(3)) ? 1 : 0);
   // setUTCFullYear, unlike Date.UTC, does not map years 0–99 to 1900–1999.
   const date = new Date(0);
   date.setUTCFullYear(year, month - 1, day);
@@ -137,8 +138,9 @@ export function parseSince(params: RawParams, name = "since"): Date | undefined 
 }
 
 /** First and past-the-last instants a date-time parameter may name (years 0001–9999, UTC). */
-const MIN_INSTANT = Date.UTC(2000, 0, 1) - 730_119 * 86_400_000;
-const MAX_INSTANT = Date.UTC(9999, 11, 31) + 86_400_000;
+/** The instants a date-time parameter may name: 0001-01-01T00:00:00Z up to, not including, year 10000. */
+export const MIN_INSTANT = Date.UTC(2000, 0, 1) - 730_119 * 86_400_000;
+export const MAX_INSTANT = Date.UTC(9999, 11, 31) + 86_400_000;
 
 /** A decimal uint256 (leading zeros allowed), returned in canonical decimal. */
 export function parseUint256(params: RawParams, name: string): string {

@@ -29,6 +29,11 @@ describe("parseSince", () => {
     expect(since("2026-11-20T10:00:00.0001Z")).toBe("2026-11-20T10:00:00.001Z");
     expect(since("2026-11-20T10:00:00.999999Z")).toBe("2026-11-20T10:00:01.000Z");
     expect(since("2026-11-20T10:00:00.5Z")).toBe("2026-11-20T10:00:00.500Z");
+    // Any number of digits (ISO 8601 sets no limit), read as digits: no float rounding.
+    expect(since("2026-12-26T00:30:24.0000000000000000000001Z")).toBe("2026-12-26T00:30:24.001Z");
+    expect(since("2026-11-20T10:00:00.557000000000Z")).toBe("2026-11-20T10:00:00.557Z");
+    expect(since("2026-11-20T10:00:00.5570000000001Z")).toBe("2026-11-20T10:00:00.558Z");
+    expect(since("2026-11-20T10:00:00.999Z")).toBe("2026-11-20T10:00:00.999Z");
   });
 
   test("calendar checks: leap years, month lengths, years before 100", () => {

@@ -273,6 +273,14 @@ describe("parameters and credentials", () => {
     await bad("?chain_id=999", "chain_id");
     await bad("?token=", "token");
     expect((await request(app, `/v0/stats/0x12`)).body.error.param).toBe("merchant");
+    // Valid instants whose whole periods reach year 10000 or year 0 (the database takes neither): 400, not 500.
+    await bad("?until=9999-12-31T23:59:59.999Z", "until");
+    await bad("?until=9999-12-31T00:00:00Z&interval=month", "until");
+    await bad("?until=0001-01-01T00:00:00Z", "until");
+    await bad("?until=0001-01-31T00:00:00Z&interval=week", "until");
+    // The edges themselves are fine.
+    expect((await stats("?until=9999-12-31T00:00:00Z&since=9999-12-30T00:00:00Z")).periods.length).toBe(1);
+    expect((await stats("?since=0001-01-01T00:00:00Z&until=0001-01-03T00:00:00Z")).periods.length).toBe(2);
   });
 
   test("the cap is 1000 periods; a longer interval covers the same range", async () => {

@@ -7,6 +7,7 @@ import type { Sql } from "../../../db/client";
 import { chainNow, statusJoins, statusSql, SUBSCRIPTION_STATUSES } from "../../../domain/status";
 import { DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { InvalidParameterError } from "../../errors";
+import { MAX_INSTANT, MIN_INSTANT } from "../../params";
 import type { StatsInterval, StatsResponse } from "./model";
 
 /** Most periods one response may hold. */
@@ -57,6 +58,17 @@ export function resolvePeriods(
   }
   const start =
     since === undefined ? addPeriods(end, interval, -DEFAULT_PERIODS[interval]) : periodStart(since, interval);
+  // Whole periods can reach past the dates a parameter may name (the database takes neither year 0 nor 10000).
+  if (end.getTime() >= MAX_INSTANT) {
+    throw new InvalidParameterError("until", `until, rounded up to a whole ${interval}, must stay before year 10000`);
+  }
+  if (start.getTime() < MIN_INSTANT) {
+    const param = since === undefined ? "until" : "since";
+    throw new InvalidParameterError(
+      param,
+      `the range, in whole periods of one ${interval}, must start in year 1 or later`,
+    );
+  }
   if (start.getTime() >= end.getTime()) {
     throw new InvalidParameterError(since === undefined ? "until" : "since", "since must be earlier than until");
   }

@@ -11,10 +11,12 @@ import { PayloadTooLargeError } from "../errors";
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /**
- * Bun's own limit, for `new Elysia({ serve })`: Bun answers a bare 413 to a declared length over it without calling
- * the app, so it sits above the app's limit, which answers with the JSON envelope; unread bytes are never buffered.
+ * Options of `new Elysia({ serve })`. Bun's own body limit: Bun answers a bare 413 to a declared length over it
+ * without calling the app, so it sits above the app's limit, which answers with the JSON envelope; unread bytes are
+ * never buffered. No `SO_REUSEPORT` (Elysia's default): a second process on a port in use must fail to start, not
+ * quietly take half of the connections.
  */
-export const serveOptions = { maxRequestBodySize: 16 * 1024 * 1024 } as const;
+export const serveOptions = { maxRequestBodySize: 16 * 1024 * 1024, reusePort: false } as const;
 
 /** Routes whose oversized bodies are a 400 (webhooks.md §3). */
 const WEBHOOK_ROUTES = /^\/v0\/(webhook_endpoints\/|events\/[^/]+\/[^/]+\/redeliver$)/;

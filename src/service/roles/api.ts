@@ -1,4 +1,5 @@
 import { randomSecret } from "../../auth/hash";
+import { ConfigError } from "../../common/config";
 import { writeControlFile } from "../../db/control-file";
 import { createApp } from "../../http/app";
 import { startControlListener } from "../../http/features/control";
@@ -27,7 +28,13 @@ export const apiRole: Role = {
       log,
       observeRequest: metrics?.http,
     });
-    app.listen({ port: config.PORT, hostname: config.HOST });
+    try {
+      app.listen({ port: config.PORT, hostname: config.HOST });
+    } catch (err) {
+      throw new ConfigError(
+        `PORT ${config.PORT} on HOST ${config.HOST} cannot be listened on (in use?): ${String(err)}`,
+      );
+    }
     const port = app.server?.port ?? config.PORT;
     let stopControl = async () => {};
     if (db.kind === "pglite" && db.dataDir) {

@@ -78,7 +78,14 @@ export async function createChainRegistry(config: Config, rpc?: { observer?: Rpc
     try {
       actual = await probe.getChainId();
     } catch (err) {
-      if (source.chainId === undefined || !config.CHAINS) throw err;
+      if (source.chainId === undefined || !config.CHAINS) {
+        const e = err as { shortMessage?: string; message?: string };
+        // The host only: a provider's URL often carries its API key in the path.
+        const where = URL.canParse(source.rpcUrl) ? new URL(source.rpcUrl).host : "its URL";
+        throw new Error(`${source.rpcVariable} (${where}) did not answer eth_chainId: ${e.shortMessage ?? e.message}`, {
+          cause: err,
+        });
+      }
       actual = source.chainId;
     }
     if (source.chainId !== undefined && source.chainId !== actual) {

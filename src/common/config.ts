@@ -136,7 +136,13 @@ function parseOne(name: string, schema: TSchema, raw: string | undefined): unkno
   } else if (schema.type === "integer") value = /^-?\d+$/.test(raw!) ? Number(raw) : raw;
   if (!Value.Check(schema, value)) {
     const shown = SECRET.test(name) ? name : `${name}=${JSON.stringify(raw)}`;
-    throw new ConfigError(`${shown} is invalid: expected ${schema.description ?? schema.type}`);
+    // A union of literals (LOG_LEVEL) has no type or description of its own: its allowed values say it.
+    const literals = (schema.anyOf as { const?: unknown }[] | undefined)
+      ?.map((s) => s.const)
+      .filter((c) => c !== undefined);
+    const expected =
+      schema.description ?? schema.type ?? (literals?.length ? `one of ${literals.join(", ")}` : "a valid value");
+    throw new ConfigError(`${shown} is invalid: expected ${expected}`);
   }
   return value;
 }

@@ -62,7 +62,9 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     })());
 
   try {
-    const applied = await migrate(db.sql);
+    const applied = await migrate(db.sql).catch((err) => {
+      throw databaseError(config, err);
+    });
     if (applied.length) log("info", "migrations applied", { applied });
     const notifier = createNotifier(db, log);
     const service: Service = {
@@ -147,6 +149,14 @@ export function exitOnSignals(
   };
   process.on("SIGTERM", () => handle("SIGTERM"));
   process.on("SIGINT", () => handle("SIGINT"));
+}
+
+/** A first database error at start-up, naming DATABASE_URL (host and port only) when the server is not there. */
+function databaseError(config: Config, err: unknown): unknown {
+  const code = (err as { code?: string })?.code;
+  if (!config.DATABASE_URL || !code || !/^E[A-Z]+$/.test(code) || !URL.canParse(config.DATABASE_URL)) return err;
+  const { hostname, port } = new URL(config.DATABASE_URL);
+  return new Error(`DATABASE_URL (${hostname}:${port || 5432}) cannot be reached: ${code}`, { cause: err });
 }
 
 /** Message of a start-up error, without stack traces or connection secrets. */

@@ -13,7 +13,7 @@ import { startService, type Service } from "../../src/service";
 import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
-import { freePort, jsonLines, portOpen, spawnBun, until } from "../../testkit/cli";
+import { freePort, jsonLines, portOpen, root, spawnBun, until } from "../../testkit/cli";
 
 let chain: TestChain;
 let token: Address;
@@ -77,7 +77,47 @@ describe("bun start: configuration errors", () => {
     });
     expect(await child.exited).toBe(1);
     expect(child.output()).toContain("start failed");
+    expect(child.output()).toContain(`DATABASE_URL (127.0.0.1:${port}) cannot be reached: ECONNREFUSED`);
     expect(child.output()).not.toContain("hunter2secret");
+  }, 60_000);
+
+  test("a LOG_LEVEL outside its values lists them", async () => {
+    const child = spawnBun(["src/main.ts"], { LOG_LEVEL: "verbose", DATA_DIR: "memory://" });
+    expect(await child.exited).toBe(1);
+    expect(child.output()).toContain('LOG_LEVEL="verbose" is invalid: expected one of debug, info, warn, error');
+  }, 60_000);
+
+  test("an RPC_URL that does not answer is named, with its host only", async () => {
+    const port = await freePort();
+    const child = spawnBun(["src/main.ts"], {
+      ROLES: "indexer",
+      RPC_URL: `http://127.0.0.1:${port}/v2/secretkey123`,
+      PROCESSOR_ADDRESS: "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+      DATA_DIR: "memory://",
+    });
+    expect(await child.exited).toBe(1);
+    expect(child.output()).toContain(`RPC_URL (127.0.0.1:${port}) did not answer eth_chainId`);
+    expect(child.output()).not.toContain("secretkey123");
+  }, 60_000);
+
+  test("a PORT another process listens on stops start-up naming it (no shared port)", async () => {
+    // Another instance of the service (Elysia listens with SO_REUSEPORT unless told not to).
+    const taken = Bun.serve({ hostname: "127.0.0.1", port: 0, reusePort: true, fetch: () => new Response("other") });
+    try {
+      const child = spawnBun(["src/main.ts"], {
+        ROLES: "api",
+        CHAIN_ID: "31337",
+        SIWE_DOMAIN: "localhost",
+        HOST: "127.0.0.1",
+        PORT: String(taken.port),
+        DATA_DIR: "memory://",
+      });
+      expect(await child.exited).toBe(1);
+      expect(child.output()).toContain(`PORT ${taken.port} on HOST 127.0.0.1 cannot be listened on`);
+      expect(await (await fetch(`http://127.0.0.1:${taken.port}/`)).text()).toBe("other");
+    } finally {
+      taken.stop(true);
+    }
   }, 60_000);
 });
 
@@ -188,6 +228,35 @@ describe("bun start as a process", () => {
   afterAll(() => {
     rmSync(dataDir, { recursive: true, force: true });
   }, 60_000);
+
+  test("`npm start`: SIGTERM to npm reaches the service, which stops and frees its port", async () => {
+    const port = await freePort();
+    const npm = Bun.spawn(["npm", "start", "--silent"], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: process.env.HOME ?? "/tmp",
+        ROLES: "api",
+        CHAIN_ID: "31337",
+        SIWE_DOMAIN: "localhost",
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        DATA_DIR: "memory://",
+      },
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: "ignore",
+    });
+    try {
+      await until("the service to answer", async () => portOpen(port), 60_000);
+      npm.kill("SIGTERM");
+      await npm.exited;
+      // npm's shell execs the launcher, which execs bun: the signal lands on the service itself.
+      await until("the port to close", async () => !(await portOpen(port)), 10_000);
+    } finally {
+      npm.kill("SIGKILL");
+    }
+  }, 90_000);
 
   test("SIGTERM stops it gracefully with exit code 0", async () => {
     const port = await freePort();

@@ -75,11 +75,14 @@ async function startChecks(ctx: KeeperContext) {
 async function drain(ctx: KeeperContext, receipts: Receipts, forMs: number, pollMs: number) {
   const deadline = Date.now() + forMs;
   while (receipts.pending() > 0 && Date.now() < deadline) {
+    const result = emptyResult();
     try {
-      await receipts.collect(await indexedBlock(ctx.sql, ctx.chainId), emptyResult());
+      await receipts.collect(await indexedBlock(ctx.sql, ctx.chainId), result);
     } catch {
       break;
     }
+    // The node does not answer (a stopping dev chain, an outage): waiting longer only repeats the warnings.
+    if (result.errors > 0) break;
     await Bun.sleep(Math.min(pollMs, 200));
   }
   await receipts.handOver();

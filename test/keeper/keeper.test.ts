@@ -473,6 +473,50 @@ describe("keeper", () => {
     }
   }, 60_000);
 
+  test("stopping while the node is gone takes one round of receipt lookups, not the whole drain", async () => {
+    let down = false;
+    const proxy = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: async (req) => {
+        if (down) return new Response("unavailable", { status: 503 });
+        return fetch(chain.rpcUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: await req.text(),
+        });
+      },
+    });
+    const proxyUrl = `http://127.0.0.1:${proxy.port}`;
+    const warnings: string[] = [];
+    try {
+      const keeper = makeKeeper("keeper", [3600], {
+        client: createPublicClient({ transport: http(proxyUrl, { retryCount: 0 }), cacheTime: 0 }),
+        wallet: createWalletClient({
+          chain: chain.wallet("keeper").chain,
+          transport: http(proxyUrl, { retryCount: 0 }),
+          account: accounts.keeper,
+        }),
+        log: createLogger("warn", (l) => warnings.push(l)),
+      });
+      await chain.fund("erin", token, 10_000_000n);
+      const id = await chain.subscribe("erin", module, LONG);
+      await synced();
+      const r = await keeper.tick();
+      expect(r.sent.map((s) => s.subscriptionId)).toEqual([id.toString()]);
+      down = true; // the charge is sent, its receipt not yet seen: stop would wait up to 5 s for it
+      const started = performance.now();
+      await keeper.stop();
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(warnings.filter((w) => w.includes("receipt lookup failed")).length).toBe(1);
+      down = false;
+      await until("the charge to be indexed", async () => (await sub(id))?.times_executed === "1");
+      await cancel("erin", id);
+    } finally {
+      await proxy.stop(true);
+    }
+  }, 60_000);
+
   test("two instances with one key: only the lock holder sends, the other takes over when it stops", async () => {
     // Postgres: the second instance has its own connection pool, as another process would; PGlite has one session.
     const otherDb = testDbKind === "postgres" ? await createDb({ url: db.url, max: 2 }) : undefined;

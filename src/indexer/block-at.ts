@@ -3,9 +3,9 @@
  * reorg-window headers, its last block) bracket the answer, and headers of the blocks between bisect the gap.
  */
 import type { PublicClient } from "viem";
-import { getHeader, type RetryPolicy } from "../chain/rpc";
+import { getHeader, type Header, type RetryPolicy } from "../chain/rpc";
 import { ChainBehindError } from "./errors";
-import type { PreparedBatch } from "./fetch";
+import type { BatchEvent, PreparedBatch } from "./fetch";
 import type { Cursor } from "./store";
 
 /** A block's number and hash. */
@@ -19,43 +19,52 @@ export type BlockRef = { number: bigint; hash: string };
  */
 export function createBlockAt(client: PublicClient, policy: RetryPolicy, batch: PreparedBatch, prev: Cursor | null) {
   type Known = { number: bigint; hash: string; time: number };
-  let sorted: Known[] | null = null; // the batch's own blocks in chain order, built on first use
   const fetched = new Map<bigint, Known>();
-  const own = (): Known[] => {
-    if (sorted) return sorted;
-    const byNumber = new Map<bigint, Known>();
-    for (const ev of batch.events)
-      byNumber.set(ev.blockNumber, { number: ev.blockNumber, hash: ev.blockHash, time: ev.blockTime });
-    for (const h of batch.windowHeaders) byNumber.set(h.number, { number: h.number, hash: h.hash, time: h.timestamp });
-    byNumber.set(batch.to, { number: batch.to, hash: batch.toHeader.hash, time: batch.toHeader.timestamp });
-    return (sorted = [...byNumber.values()].sort((x, y) => (x.number < y.number ? -1 : 1)));
-  };
+  const last: Known = { number: batch.to, hash: batch.toHeader.hash, time: batch.toHeader.timestamp };
+  const fromEvent = (e: BatchEvent): Known => ({ number: e.blockNumber, hash: e.blockHash, time: e.blockTime });
+  const fromHeader = (h: Header): Known => ({ number: h.number, hash: h.hash, time: h.timestamp });
 
   return async (t: number): Promise<BlockRef> => {
-    const blocks = own();
-    if (batch.toHeader.timestamp < t) return { number: batch.to, hash: batch.toHeader.hash };
-    // The first of the batch's blocks at or after `t` (times never decrease), and the newest known block before it.
-    let lo = 0;
-    let hi = blocks.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (blocks[mid]!.time >= t) hi = mid;
-      else lo = mid + 1;
-    }
-    let after: Known = blocks[hi]!;
-    let before = hi > 0 ? blocks[hi - 1]!.number : prev && prev.time < t ? prev.block : batch.from - 1n;
+    if (last.time < t) return last;
+    // The answer lies after `before` and at or before `after`; the batch's logs and window headers (each in chain
+    // order, and block times never decrease) narrow that gap by binary search, headers fetched close it.
+    let after = last;
+    let before = prev && prev.time < t ? prev.block : batch.from - 1n;
+    const narrow = (k: Known) => {
+      if (k.time >= t) {
+        if (k.number < after.number) after = k;
+      } else if (k.number > before) before = k.number;
+    };
+    const nearest = <T>(list: readonly T[], known: (x: T) => Known) => {
+      const i = firstAtOrAfter(list.length, (j) => known(list[j]!).time >= t);
+      if (i < list.length) narrow(known(list[i]!));
+      if (i > 0) narrow(known(list[i - 1]!));
+    };
+    nearest(batch.events, fromEvent);
+    nearest(batch.windowHeaders, fromHeader);
     while (after.number - before > 1n) {
       const mid = (before + after.number) / 2n;
-      let h = fetched.get(mid);
-      if (!h) {
+      let k = fetched.get(mid);
+      if (!k) {
         const header = await getHeader(client, mid, policy);
         if (!header) throw new ChainBehindError(`block ${mid} is not available from the node`);
-        h = { number: mid, hash: header.hash, time: header.timestamp };
-        fetched.set(mid, h);
+        fetched.set(mid, (k = fromHeader(header)));
       }
-      if (h.time >= t) after = h;
+      if (k.time >= t) after = k;
       else before = mid;
     }
     return { number: after.number, hash: after.hash };
   };
+}
+
+/** The first index in `[0, n)` where `atOrAfter` holds, `n` when none does (it holds from some index on). */
+function firstAtOrAfter(n: number, atOrAfter: (i: number) => boolean): number {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (atOrAfter(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }

@@ -138,7 +138,6 @@ export function parseSince(params: RawParams, name = "since"): Date | undefined 
 }
 
 /** First and past-the-last instants a date-time parameter may name (years 0001–9999, UTC). */
-/** The instants a date-time parameter may name: 0001-01-01T00:00:00Z up to, not including, year 10000. */
 export const MIN_INSTANT = Date.UTC(2000, 0, 1) - 730_119 * 86_400_000;
 export const MAX_INSTANT = Date.UTC(9999, 11, 31) + 86_400_000;
 

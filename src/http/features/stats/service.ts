@@ -62,15 +62,16 @@ export function resolvePeriods(
   if (end.getTime() >= MAX_INSTANT) {
     throw new InvalidParameterError("until", `until, rounded up to a whole ${interval}, must stay before year 10000`);
   }
+  // The parameter the start comes from: `since`, or `until` when `since` defaults to a span before it.
+  const startParam = since === undefined ? "until" : "since";
   if (start.getTime() < MIN_INSTANT) {
-    const param = since === undefined ? "until" : "since";
     throw new InvalidParameterError(
-      param,
+      startParam,
       `the range, in whole periods of one ${interval}, must start in year 1 or later`,
     );
   }
   if (start.getTime() >= end.getTime()) {
-    throw new InvalidParameterError(since === undefined ? "until" : "since", "since must be earlier than until");
+    throw new InvalidParameterError(startParam, "since must be earlier than until");
   }
   const periods: Date[] = [];
   for (let p = start; p.getTime() < end.getTime(); p = addPeriods(p, interval, 1)) {

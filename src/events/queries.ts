@@ -178,6 +178,12 @@ function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
 }
 
 /**
+ * An event of `event_log e` that still stands: no `event.reverted` withdrew it (webhooks.md §1). What replay,
+ * redeliver and the dispatcher's claim each check before sending an event.
+ */
+export const standing = (q: Q) => q`e.reverted_by is null`;
+
+/**
  * Withdraws the events of the blocks above `ancestor` (all when null): each gets an `event.reverted` after it in
  * the log, and its `reverted_by` set. Returns the seq range of the `event.reverted` events, or null.
  */

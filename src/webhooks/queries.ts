@@ -1,6 +1,7 @@
 /** The dispatcher's statements: claiming due deliveries with a lease, and recording attempts in batches. */
 import type { Sql } from "../db/client";
 import { EVENT_COLUMNS, type EventRow } from "../events/envelope";
+import { standing } from "../events/queries";
 
 /** A claimed delivery with what sending it needs. */
 export type Claimed = EventRow & {
@@ -59,10 +60,9 @@ export async function claimDue(
       order by c.next_attempt_at
       limit ${opts.limit})
     update webhook_deliveries d
-    set lease_until = case when e.reverted_by is null
-          then clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond' end,
-        attempts = d.attempts + case when e.reverted_by is null then 1 else 0 end,
-        status = case when e.reverted_by is null then d.status else 'cancelled' end
+    set lease_until = case when ${standing(sql)} then clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond' end,
+        attempts = d.attempts + case when ${standing(sql)} then 1 else 0 end,
+        status = case when ${standing(sql)} then d.status else 'cancelled' end
     from pick, event_log e, webhook_endpoints w
     where d.id = pick.id and w.id = d.endpoint_id and e.merchant = w.merchant and e.seq = d.event_seq
       and d.status = 'pending'

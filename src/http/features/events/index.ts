@@ -104,7 +104,7 @@ export function eventRoutes(deps: RouteDeps) {
         const { input } = ctx as unknown as ReturnType<typeof parseOne>;
         const event = await findEvent(deps.readSql, input.merchant, input.id);
         if (!event) throw new NotFoundError(`no event ${input.id}`);
-        const { seq: _seq, ...body } = event;
+        const { seq: _seq, revertedBy: _revertedBy, ...body } = event;
         return body;
       },
       { resolve: parseOne, merchantReader: true, params: EventParamsDoc, detail: details.one },

@@ -86,14 +86,14 @@ export async function findEvent(
   sql: Sql,
   merchant: string,
   id: string,
-): Promise<(EventEnvelope & { seq: string }) | undefined> {
+): Promise<(EventEnvelope & { seq: string; revertedBy: string | null }) | undefined> {
   // An activity event's id names its row; any other id is a stored event's (`data` set), found by its unique index.
   const key = activityEventKey(id);
   const [row] = await withDeadline(
-    sql<EventRow[]>`
-      select ${sql.unsafe(EVENT_COLUMNS)} from event_log e where e.id = ${id} and e.merchant = ${merchant}
+    sql<(EventRow & { reverted_by: string | null })[]>`
+      select ${sql.unsafe(EVENT_COLUMNS)}, e.reverted_by from event_log e where e.id = ${id} and e.merchant = ${merchant}
       ${key ? sql`and e.chain_id = ${key.chainId} and e.block_number = ${key.blockNumber.toString()} and e.log_index = ${key.logIndex}` : sql`and e.data is not null`}`,
     DEADLINE_FAST_MS,
   );
-  return row && { ...toEnvelope(row), seq: row.seq };
+  return row && { ...toEnvelope(row), seq: row.seq, revertedBy: row.reverted_by };
 }

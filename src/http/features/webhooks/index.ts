@@ -24,15 +24,14 @@ import {
   endpointsSent,
   EventWithdrawnError,
   eventTypesField,
-  notWithdrawn,
   replayable,
   replayTypes,
   stringField,
   timeField,
   urlField,
-  withdrawnBy,
 } from "./service";
 import { findEvent } from "../events/service";
+import { standing } from "../../../events/queries";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
 import { EVENT_ID_PATTERN } from "../../../events/ids";
 
@@ -231,8 +230,7 @@ export function webhookRoutes(deps: RouteDeps) {
         const sql = deps.sql;
         const event = await findEvent(sql, merchant, eventId);
         if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
-        const revertedBy = await withdrawnBy(sql, merchant, event.seq);
-        if (revertedBy) throw new EventWithdrawnError(eventId, revertedBy);
+        if (event.revertedBy) throw new EventWithdrawnError(eventId, event.revertedBy);
         // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that were sent it
         // (the ones sent the event it withdraws); any other event goes to the endpoints it matches.
         const testOf =
@@ -249,7 +247,7 @@ export function webhookRoutes(deps: RouteDeps) {
           : (await listEndpoints(sql, merchant)).filter((w) => w.enabled && matches(w));
         let enqueued = 0;
         for (const w of targets) {
-          const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq} and ${notWithdrawn(sql)}`;
+          const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq} and ${standing(sql)}`;
           enqueued += await enqueue(sql, "redeliver", { endpointId: w.id, where });
         }
         return { enqueued };

@@ -4,6 +4,7 @@ import { ApiError, InvalidParameterError } from "../../errors";
 import { parseSince } from "../../params";
 import type { DispatcherConfig } from "../../../webhooks/dispatcher";
 import { createEndpoint } from "../../../webhooks/endpoints";
+import { standing } from "../../../events/queries";
 import { EVENT_TYPES } from "../events/model";
 import { resolveDestination } from "../../../webhooks/destination";
 import { UnsafeDestinationError } from "../../../webhooks/errors";
@@ -100,17 +101,12 @@ export async function createFromBody(
   return createEndpoint(sql, { merchant, url, eventTypes, description }, config.secretKey);
 }
 
-/** Not withdrawn by a reorg (no later `event.reverted` names it, webhooks.md §1), as a condition on `event_log e`. */
-export function notWithdrawn(sql: Sql) {
-  return sql`e.reverted_by is null`;
-}
-
 /**
  * What a replay re-enqueues, as a condition on `event_log e`: events still on the canonical chain, never an
  * `event.reverted` (its event is not sent again) or a `webhook.test` (it belongs to its own `…/test` call).
  */
 export function replayable(sql: Sql) {
-  return sql`${notWithdrawn(sql)} and e.type not in ('event.reverted', 'webhook.test')`;
+  return sql`${standing(sql)} and e.type not in ('event.reverted', 'webhook.test')`;
 }
 
 /** The types a replay sends: the request's `types` within the endpoint's own `event_types` (`*`: every type). */
@@ -118,13 +114,6 @@ export function replayTypes(endpointTypes: string[], requested: string[] | undef
   if (requested === undefined || requested.includes("*")) return endpointTypes;
   if (endpointTypes.includes("*")) return requested;
   return requested.filter((t) => endpointTypes.includes(t));
-}
-
-/** The id of the `event.reverted` that withdrew the merchant's event at `seq`, or undefined when it stands. */
-export async function withdrawnBy(sql: Sql, merchant: string, seq: string): Promise<string | undefined> {
-  const [row] = await sql<{ reverted_by: string }[]>`
-    select e.reverted_by from event_log e where e.merchant = ${merchant} and e.seq = ${seq} and not (${notWithdrawn(sql)})`;
-  return row?.reverted_by;
 }
 
 /** The endpoints that have a delivery of the event `eventId` (sent, pending or failed). */

@@ -22,35 +22,33 @@ describe("createPollLoop", () => {
     expect(passes.length).toBe(2);
   });
 
-  test("without a wake it sleeps the interval after a pass that left no work", async () => {
-    let passes = 0;
+  /** A started loop with a one-minute interval whose passes leave no work, and its pass count. */
+  const countingLoop = () => {
+    const counted = { passes: 0 };
     const loop = createPollLoop({
       intervalMs: 60_000,
       step: async () => {
-        passes++;
+        counted.passes++;
         return false;
       },
     });
     loop.start();
+    return { loop, counted };
+  };
+
+  test("without a wake it sleeps the interval after a pass that left no work", async () => {
+    const { loop, counted } = countingLoop();
     await Bun.sleep(50);
     await loop.stop();
-    expect(passes).toBe(1);
+    expect(counted.passes).toBe(1);
   });
 
   test("wake() ends the sleep at once", async () => {
-    let passes = 0;
-    const loop = createPollLoop({
-      intervalMs: 60_000,
-      step: async () => {
-        passes++;
-        return false;
-      },
-    });
-    loop.start();
+    const { loop, counted } = countingLoop();
     await Bun.sleep(20);
     loop.wake();
     await Bun.sleep(20);
     await loop.stop();
-    expect(passes).toBe(2);
+    expect(counted.passes).toBe(2);
   });
 });

@@ -429,13 +429,14 @@ describe("keeper", () => {
     }
   }, 60_000);
 
-  test("survives an RPC outage and charges once the node answers again", async () => {
-    let down = false;
+  /** A keeper whose node goes through a proxy the test can take down (503s), and the warnings it logs. */
+  function keeperBehindProxy() {
+    const node = { down: false };
     const proxy = Bun.serve({
       port: 0,
       hostname: "127.0.0.1",
       fetch: async (req) => {
-        if (down) return new Response("unavailable", { status: 503 });
+        if (node.down) return new Response("unavailable", { status: 503 });
         return fetch(chain.rpcUrl, {
           method: "POST",
           headers: { "content-type": "application/json" },
@@ -445,17 +446,22 @@ describe("keeper", () => {
     });
     const proxyUrl = `http://127.0.0.1:${proxy.port}`;
     const warnings: string[] = [];
+    const keeper = makeKeeper("keeper", [3600], {
+      client: createPublicClient({ transport: http(proxyUrl, { retryCount: 0 }), cacheTime: 0 }),
+      wallet: createWalletClient({
+        chain: chain.wallet("keeper").chain,
+        transport: http(proxyUrl, { retryCount: 0 }),
+        account: accounts.keeper,
+      }),
+      log: createLogger("warn", (l) => warnings.push(l)),
+    });
+    return { keeper, node, warnings, stopProxy: () => proxy.stop(true) };
+  }
+
+  test("survives an RPC outage and charges once the node answers again", async () => {
+    const { keeper, node, warnings, stopProxy } = keeperBehindProxy();
     try {
-      const keeper = makeKeeper("keeper", [3600], {
-        client: createPublicClient({ transport: http(proxyUrl, { retryCount: 0 }), cacheTime: 0 }),
-        wallet: createWalletClient({
-          chain: chain.wallet("keeper").chain,
-          transport: http(proxyUrl, { retryCount: 0 }),
-          account: accounts.keeper,
-        }),
-        log: createLogger("warn", (l) => warnings.push(l)),
-      });
-      down = true;
+      node.down = true;
       await keeper.start();
       await chain.fund("erin", token, 10_000_000n);
       const id = await chain.subscribe("erin", module, LONG);
@@ -464,56 +470,33 @@ describe("keeper", () => {
         warnings.some((w) => w.includes("keeper pass failed")),
       );
       expect((await sub(id))!.times_executed).toBe("0");
-      down = false;
+      node.down = false;
       await until("the charge after the outage", async () => (await sub(id))?.times_executed === "1", 30_000);
       await keeper.stop();
       await cancel("erin", id);
     } finally {
-      await proxy.stop(true);
+      await stopProxy();
     }
   }, 60_000);
 
   test("stopping while the node is gone takes one round of receipt lookups, not the whole drain", async () => {
-    let down = false;
-    const proxy = Bun.serve({
-      port: 0,
-      hostname: "127.0.0.1",
-      fetch: async (req) => {
-        if (down) return new Response("unavailable", { status: 503 });
-        return fetch(chain.rpcUrl, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: await req.text(),
-        });
-      },
-    });
-    const proxyUrl = `http://127.0.0.1:${proxy.port}`;
-    const warnings: string[] = [];
+    const { keeper, node, warnings, stopProxy } = keeperBehindProxy();
     try {
-      const keeper = makeKeeper("keeper", [3600], {
-        client: createPublicClient({ transport: http(proxyUrl, { retryCount: 0 }), cacheTime: 0 }),
-        wallet: createWalletClient({
-          chain: chain.wallet("keeper").chain,
-          transport: http(proxyUrl, { retryCount: 0 }),
-          account: accounts.keeper,
-        }),
-        log: createLogger("warn", (l) => warnings.push(l)),
-      });
       await chain.fund("erin", token, 10_000_000n);
       const id = await chain.subscribe("erin", module, LONG);
       await synced();
       const r = await keeper.tick();
       expect(r.sent.map((s) => s.subscriptionId)).toEqual([id.toString()]);
-      down = true; // the charge is sent, its receipt not yet seen: stop would wait up to 5 s for it
+      node.down = true; // the charge is sent, its receipt not yet seen: stop would wait up to 5 s for it
       const started = performance.now();
       await keeper.stop();
       expect(performance.now() - started).toBeLessThan(2_000);
       expect(warnings.filter((w) => w.includes("receipt lookup failed")).length).toBe(1);
-      down = false;
+      node.down = false;
       await until("the charge to be indexed", async () => (await sub(id))?.times_executed === "1");
       await cancel("erin", id);
     } finally {
-      await proxy.stop(true);
+      await stopProxy();
     }
   }, 60_000);
 

@@ -1,4 +1,7 @@
 /** A real HTTP receiver for webhook tests: records every request, answers as told; endpoints pointing at it. */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Sql } from "../src/db/client";
 import { createEndpoint } from "../src/webhooks/endpoints";
 
@@ -72,4 +75,21 @@ export function startReceiver(): Receiver {
 /** An endpoint of `merchant` at `url` subscribed to every event type; returns it with its secret. */
 export function endpointForAll(sql: Sql, merchant: string, url: string) {
   return createEndpoint(sql, { merchant, url, eventTypes: ["*"], description: null }, undefined);
+}
+
+/** A self-signed certificate and key (PEM) for the DNS name `name`, made by the real `openssl`. */
+export function selfSignedCert(name: string): { cert: string; key: string } {
+  const dir = mkdtempSync(join(tmpdir(), "cert-"));
+  try {
+    const run = Bun.spawnSync(
+      ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"]
+        .concat(["-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"), "-subj", `/CN=${name}`])
+        .concat(["-addext", `subjectAltName=DNS:${name}`]),
+      { stderr: "pipe" },
+    );
+    if (run.exitCode !== 0) throw new Error(`openssl failed: ${run.stderr.toString()}`);
+    return { cert: readFileSync(join(dir, "cert.pem"), "utf8"), key: readFileSync(join(dir, "key.pem"), "utf8") };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -137,11 +137,26 @@ export function checkUrl(raw: string, allowPrivate: boolean): URL {
   return url;
 }
 
-/** Resolves the URL's host and checks every address it resolves to (throws UnsafeDestinationError). */
-export async function resolveDestination(raw: string, allowPrivate: boolean): Promise<void> {
+/** A resolver: every address of a host name, in the order to use them (`dns.lookup` with `all`). */
+export type Lookup = (host: string) => Promise<{ address: string }[]>;
+
+const systemLookup: Lookup = (host) => lookup(host, { all: true, verbatim: true });
+
+/** A destination that passed the check: its URL, and the address to connect to (the one checked). */
+export type Destination = { url: URL; address: string };
+
+/**
+ * Resolves the URL's host once and checks every address it resolves to (throws UnsafeDestinationError). The caller
+ * connects to the returned address: resolving the name again could answer differently (DNS rebinding).
+ */
+export async function resolveDestination(
+  raw: string,
+  allowPrivate: boolean,
+  resolve: Lookup = systemLookup,
+): Promise<Destination> {
   const url = checkUrl(raw, allowPrivate);
   const host = url.hostname.replace(/^\[|\]$/g, "");
-  const addresses = isIP(host) ? [{ address: host }] : await lookup(host, { all: true, verbatim: true });
+  const addresses = isIP(host) ? [{ address: host }] : await resolve(host);
   if (addresses.length === 0) throw new UnsafeDestinationError(`${host} does not resolve`);
   if (!allowPrivate) {
     for (const a of addresses) {
@@ -150,4 +165,5 @@ export async function resolveDestination(raw: string, allowPrivate: boolean): Pr
       }
     }
   }
+  return { url, address: addresses[0]!.address };
 }

@@ -126,6 +126,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
         deliveryId: c.delivery_id,
         attempt: c.attempts,
         ok: false,
+        outcome: "not_sent",
         status: null,
         error,
         durationMs: 0,

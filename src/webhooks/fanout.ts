@@ -4,6 +4,7 @@
  */
 import type { Q } from "../indexer/store";
 import type { EventRange } from "../events/hook";
+import { mayHaveReceived } from "./queries";
 
 /** Whether any of `merchants` has an enabled endpoint. */
 async function anyEndpoint(tx: Q, merchants: readonly string[]): Promise<boolean> {
@@ -39,13 +40,14 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
     where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
     on conflict do nothing`;
   if (!range.withdrawals) return;
-  // A withdrawn event: its event.reverted goes to the endpoints that were sent the original (an attempt was
-  // made), then the original's pending deliveries are cancelled; an endpoint never sent it gets neither.
+  // A withdrawn event: its event.reverted goes to the endpoints that may have received the original (webhooks.md §1),
+  // then the original's pending deliveries are cancelled; an endpoint that only had non-2xx answers, or was never
+  // sent it, gets neither.
   await tx`
     insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
     select 'wd_' || substr(md5(d.endpoint_id || r.id), 1, 24), d.endpoint_id, r.seq, r.id, r.type, 'auto'
     from merchant_events r
-    join webhook_deliveries d on d.event_id = r.data->'object'->>'id' and (d.status = 'succeeded' or d.attempts > 0)
+    join webhook_deliveries d on d.event_id = r.data->'object'->>'id' and ${mayHaveReceived(tx)}
     where r.seq between ${from} and ${to} and r.chain_id = ${range.chainId} and r.type = 'event.reverted'
     on conflict do nothing`;
   await tx`

@@ -2,6 +2,8 @@
 import type { Sql } from "../db/client";
 import { EVENT_COLUMNS, type EventRow } from "../events/envelope";
 import { standing } from "../events/queries";
+import type { Q } from "../indexer/store";
+import type { AttemptOutcome } from "./send";
 
 /** A claimed delivery with what sending it needs. */
 export type Claimed = EventRow & {
@@ -77,6 +79,8 @@ export type Outcome = {
   deliveryId: string;
   attempt: number;
   ok: boolean;
+  /** Whether the receiver may have the event after this attempt. */
+  outcome: AttemptOutcome;
   status: number | null;
   error: string | null;
   durationMs: number;
@@ -95,6 +99,7 @@ export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfter
       id: o.deliveryId,
       attempt: o.attempt,
       ok: o.ok,
+      receipt: o.outcome,
       status: o.status,
       error: o.error,
       ms: o.durationMs,
@@ -107,10 +112,12 @@ export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfter
     const touched = await tx<{ endpoint_id: string; ok: boolean }[]>`
       with r as (
         select * from jsonb_to_recordset(${rows}::text::jsonb)
-          as r(id text, attempt int, ok boolean, status int, error text, ms int, retry float8)),
+          as r(id text, attempt int, ok boolean, receipt text, status int, error text, ms int, retry float8)),
       att as (
-        insert into webhook_attempts (delivery_id, attempt, endpoint_id, outcome, response_status, error, duration_ms)
-        select r.id, r.attempt, d.endpoint_id, case when r.ok then 'succeeded' else 'failed' end, r.status, r.error, r.ms
+        insert into webhook_attempts
+          (delivery_id, attempt, endpoint_id, outcome, receipt, response_status, error, duration_ms)
+        select r.id, r.attempt, d.endpoint_id, case when r.ok then 'succeeded' else 'failed' end, r.receipt, r.status,
+          r.error, r.ms
         from r join webhook_deliveries d on d.id = r.id and d.id = any(${ids}::text[])
         on conflict do nothing)
       update webhook_deliveries d set
@@ -137,4 +144,19 @@ export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfter
           and failing_since <= clock_timestamp() - ${disableAfterS} * interval '1 second'`;
     }
   });
+}
+
+/**
+ * Whether the endpoint of delivery `d` (in scope) may have its event (webhooks.md §1, "Received"): an attempt that
+ * was delivered or whose outcome is unknown, or a claimed attempt not recorded yet (in flight, or its process died).
+ */
+export const mayHaveReceived = (q: Q) => q`(
+  exists (select 1 from webhook_attempts a where a.delivery_id = d.id and a.receipt in ('delivered', 'unknown'))
+  or d.attempts > (select count(*) from webhook_attempts a where a.delivery_id = d.id))`;
+
+/** The endpoints that may have received the event `eventId`, through any of its deliveries. */
+export async function endpointsThatMayHave(sql: Sql, eventId: string): Promise<Set<string>> {
+  const rows = await sql<{ endpoint_id: string }[]>`
+    select distinct d.endpoint_id from webhook_deliveries d where d.event_id = ${eventId} and ${mayHaveReceived(sql)}`;
+  return new Set(rows.map((r) => r.endpoint_id));
 }

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
 import { createApiKey } from "../../../src/auth/api-keys";
 import { createEndpoint } from "../../../src/webhooks/endpoints";
+import { recordOutcomes } from "../../../src/webhooks/queries";
+import type { AttemptOutcome } from "../../../src/webhooks/send";
 import { startSeededApp, type SeededApp } from "../../../testkit/app";
 import { CHAIN_A } from "../../../testkit/seed";
 import { startReceiver, type Receiver } from "../../../testkit/webhooks";
@@ -466,17 +468,45 @@ describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () =
     expect(rows.map((r) => r.endpoint_id)).toEqual([other]);
   });
 
-  test("redeliver of an event.reverted without endpoint_id goes only to the endpoints that were sent it", async () => {
-    const [revert] = await s.db.sql<{ id: string; seq: string }[]>`
-      select id, seq::text from merchant_events where merchant = ${M3} and type = 'event.reverted' order by seq limit 1`;
-    // As the fan-out does after a rollback: only `all` had been sent the withdrawn event, so only it gets the revert.
-    await s.db.sql`
-      insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin, status)
-      values ('wd_' || substr(md5(${all} || ${revert!.id}), 1, 24), ${all}, ${revert!.seq}, ${revert!.id},
-        'event.reverted', 'auto', 'succeeded')`;
-    expect((await redeliver(revert!.id)).body).toEqual({ enqueued: 1 });
+  test("redeliver of an event.reverted without endpoint_id goes only to the endpoints that may have received its event", async () => {
+    const [revert] = await s.db.sql<{ id: string; withdrawn: string }[]>`
+      select id, data->'object'->>'id' as withdrawn from merchant_events
+      where merchant = ${M3} and type = 'event.reverted' order by seq limit 1`;
+    const [event] = await s.db.sql<
+      { seq: string }[]
+    >`select seq::text from merchant_events where id = ${revert!.withdrawn}`;
+    // Before the reorg, the withdrawn event was sent to all three: `all` answered 2xx, `typed` timed out (it may have
+    // it), `other` answered 500 (it has not), as the dispatcher records them.
+    const outcomes: [string, AttemptOutcome, number | null][] = [
+      [all, "delivered", 200],
+      [typed, "unknown", null],
+      [other, "rejected", 500],
+    ];
+    for (const [endpoint, outcome, status] of outcomes) {
+      const deliveryId = `wd_${endpoint.slice(3, 15)}${"0".repeat(12)}`;
+      await s.db.sql`
+        insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin, attempts)
+        values (${deliveryId}, ${endpoint}, ${event!.seq}, ${revert!.withdrawn}, 'charge.succeeded', 'auto', 1)`;
+      await recordOutcomes(
+        s.db.sql,
+        [
+          {
+            deliveryId,
+            attempt: 1,
+            ok: outcome === "delivered",
+            outcome,
+            status,
+            error: null,
+            durationMs: 5,
+            retryInS: null,
+          },
+        ],
+        3600,
+      );
+    }
+    expect((await redeliver(revert!.id)).body).toEqual({ enqueued: 2 });
     const rows = await s.db.sql<{ endpoint_id: string }[]>`
       select endpoint_id from webhook_deliveries where event_id = ${revert!.id} and origin = 'redeliver'`;
-    expect(rows.map((r) => r.endpoint_id)).toEqual([all]);
+    expect(rows.map((r) => r.endpoint_id).sort()).toEqual([all, typed].sort());
   });
 });

@@ -18,10 +18,10 @@ import {
   updateEndpoint,
 } from "../../../webhooks/endpoints";
 import { sendTest } from "../../../webhooks/test-delivery";
+import { endpointsThatMayHave } from "../../../webhooks/queries";
 import {
   bodyObject,
   createFromBody,
-  endpointsSent,
   EventWithdrawnError,
   eventTypesField,
   replayable,
@@ -231,11 +231,11 @@ export function webhookRoutes(deps: RouteDeps) {
         const event = await findEvent(sql, merchant, eventId);
         if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
         if (event.revertedBy) throw new EventWithdrawnError(eventId, event.revertedBy);
-        // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that were sent it
-        // (the ones sent the event it withdraws); any other event goes to the endpoints it matches.
-        const testOf =
-          event.type === "webhook.test" ? (event.data.object as { endpoint_id?: string })?.endpoint_id : null;
-        const sentTo = event.type === "event.reverted" ? await endpointsSent(sql, eventId) : null;
+        // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that may have received
+        // the event it withdraws (webhooks.md §1); any other event goes to the endpoints it matches.
+        const object = event.data.object as { endpoint_id?: string; id?: string } | undefined;
+        const testOf = event.type === "webhook.test" ? object?.endpoint_id : null;
+        const sentTo = event.type === "event.reverted" ? await endpointsThatMayHave(sql, String(object?.id)) : null;
         const matches = (w: { id: string; event_types: string[] }) =>
           testOf !== null
             ? w.id === testOf

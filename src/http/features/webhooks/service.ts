@@ -116,13 +116,6 @@ export function replayTypes(endpointTypes: string[], requested: string[] | undef
   return requested.filter((t) => endpointTypes.includes(t));
 }
 
-/** The endpoints that have a delivery of the event `eventId` (sent, pending or failed). */
-export async function endpointsSent(sql: Sql, eventId: string): Promise<Set<string>> {
-  const rows = await sql<{ endpoint_id: string }[]>`
-    select distinct endpoint_id from webhook_deliveries where event_id = ${eventId}`;
-  return new Set(rows.map((r) => r.endpoint_id));
-}
-
 /** 409: the event was withdrawn by a reorg; sending it again would undo its `event.reverted` (webhooks.md §1). */
 export class EventWithdrawnError extends ApiError {
   constructor(id: string, revertedBy: string) {

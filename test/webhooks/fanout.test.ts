@@ -1,0 +1,138 @@
+/**
+ * The fan-out of `event.reverted` after a real reorg (webhooks.md §1, "Received"): it goes to the endpoints that may
+ * have the withdrawn event (one answered 2xx, one timed out) and to no other (one answered 500, one was never
+ * attempted).
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createLogger } from "../../src/common/log";
+import type { Db } from "../../src/db/client";
+import { eventsHook } from "../../src/events/hook";
+import { createDispatcher } from "../../src/webhooks/dispatcher";
+import { updateEndpoint } from "../../src/webhooks/endpoints";
+import { fanOut } from "../../src/webhooks/fanout";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { until } from "../../testkit/cli";
+import { createTestDb } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
+import { oneChargedSubscription } from "../../testkit/scenario";
+import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
+
+const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
+
+let chain: TestChain;
+let db: Db;
+const receivers: Record<"ok" | "fails" | "slow" | "idle", Receiver> = {} as never;
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  db = await createTestDb();
+  for (const name of ["ok", "fails", "slow", "idle"] as const) receivers[name] = startReceiver();
+  receivers.fails.respond(() => ({ status: 500 }));
+  receivers.slow.respond(() => ({ status: 200, delayMs: 1500 }));
+}, 60_000);
+afterAll(async () => {
+  for (const r of Object.values(receivers)) await r?.stop();
+  await db?.close();
+  await chain?.stop();
+});
+
+const index = () =>
+  indexOnce(db.sql, chain.rpcUrl, chain.processor, {
+    db,
+    startBlock: chain.startBlock,
+    hooks: [eventsHook({ onEvents: fanOut, now: () => 0 })],
+  });
+
+// One attempt each (no retries), timing out well before the slow receiver answers.
+const dispatcher = () =>
+  createDispatcher({
+    sql: db.sql,
+    log: createLogger("error"),
+    config: {
+      timeoutMs: 400,
+      retrySchedule: [],
+      disableAfterS: 3600,
+      perEndpoint: 4,
+      concurrency: 16,
+      pollIntervalMs: 50,
+      allowPrivate: true,
+    },
+  });
+
+const pendingOf = async (endpoints: string[]) =>
+  (
+    await db.sql<{ n: number }[]>`
+      select count(*)::int as n from webhook_deliveries where status = 'pending' and endpoint_id = any(${endpoints})`
+  )[0]!.n;
+
+/** The event ids an `event.reverted` received by `r` withdraws. */
+const revertsReceived = (r: Receiver) =>
+  r.received
+    .map((x) => JSON.parse(x.body) as { type: string; data: { object: { id: string } } })
+    .filter((e) => e.type === "event.reverted")
+    .map((e) => e.data.object.id);
+
+test("event.reverted goes to the endpoints that answered 2xx or timed out, not to one that answered 500 or was never attempted", async () => {
+  const ep = {
+    ok: await endpointForAll(db.sql, MERCHANT, receivers.ok.url),
+    fails: await endpointForAll(db.sql, MERCHANT, receivers.fails.url),
+    slow: await endpointForAll(db.sql, MERCHANT, receivers.slow.url),
+    idle: await endpointForAll(db.sql, MERCHANT, receivers.idle.url),
+  };
+  const snap = await chain.snapshot();
+  await oneChargedSubscription(chain);
+  await index();
+  // `idle` is disabled before any attempt: its deliveries stay pending, never sent.
+  await updateEndpoint(db.sql, MERCHANT, ep.idle.id, { enabled: false });
+  const d = dispatcher();
+  await d.start();
+  const tried = [ep.ok.id, ep.fails.id, ep.slow.id];
+  await until("the first attempts", async () => (await pendingOf(tried)) === 0, 30_000);
+  await d.stop();
+  const sent = [...receivers.ok.delivered()];
+  expect(sent.length).toBeGreaterThan(1);
+  expect(new Set(receivers.fails.received.map((r) => r.id))).toEqual(new Set(sent));
+  expect(new Set(receivers.slow.received.map((r) => r.id))).toEqual(new Set(sent));
+  expect(receivers.slow.delivered().size).toBe(0); // it answered after the timeout
+  const receipts = await db.sql<{ endpoint_id: string; receipt: string }[]>`
+    select distinct endpoint_id, receipt from webhook_attempts`;
+  expect(new Map(receipts.map((r) => [r.endpoint_id, r.receipt]))).toEqual(
+    new Map([
+      [ep.ok.id, "delivered"],
+      [ep.fails.id, "rejected"],
+      [ep.slow.id, "unknown"],
+    ]),
+  );
+
+  // The reorg removes every block of the scenario.
+  const head = await chain.publicClient.getBlockNumber();
+  await chain.revert(snap);
+  while ((await chain.publicClient.getBlockNumber()) <= head) await chain.mineAt(Number(await chain.now()) + 12);
+  await index();
+  const withdrawn = (
+    await db.sql<
+      { id: string }[]
+    >`select id from merchant_events where reverted_by is not null and merchant = ${MERCHANT}`
+  ).map((r) => r.id);
+  expect(withdrawn.sort()).toEqual([...sent].sort());
+  const reverts = await db.sql<{ endpoint_id: string; n: number }[]>`
+    select endpoint_id, count(*)::int as n from webhook_deliveries where event_type = 'event.reverted'
+    group by endpoint_id`;
+  expect(new Map(reverts.map((r) => [r.endpoint_id, r.n]))).toEqual(
+    new Map([
+      [ep.ok.id, withdrawn.length],
+      [ep.slow.id, withdrawn.length],
+    ]),
+  );
+
+  // Re-enabled, `idle` gets nothing: its pending deliveries of the withdrawn events were cancelled.
+  await updateEndpoint(db.sql, MERCHANT, ep.idle.id, { enabled: true });
+  const d2 = dispatcher();
+  await d2.start();
+  await until("the reverts", async () => (await pendingOf(Object.values(ep).map((e) => e.id))) === 0, 30_000);
+  await d2.stop();
+  expect(revertsReceived(receivers.ok).sort()).toEqual(withdrawn.sort());
+  expect(revertsReceived(receivers.slow).sort()).toEqual(withdrawn.sort());
+  expect(revertsReceived(receivers.fails)).toEqual([]);
+  expect(receivers.idle.received).toEqual([]);
+}, 120_000);

@@ -64,3 +64,23 @@ test(`numeric(78,0) round-trips uint256 exactly (${testDbKind})`, async () => {
   const [r] = await db.sql<{ v: string }[]>`select ${max}::numeric(78,0) as v`;
   expect(r.v).toBe(max);
 });
+
+test("0018 gives attempts recorded before it a receipt: a success delivered, an answered failure rejected, any other unknown", async () => {
+  // The database as it was before 0018, holding attempts of the three kinds the old code recorded.
+  await db.sql`alter table webhook_attempts drop column receipt`;
+  await db.sql`delete from schema_migrations where name = '0018_add_attempt_receipt.sql'`;
+  await db.sql`
+    insert into webhook_endpoints (id, merchant, url, event_types, secret)
+    values ('we_old', '0x00000000000000000000000000000000000000aa', 'https://example.com/', '{*}', 'whsec_x')`;
+  await db.sql`
+    insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, attempts)
+    values ('wd_old', 'we_old', 1, 'evt_old', 'charge.succeeded', 4)`;
+  await db.sql`
+    insert into webhook_attempts (delivery_id, attempt, endpoint_id, outcome, response_status, error, duration_ms)
+    values ('wd_old', 1, 'we_old', 'failed', 500, 'HTTP 500', 3), ('wd_old', 2, 'we_old', 'failed', null, 'timeout after 10000 ms', 10000),
+      ('wd_old', 3, 'we_old', 'failed', 302, 'redirect (not followed)', 3), ('wd_old', 4, 'we_old', 'succeeded', 200, null, 3)`;
+  expect(await migrate(db.sql)).toEqual(["0018_add_attempt_receipt.sql"]);
+  const rows = await db.sql<{ receipt: string }[]>`
+    select receipt from webhook_attempts where delivery_id = 'wd_old' order by attempt`;
+  expect(rows.map((r) => r.receipt)).toEqual(["rejected", "unknown", "rejected", "delivered"]);
+});

@@ -391,7 +391,7 @@ describe("reorgs", () => {
   }, 120_000);
 });
 
-/** Statuses that the random scenarios below blocked (or unblocked to): together they must reach every one. */
+/** Statuses from which the random scenarios below blocked an allocation: together they must reach every one. */
 const blockedFrom = new Set<string>();
 
 /** A status change as the merchant sees it: its type, instant (unix s), previous status, status and block flag. */

@@ -6,7 +6,7 @@
  */
 import { paidUntil, subscriptionStatus, type SubscriptionStatus } from "../domain/status";
 import { toSubscriptionRecord } from "../domain/records";
-import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } from "../indexer/derive";
+import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } from "../domain/subscription";
 import { moduleOfEvent } from "../domain/attribution";
 import type { BatchEvent } from "../indexer/fetch";
 import { eventIdOf } from "./ids";

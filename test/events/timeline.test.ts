@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { activitySeqs, numberEvents, subscriptionEvents, type NewEvent } from "../../src/events/timeline";
-import type { SubState } from "../../src/indexer/derive";
+import type { SubState } from "../../src/domain/subscription";
 import type { BatchEvent } from "../../src/indexer/fetch";
 
 const SIZE = 1n << 28n;

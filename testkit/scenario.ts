@@ -4,8 +4,8 @@
  * for each FailureReason, refill and withdrawal, pause/resume/cancel, allowance expiry changes (up to uint64 max),
  * block/unblock, keeper and fee changes, and a module created and used in the very same block.
  */
-import { getContractAddress, maxUint256, type Address } from "viem";
-import { subscriptionModuleAbi, testTokenAbi } from "../src/chain/abis";
+import { getContractAddress, maxUint256, parseEventLogs, type Address, type TransactionReceipt } from "viem";
+import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../src/chain/abis";
 import type { TestChain, WalletName } from "./chain";
 
 /** Addresses and ids the scenario created. */
@@ -156,4 +156,131 @@ export async function runScenario(chain: TestChain): Promise<Scenario> {
   );
   const sameBlock = await sameBlockModule(chain, "dave", tusd, "alice");
   return { tokens: { tusd, nometa, falsy }, modules: { m1, m2, sameBlock }, subs: [a1, b1, c1, d1, e1, a2, n1] };
+}
+
+/** mulberry32: a small deterministic PRNG, so a failing seed can be replayed. */
+export function prng(seed: number) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    int: (n: number) => Math.floor(next() * n),
+    pick: <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]!,
+  };
+}
+
+/** One action of {@link randomBlockScenario} that the chain accepted, at its block's timestamp (unix seconds). */
+export type BlockScenarioAction = { at: number; block: bigint } & BlockScenarioStep;
+
+type BlockScenarioStep =
+  | { kind: "subscribe"; wallet: WalletName; planId: number; id: bigint }
+  | { kind: "charge"; id: bigint; succeeded: boolean }
+  | { kind: "pause"; id: bigint }
+  | { kind: "resume"; id: bigint }
+  | { kind: "cancel"; id: bigint }
+  | { kind: "block"; wallet: WalletName }
+  | { kind: "unblock"; wallet: WalletName };
+
+/** Plans of {@link randomBlockScenario}: short enough that time advances make paid allocations expire. */
+export const BLOCK_SCENARIO_PLANS = [
+  { planId: 1, interval: 3600, gracePeriod: 600 },
+  { planId: 2, interval: 7200, gracePeriod: 0 },
+  { planId: 3, interval: 1800, gracePeriod: 300 },
+] as const;
+
+/**
+ * A random history on a fresh module of `merchant` where few wallets hold several allocations each (several plans,
+ * cancel and subscribe again) and get blocked and unblocked often, with charges, pauses and time passing between.
+ * Actions are mostly picked to be valid; any may still revert (a charge not due yet…), which changes nothing.
+ * Returns the module and every action the chain accepted, in chain order, at its block's timestamp.
+ */
+export async function randomBlockScenario(
+  chain: TestChain,
+  seed: number,
+  opts: { steps: number; merchant?: WalletName; wallets?: WalletName[] },
+): Promise<{ module: Address; actions: BlockScenarioAction[] }> {
+  const rnd = prng(seed);
+  const merchant = opts.merchant ?? "merchant";
+  const wallets = opts.wallets ?? ["alice", "bob", "carol"];
+  const token = await chain.deployToken();
+  const module = await chain.createModule(merchant);
+  for (const p of BLOCK_SCENARIO_PLANS) await chain.createPlan(merchant, module, { ...p, token, amount: 1000n });
+  for (const w of wallets) await chain.fund(w, token, 10n ** 15n);
+  const actions: BlockScenarioAction[] = [];
+  // What the generator believes, to pick mostly valid actions (the chain decides).
+  const live: { id: bigint; wallet: WalletName; planId: number; paused: boolean }[] = [];
+  const blocked = new Set<WalletName>();
+  const send = async (
+    step: BlockScenarioStep,
+    tx: () => Promise<TransactionReceipt>,
+    decode: (r: TransactionReceipt) => Partial<BlockScenarioStep> = () => ({}),
+  ): Promise<BlockScenarioAction | undefined> => {
+    const receipt = await tx().catch(() => undefined);
+    if (!receipt) return undefined;
+    const block = await chain.publicClient.getBlock({ blockNumber: receipt.blockNumber });
+    const action = { ...step, ...decode(receipt), at: Number(block.timestamp), block: receipt.blockNumber };
+    actions.push(action as BlockScenarioAction);
+    return action as BlockScenarioAction;
+  };
+  const subscribe = async (wallet: WalletName, planId: number) => {
+    const created = await send(
+      { kind: "subscribe", wallet, planId, id: 0n },
+      () => moduleCall(chain, wallet, module, "subscribe", [planId, 0, 0n]),
+      (r) => ({
+        id: parseEventLogs({ abi: subscriptionModuleAbi, eventName: "SubscriptionCreated", logs: r.logs })[0]!.args
+          .subscriptionId,
+      }),
+    );
+    if (created?.kind === "subscribe") live.push({ id: created.id, wallet, planId, paused: false });
+  };
+  for (let step = 0; step < opts.steps; step++) {
+    const roll = rnd.int(100);
+    const sub = live.length ? rnd.pick(live) : undefined;
+    const free = wallets.flatMap((w) =>
+      blocked.has(w)
+        ? []
+        : BLOCK_SCENARIO_PLANS.filter((p) => !live.some((s) => s.wallet === w && s.planId === p.planId)).map(
+            (p) => [w, p.planId] as const,
+          ),
+    );
+    if ((roll < 25 || !sub) && free.length) {
+      await subscribe(...rnd.pick(free));
+    } else if (roll < 45 && sub) {
+      await send(
+        { kind: "charge", id: sub.id, succeeded: false },
+        () => chain.charge(module, sub.id),
+        (r) => ({
+          succeeded:
+            parseEventLogs({ abi: subscriptionProcessorAbi, eventName: "ChargeSucceeded", logs: r.logs }).length > 0,
+        }),
+      );
+    } else if (roll < 58 && sub) {
+      const kind = sub.paused ? "resume" : "pause";
+      const who = rnd.int(2) ? merchant : sub.wallet;
+      if (await send({ kind, id: sub.id }, () => moduleCall(chain, who, module, kind, [sub.id])))
+        sub.paused = !sub.paused;
+    } else if (roll < 66 && sub) {
+      if (await send({ kind: "cancel", id: sub.id }, () => moduleCall(chain, sub.wallet, module, "cancel", [sub.id])))
+        live.splice(live.indexOf(sub), 1);
+    } else if (roll < 84) {
+      // Blocks and unblocks alternate per wallet (either one reverts when repeated).
+      const wallet = rnd.pick(wallets);
+      const kind = blocked.has(wallet) ? "unblock" : "block";
+      const fn = kind === "block" ? "blockSubscriber" : "unblockSubscriber";
+      if (await send({ kind, wallet }, () => moduleCall(chain, merchant, module, fn, [chain.address(wallet)]))) {
+        if (kind === "block") blocked.add(wallet);
+        else blocked.delete(wallet);
+      }
+    } else {
+      await chain.testClient.increaseTime({ seconds: 600 + rnd.int(3 * 3600) });
+      await chain.testClient.mine({ blocks: 1 });
+    }
+  }
+  return { module, actions };
 }

@@ -7,7 +7,7 @@
  */
 import { moduleOfEvent } from "../domain/attribution";
 import type { IndexerHook } from "../indexer/hooks";
-import type { Q } from "../indexer/store";
+import type { Q } from "../db/query";
 import type { BatchContext } from "../indexer/hooks";
 import {
   expiringBetween,
@@ -21,7 +21,7 @@ import {
   withdrawAbove,
 } from "./queries";
 import { SeqOrderError } from "./errors";
-import { planKey, type SubState } from "../indexer/derive";
+import { planKey, type SubState } from "../domain/subscription";
 import type { BatchRows } from "../indexer/write";
 import {
   activitySeqs,

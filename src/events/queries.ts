@@ -1,7 +1,7 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import type { Q, Tx } from "../indexer/store";
-import { copyIn, copyText, fromRow, type SubRow } from "../indexer/store";
-import { planKey, type SubState } from "../indexer/derive";
+import { copyIn, copyText, type Q, type Tx } from "../db/query";
+import { fromRow, type SubRow } from "../db/rows";
+import { planKey, type SubState } from "../domain/subscription";
 import type { NewEvent, PlanTerms } from "./timeline";
 import { EVENT_COLUMNS, eventData, type EventRow } from "./envelope";
 

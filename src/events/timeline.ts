@@ -6,7 +6,7 @@
  */
 import { paidUntil, subscriptionStatus, type SubscriptionStatus } from "../domain/status";
 import { toSubscriptionRecord } from "../domain/records";
-import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } from "../indexer/derive";
+import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } from "../domain/subscription";
 import { moduleOfEvent } from "../domain/attribution";
 import type { BatchEvent } from "../indexer/fetch";
 import { eventIdOf } from "./ids";
@@ -216,21 +216,23 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
   const out: NewEvent[] = [];
   const findBlock = blockFinder(input);
   const pairs = pairsOf(input, merchants);
-  const blocked = new Map(input.blocked);
   for (const [id, logs] of logsBySubscription(input, pairs)) {
     let state = input.before.has(id) ? { ...input.before.get(id)! } : null;
-    const pair = () => `${state!.module}:${state!.subscriber}`;
+    // The pair's flag as of this allocation's place in the log: its own walk sees every block change of its pair
+    // (see `logsBySubscription`), so it starts from the flag before the batch and is never shared with the others.
+    let pairBlocked: boolean | null = null;
+    const isBlocked = () => pairBlocked ?? input.blocked.get(`${state!.module}:${state!.subscriber}`) ?? false;
     // An allocation's plan never changes: its terms are looked up once (and again if the batch creates it).
     let planTerms = state ? input.plans.get(planKey(state.module, state.planId)) : undefined;
     const terms = () => planTerms;
-    let prev = state ? statusAt(state, blocked.get(pair()) ?? false, terms(), input.prevTime) : null;
+    let prev = state ? statusAt(state, isBlocked(), terms(), input.prevTime) : null;
     const expireUpTo = (t: number) => {
       if (!state || prev !== "ACTIVE") return;
       const instant = expiryInstant(state, terms());
       if (instant > t) return;
       prev = "EXPIRED";
       if (input.announced.has(`${id}:${instant}`)) return;
-      out.push(expiryEvent(input.chainId, state, blocked.get(pair()) ?? false, instant, findBlock(instant), -1));
+      out.push(expiryEvent(input.chainId, state, isBlocked(), instant, findBlock(instant), -1));
     };
     for (const ev of logs) {
       expireUpTo(ev.blockTime);
@@ -241,17 +243,17 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
         state = subscriptionFromCreated(ev, merchant);
         planTerms = input.plans.get(planKey(state.module, state.planId));
       } else if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
-        blocked.set(`${module}:${String(ev.args.subscriber)}`, ev.name === "SubscriberBlocked");
+        pairBlocked = ev.name === "SubscriberBlocked";
       } else if (state && state.module === module) {
         applyToSubscription(state, ev, terms());
       }
       if (!state) continue;
-      const isBlocked = blocked.get(pair()) ?? false;
-      const now = statusAt(state, isBlocked, terms(), ev.blockTime);
+      const blocked = isBlocked();
+      const now = statusAt(state, blocked, terms(), ev.blockTime);
       const base = { merchant: state.merchant, blockNumber: ev.blockNumber, logIndex: ev.logIndex, ts: ev.blockTime };
       if (ev.name === "SubscriptionCreated") {
         const type = "subscription.created";
-        const object = recordOf(input.chainId, state, isBlocked, now);
+        const object = recordOf(input.chainId, state, blocked, now);
         out.push({
           ...base,
           id: eventIdOf(input.chainId, ev.blockHash, ev.logIndex, type),
@@ -261,7 +263,7 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
         });
       } else if (now !== prev) {
         const type = "subscription.status_changed";
-        const object = recordOf(input.chainId, state, isBlocked, now);
+        const object = recordOf(input.chainId, state, blocked, now);
         const subIndex = ev.name.startsWith("Charge") || ev.name === "CreditRefilled" ? 1 : 0;
         const eventId = eventIdOf(input.chainId, ev.blockHash, ev.logIndex, "status", id, now);
         out.push({ ...base, id: eventId, type, subIndex, data: { object, previous_status: prev } });

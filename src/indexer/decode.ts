@@ -1,11 +1,9 @@
 import { toEventSelector, type AbiEvent, type Hex } from "viem";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../chain/abis";
 import type { RawLog } from "../chain/rpc";
+import type { ArgValue } from "../domain/chain-event";
 
 export type { RawLog } from "../chain/rpc";
-
-/** A decoded argument: uint ≤ 48 bits as number, wider uint as decimal string, address lowercase, bool. */
-export type ArgValue = string | number | boolean;
 
 /** One decoded log of the processor or a module, ready for the `events` table. */
 export type DecodedEvent = {

@@ -48,13 +48,6 @@ export class LeadershipLostError extends AppError {
   }
 }
 
-/** A bulk COPY of a batch's rows failed (the batch's transaction is rolled back and retried). */
-export class BulkWriteError extends AppError {
-  constructor(message: string, opts: AppErrorOptions = {}) {
-    super(message, { retryable: true, ...opts });
-  }
-}
-
 /** A token's `symbol()`/`decimals()` did not answer in time or the transport failed: read again later. */
 export class TokenMetaUnavailableError extends AppError {
   constructor(message: string, opts: AppErrorOptions = {}) {

@@ -1,7 +1,7 @@
 import type { Sql } from "../db/client";
-import type { Tx } from "./store";
+import type { Tx } from "../db/query";
 import type { BatchRows } from "./write";
-import type { PlanInfo } from "./derive";
+import type { PlanInfo } from "../domain/subscription";
 import type { BlockRef } from "./block-at";
 
 /** One indexed batch, as hooks see it. Times are unix seconds. */

@@ -1,15 +1,14 @@
 import { moduleOfEvent } from "../domain/attribution";
 import { getHeaders, type Header } from "../chain/rpc";
+import type { Tx } from "../db/query";
 import {
   applyToSubscription,
-  deriveBatch,
   planKey,
-  statesBefore,
   subscriptionFromCreated,
-  subscriptionsToLoad,
   type PlanInfo,
   type SubState,
-} from "./derive";
+} from "../domain/subscription";
+import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { ChainBehindError } from "./errors";
 import { prepareBatch, type PreparedBatch } from "./fetch";
 import {
@@ -32,7 +31,6 @@ import {
   upsertBlocked,
   upsertSubscriptions,
   type Cursor,
-  type Tx,
 } from "./store";
 import { writeState, type BatchRows } from "./write";
 

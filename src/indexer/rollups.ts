@@ -5,7 +5,7 @@
  */
 import type { Sql } from "../db/client";
 import type { IndexerHook } from "./hooks";
-import type { Q } from "./store";
+import type { Q } from "../db/query";
 
 /** The aggregate every statement below writes: `activity` rows `a` grouped by rollup key, in key order. */
 function aggregate(q: Q, where: ReturnType<Q>) {

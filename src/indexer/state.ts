@@ -1,7 +1,8 @@
 import type { Logger } from "../common/log";
-import type { PlanInfo, SubState } from "./derive";
+import type { Q } from "../db/query";
+import type { PlanInfo, SubState } from "../domain/subscription";
 import { WaitTimeoutError } from "./errors";
-import { loadCaches, loadCursor, type Cursor, type Q } from "./store";
+import { loadCaches, loadCursor, type Cursor } from "./store";
 import { loadIncompleteTokens, type TokenBook } from "./token-book";
 
 // Allocation states kept in memory between batches; past this the cache is dropped and reloaded on demand.

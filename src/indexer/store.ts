@@ -1,17 +1,12 @@
-import type postgres from "postgres";
 import type { Sql } from "../db/client";
+import { copyIn, copyText, type Q, type Tx } from "../db/query";
+import { fromRow, type SubRow } from "../db/rows";
+import type { ChainEvent } from "../domain/chain-event";
+import { planKey, type PlanInfo, type SubState } from "../domain/subscription";
 import type { DecodedEvent } from "./decode";
-import { BulkWriteError } from "./errors";
-import type { ActivityRow, BlockedRow, ChainEvent, ModuleRow, PlanInfo, PlanRow, SubState } from "./derive";
-import { planKey } from "./derive";
+import type { ActivityRow, BlockedRow, ModuleRow, PlanRow } from "./derive";
 import type { Header } from "../chain/rpc";
 import type { TokenMeta } from "./tokens";
-
-/** A transaction (or the pool) to run queries on. */
-export type Q = postgres.ISql<{}>;
-
-/** An open transaction. */
-export type Tx = postgres.TransactionSql<{}>;
 
 /** The indexed position: last committed block, its hash and timestamp (unix seconds). */
 export type Cursor = { block: bigint; hash: string; time: number };
@@ -81,36 +76,6 @@ export async function loadCaches(q: Q, chainId: number) {
     (await q<{ address: string }[]>`select address from tokens where chain_id = ${chainId}`).map((r) => r.address),
   );
   return { modules, plans, tokens };
-}
-
-// COPY text format: backslash, tab, newline and carriage return must be escaped; null is \N.
-const COPY_SPECIAL = /[\\\t\n\r]/;
-/** A value escaped for COPY's text format. */
-export const copyText = (v: string): string =>
-  COPY_SPECIAL.test(v) ? v.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r") : v;
-
-/**
- * Streams rows into `COPY … FROM STDIN` (Postgres only: PGlite's socket does not speak COPY). postgres.js
- * reports a failed COPY to no one, so a query queued right behind it turns the failure into an error here.
- */
-export async function copyIn(tx: Tx, query: ReturnType<Tx>, text: string): Promise<void> {
-  const stream = await query.writable();
-  await new Promise<void>((resolve, reject) => stream.write(text, (err) => (err ? reject(err) : resolve())));
-  stream.end();
-  for (;;) {
-    try {
-      await tx`select 1`;
-      return;
-    } catch (err) {
-      // Until the stream hands CopyDone to the connection, queries are refused locally: try again.
-      if ((err as { code?: string }).code !== "COPY_IN_PROGRESS") {
-        throw new BulkWriteError(`COPY failed (the server's reason is not reported): ${(err as Error).message}`, {
-          cause: err,
-        });
-      }
-      await new Promise((r) => setTimeout(r, 1));
-    }
-  }
 }
 
 /** Bulk-loads decoded logs with COPY (Postgres). */
@@ -219,50 +184,6 @@ export async function insertTokens(q: Q, chainId: number, rows: TokenMeta[]): Pr
     from unnest(${rows.map((r) => r.address)}::text[], ${rows.map((r) => r.symbol)}::text[],
       ${rows.map((r) => (r.decimals === null ? null : String(r.decimals)))}::text[]) as u(a, s, d)
     on conflict (chain_id, address) do nothing`;
-}
-
-/** A row of `subscriptions` as the indexer reads it. */
-export type SubRow = {
-  subscription_id: string;
-  module: string;
-  merchant: string;
-  subscriber: string;
-  plan_id: string;
-  max_executions: string;
-  times_executed: string;
-  total_spent: string;
-  created_at: string;
-  last_paid_at: string;
-  next_charge_at: string;
-  allowance_expiry: string;
-  paused: boolean;
-  cancelled: boolean;
-  block_number: string;
-  log_index: number;
-  tx_hash: string;
-};
-
-/** The allocation state of a row. */
-export function fromRow(r: SubRow): SubState {
-  return {
-    subscriptionId: r.subscription_id,
-    module: r.module,
-    merchant: r.merchant,
-    subscriber: r.subscriber,
-    planId: r.plan_id,
-    maxExecutions: r.max_executions,
-    timesExecuted: Number(r.times_executed),
-    totalSpent: BigInt(r.total_spent),
-    createdAt: Number(r.created_at),
-    lastPaidAt: Number(r.last_paid_at),
-    nextChargeAt: Number(r.next_charge_at),
-    allowanceExpiry: r.allowance_expiry,
-    paused: r.paused,
-    cancelled: r.cancelled,
-    blockNumber: BigInt(r.block_number),
-    logIndex: r.log_index,
-    txHash: r.tx_hash,
-  };
 }
 
 /** Loads the current rows of the given allocations. */

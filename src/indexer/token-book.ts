@@ -2,7 +2,7 @@ import type { PublicClient } from "viem";
 import type { RetryPolicy } from "../chain/rpc";
 import { describeError } from "../common/errors";
 import type { Logger } from "../common/log";
-import type { Q } from "./store";
+import type { Q } from "../db/query";
 import { readTokenMeta, type TokenMeta } from "./tokens";
 
 /** Options of {@link createTokenBook}. */

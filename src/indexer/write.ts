@@ -1,5 +1,7 @@
 import type { PreparedBatch } from "./fetch";
-import type { Derived, SubState } from "./derive";
+import type { Tx } from "../db/query";
+import type { SubState } from "../domain/subscription";
+import type { Derived } from "./derive";
 import {
   copyActivity,
   copyEvents,
@@ -11,7 +13,6 @@ import {
   saveBlocks,
   upsertBlocked,
   upsertSubscriptions,
-  type Tx,
 } from "./store";
 import type { TokenMeta } from "./tokens";
 

@@ -2,7 +2,7 @@
  * Fan-out of new events to endpoints, inside the transaction that wrote the events (so a committed event always
  * has its deliveries). Idempotent: the range may hold seqs of other transactions, whose deliveries exist already.
  */
-import type { Q } from "../indexer/store";
+import type { Q } from "../db/query";
 import type { EventRange } from "../events/hook";
 import { mayHaveReceived } from "./queries";
 

@@ -8,7 +8,20 @@ import { selectActivity, toActivityRecord } from "../../src/http/features/activi
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
-import { moduleCall, oneChargedSubscription, runScenario } from "../../testkit/scenario";
+import {
+  BLOCK_SCENARIO_PLANS,
+  moduleCall,
+  oneChargedSubscription,
+  randomBlockScenario,
+  runScenario,
+  type BlockScenarioAction,
+} from "../../testkit/scenario";
+import { Webhook } from "standardwebhooks";
+import { createLogger } from "../../src/common/log";
+import { fanOut } from "../../src/webhooks/fanout";
+import { createDispatcher } from "../../src/webhooks/dispatcher";
+import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
+import { until } from "../../testkit/cli";
 
 type Ev = {
   seq: string;
@@ -376,4 +389,210 @@ describe("reorgs", () => {
       await chain.stop();
     }
   }, 120_000);
+});
+
+/** Statuses from which the random scenarios below blocked an allocation: together they must reach every one. */
+const blockedFrom = new Set<string>();
+
+/** A status change as the merchant sees it: its type, instant (unix s), previous status, status and block flag. */
+type Change = { type: string; at: number; previous: string | null; status: string; blocked: boolean };
+
+/**
+ * The status changes of every allocation of a {@link randomBlockScenario}, from its actions alone: service.md's rule
+ * (first match wins: BLOCKED, CANCELLED, PAUSED, PENDING, EXPIRED once past last paid + interval + grace, ACTIVE)
+ * written again here, a block flag per wallet that every allocation of the wallet on the module shares, and an
+ * expiry at its own instant (before a log of the same second), up to `until`.
+ */
+function modelChanges(actions: BlockScenarioAction[], until: number): Map<bigint, Change[]> {
+  type Alloc = {
+    wallet: string;
+    planId: number;
+    cancelled: boolean;
+    paused: boolean;
+    times: number;
+    lastPaidAt: number;
+  };
+  const allocs = new Map<bigint, Alloc>();
+  const blocked = new Set<string>();
+  const changes = new Map<bigint, Change[]>();
+  const plan = (a: Alloc) => BLOCK_SCENARIO_PLANS.find((p) => p.planId === a.planId)!;
+  const expiresAt = (a: Alloc) => a.lastPaidAt + plan(a).interval + plan(a).gracePeriod + 1;
+  const status = (a: Alloc, at: number) =>
+    blocked.has(a.wallet)
+      ? "BLOCKED"
+      : a.cancelled
+        ? "CANCELLED"
+        : a.paused
+          ? "PAUSED"
+          : a.times === 0
+            ? "PENDING"
+            : at >= expiresAt(a)
+              ? "EXPIRED"
+              : "ACTIVE";
+  const last = (id: bigint) => changes.get(id)!.at(-1)!;
+  const record = (id: bigint, at: number) => {
+    const a = allocs.get(id)!;
+    const now = status(a, at);
+    if (now !== last(id).status) {
+      changes.get(id)!.push({
+        type: "subscription.status_changed",
+        at,
+        previous: last(id).status,
+        status: now,
+        blocked: blocked.has(a.wallet),
+      });
+    }
+  };
+  const expireBefore = (at: number) => {
+    for (const [id, a] of allocs) {
+      if (last(id).status === "ACTIVE" && expiresAt(a) <= at) record(id, expiresAt(a));
+    }
+  };
+  for (const act of actions) {
+    expireBefore(act.at);
+    if (act.kind === "subscribe") {
+      const a = { wallet: act.wallet, planId: act.planId, cancelled: false, paused: false, times: 0, lastPaidAt: 0 };
+      allocs.set(act.id, a);
+      changes.set(act.id, [
+        { type: "subscription.created", at: act.at, previous: null, status: status(a, act.at), blocked: false },
+      ]);
+      continue;
+    }
+    if (act.kind === "block") blocked.add(act.wallet);
+    else if (act.kind === "unblock") blocked.delete(act.wallet);
+    else {
+      const a = allocs.get(act.id)!;
+      if (act.kind === "charge" && act.succeeded) [a.times, a.lastPaidAt] = [a.times + 1, act.at];
+      if (act.kind === "pause" || act.kind === "resume") a.paused = act.kind === "pause";
+      if (act.kind === "cancel") a.cancelled = true;
+    }
+    for (const id of allocs.keys()) record(id, act.at);
+  }
+  expireBefore(until);
+  return changes;
+}
+
+describe.each([11, 2024, 777_001])(
+  "random scenario with several allocations per wallet, blocked and unblocked, seed %d",
+  (seed) => {
+    let chain: TestChain;
+    let db: Db;
+    let receiver: Receiver;
+    let secret: string;
+    let module: Address;
+    let actions: BlockScenarioAction[];
+    let idleAt: number;
+    const merchant = () => chain.address("merchant").toLowerCase();
+
+    beforeAll(async () => {
+      chain = await createTestChain();
+      db = await createTestDb();
+      receiver = startReceiver();
+      ({ module, actions } = await randomBlockScenario(chain, seed, { steps: 90 }));
+      idleAt = Number(await chain.now()) + 10 * 86400;
+      secret = (await endpointForAll(db.sql, merchant(), receiver.url)).secret;
+      const hook = eventsHook({ onEvents: fanOut, now: () => idleAt });
+      const dispatcher = createDispatcher({
+        sql: db.sql,
+        log: createLogger("error"),
+        config: {
+          timeoutMs: 2000,
+          retrySchedule: [0.05, 0.1, 0.2],
+          disableAfterS: 3600,
+          perEndpoint: 8,
+          concurrency: 16,
+          pollIntervalMs: 50,
+          allowPrivate: true,
+        },
+      });
+      await dispatcher.start();
+      try {
+        // Batches of 1–4 blocks: a block change lands in a batch of its own or with the allocations it changes.
+        await indexOnce(db.sql, chain.rpcUrl, chain.processor, {
+          db,
+          startBlock: chain.startBlock,
+          hooks: [hook],
+          tuning: { initialRange: 1 + (seed % 4), maxRange: 4 },
+        });
+        const [c] = await db.sql<{ block: string; t: string }[]>`
+        select indexed_block::text as block, floor(extract(epoch from indexed_time))::text as t from chains`;
+        await hook.onIdle!(db.sql, {
+          chainId: chain.chainId,
+          indexedBlock: BigInt(c!.block),
+          indexedTime: Number(c!.t),
+          head: BigInt(c!.block),
+        });
+        dispatcher.wake();
+        await until(
+          "deliveries sent",
+          async () =>
+            (await db.sql`select 1 from webhook_deliveries where status = 'pending' limit 1`).length === 0 &&
+            (await db.sql`select 1 from webhook_deliveries limit 1`).length > 0,
+          60_000,
+        );
+      } finally {
+        await dispatcher.stop();
+      }
+    }, 180_000);
+
+    afterAll(async () => {
+      await receiver?.stop();
+      await db?.close();
+      await chain?.stop();
+    });
+
+    const allocation = (id: bigint) => `${chain.chainId}:${module.toLowerCase()}:${id}`;
+    const asChange = (e: { type: string; ts: number; data: any }): Change => ({
+      type: e.type,
+      at: e.ts,
+      previous: e.data.previous_status ?? null,
+      status: e.data.object.status,
+      blocked: e.data.object.is_blocked,
+    });
+
+    test("the scenario blocks and unblocks wallets that hold several allocations at once", () => {
+      const model = modelChanges(actions, idleAt);
+      for (const c of [...model.values()].flat()) if (c.status === "BLOCKED" && c.previous) blockedFrom.add(c.previous);
+      // Block changes (at their instant) that changed two allocations or more of one wallet at once.
+      const changed = new Map<number, number>();
+      for (const changes of model.values()) {
+        for (const c of changes) {
+          if (c.type === "subscription.created" || (c.status !== "BLOCKED" && c.previous !== "BLOCKED")) continue;
+          changed.set(c.at, (changed.get(c.at) ?? 0) + 1);
+        }
+      }
+      expect([...changed.values()].filter((n) => n >= 2).length).toBeGreaterThan(1);
+      expect(actions.filter((a) => a.kind === "unblock").length).toBeGreaterThan(1);
+    });
+
+    test("the event log holds, for every allocation, exactly the model's status changes in order", async () => {
+      const model = modelChanges(actions, idleAt);
+      const log = (await events(db)).filter((e) => e.type.startsWith("subscription."));
+      expect(log.every((e) => e.reverted_by === null)).toBe(true);
+      const got = new Map<bigint, Change[]>();
+      for (const e of log) {
+        const id = BigInt(e.data.object.on_chain_id);
+        (got.get(id) ?? got.set(id, []).get(id)!).push(asChange({ ...e, ts: e.ts.getTime() / 1000 }));
+      }
+      expect(got).toEqual(model);
+    });
+
+    test("a webhook receiver gets, verified, every change of the model once", () => {
+      const model = modelChanges(actions, idleAt);
+      const wh = new Webhook(secret);
+      const received = new Map<string, any>();
+      for (const r of receiver.received) received.set(r.id, wh.verify(r.body, r.headers));
+      const changes = [...received.values()]
+        .filter((e) => e.type.startsWith("subscription."))
+        .map((e) => ({ id: e.data.object.allocation_id, ...asChange({ ...e, ts: Date.parse(e.timestamp) / 1000 }) }));
+      const expected = [...model].flatMap(([id, cs]) => cs.map((c) => ({ id: allocation(id), ...c })));
+      // Delivery order is not guaranteed (webhooks.md §3): compare as sets, each change once.
+      const key = (c: object) => JSON.stringify(c);
+      expect(changes.map(key).sort()).toEqual(expected.map(key).sort());
+    });
+  },
+);
+
+test("the random scenarios blocked allocations from every status", () => {
+  expect([...blockedFrom].sort()).toEqual(["ACTIVE", "CANCELLED", "EXPIRED", "PAUSED", "PENDING"]);
 });

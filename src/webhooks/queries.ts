@@ -2,7 +2,7 @@
 import type { Sql } from "../db/client";
 import { EVENT_COLUMNS, type EventRow } from "../events/envelope";
 import { standing } from "../events/queries";
-import type { Q } from "../indexer/store";
+import type { Q } from "../db/query";
 import type { AttemptOutcome } from "./send";
 
 /** A claimed delivery with what sending it needs. */

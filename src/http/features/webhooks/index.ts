@@ -5,7 +5,8 @@ import { authPlugin } from "../../plugins/auth";
 import type { RouteDeps } from "../../deps";
 import { NotFoundError } from "../../errors";
 import { createKeyLimiter } from "../../rate-limit";
-import { dispatcherConfig } from "../../../webhooks/dispatcher";
+import type { Sql } from "../../../db/client";
+import { dispatcherConfig, type DispatcherConfig } from "../../../webhooks/dispatcher";
 import { deleteEndpoint, listEndpoints, rotateSecret } from "../../../webhooks/endpoints";
 import { bodyObject, createFromBody, updateFromBody } from "../../../webhooks/input";
 import { replayToEndpoint } from "../../../webhooks/resend";
@@ -40,13 +41,22 @@ const bodyFields = new Elysia({ name: "webhook-body-fields" }).macro({
 const merchantOf = (params: unknown) => parseAddress(params as RawParams, "merchant");
 const notFound = (id: string) => new NotFoundError(`no endpoint ${id}`, "id");
 
+/** What the route groups share: the database, the dispatcher's settings and the credential macros. */
+type Shared = { deps: RouteDeps; sql: Sql; config: DispatcherConfig; auth: ReturnType<typeof authPlugin> };
+
 /** The webhook routes. */
 export function webhookRoutes(deps: RouteDeps) {
-  const config = dispatcherConfig(deps.config);
-  const sql = deps.sql;
-  const tests = createKeyLimiter({ perMinute: TESTS_PER_MINUTE });
   const auth = authPlugin({ ...deps, defaultChainId: deps.chains.defaultChainId });
-  const endpoints = new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoints" })
+  const shared: Shared = { deps, sql: deps.sql, config: dispatcherConfig(deps.config), auth };
+  return new Elysia({ name: "webhooks" })
+    .use(endpointRoutes(shared))
+    .use(endpointActionRoutes(shared))
+    .use(redeliverRoute(shared));
+}
+
+/** Create, list, read, change, delete an endpoint and rotate its secret. */
+function endpointRoutes({ sql, config, auth }: Shared) {
+  return new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoints" })
     .use(bodyFields)
     .use(auth)
     .post(
@@ -109,7 +119,15 @@ export function webhookRoutes(deps: RouteDeps) {
         return rotated;
       },
       { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.rotate },
-    )
+    );
+}
+
+/** Send a test event (TESTS_PER_MINUTE per endpoint), read the delivery log, replay events. */
+function endpointActionRoutes({ deps, sql, config, auth }: Shared) {
+  const tests = createKeyLimiter({ perMinute: TESTS_PER_MINUTE });
+  return new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoint-actions" })
+    .use(bodyFields)
+    .use(auth)
     .post(
       "/:merchant/:id/test",
       async ({ params }: Ctx) => {
@@ -138,8 +156,11 @@ export function webhookRoutes(deps: RouteDeps) {
       },
       { fields: ["since", "until", "types"], merchantWriter: true, params: EndpointParamsDoc, detail: details.replay },
     );
+}
 
-  const resend = new Elysia({ name: "event-redeliver" })
+/** `POST /v0/events/:merchant/:id/redeliver`. */
+function redeliverRoute({ sql, auth }: Shared) {
+  return new Elysia({ name: "event-redeliver" })
     .use(bodyFields)
     .use(auth)
     .post("/v0/events/:merchant/:id/redeliver", ({ params, fields }: BodyCtx) => redeliver(sql, params, fields), {
@@ -148,5 +169,4 @@ export function webhookRoutes(deps: RouteDeps) {
       params: EventParamsDoc,
       detail: details.redeliver,
     });
-  return new Elysia({ name: "webhooks" }).use(endpoints).use(resend);
 }

@@ -2,6 +2,7 @@
 import { AppError } from "../common/errors";
 import { isAddress } from "viem";
 import type { Sql } from "../db/client";
+import { lockForTransaction } from "../db/advisory-lock";
 import { hashSecret, randomId, randomSecret } from "./hash";
 
 /** Every API key starts with this, so it is recognizable (and findable by secret scanners). */
@@ -15,6 +16,12 @@ const LAST_USED_RESOLUTION_S = 60;
 
 /** Longest accepted label. */
 const MAX_LABEL_LENGTH = 200;
+
+/** Most active (not revoked) keys a merchant may hold. */
+export const MAX_ACTIVE_KEYS = 100;
+
+/** Thrown when a merchant already holds MAX_ACTIVE_KEYS active keys. */
+export class ApiKeyLimitError extends AppError {}
 
 /** Thrown for a merchant that is not a 0x + 40 hex address. */
 export class InvalidMerchantError extends AppError {}
@@ -60,15 +67,29 @@ function iso(d: Date | string | null): string | null {
   return d === null ? null : new Date(d).toISOString();
 }
 
-/** Creates a key for `merchant`; the returned `key` is the only copy of the secret. */
+/**
+ * Creates a key for `merchant`; the returned `key` is the only copy of the secret. Throws ApiKeyLimitError when the
+ * merchant already holds MAX_ACTIVE_KEYS active keys: counted under a lock on the merchant, so concurrent creates
+ * cannot pass the cap together.
+ */
 export async function createApiKey(sql: Sql, opts: { merchant: string; label?: string }): Promise<CreatedApiKey> {
   const merchant = normalizeMerchant(opts.merchant);
   const label = normalizeLabel(opts.label);
   const id = randomId("key_");
   const key = randomSecret(API_KEY_PREFIX);
-  await sql`
-    insert into api_keys (id, merchant, key_hash, prefix, label)
-    values (${id}, ${merchant}, ${hashSecret(key)}, ${key.slice(0, DISPLAY_PREFIX_LENGTH)}, ${label})`;
+  await sql.begin(async (tx) => {
+    await lockForTransaction(tx, `api_keys:${merchant}`);
+    const [{ n }] = await tx<[{ n: number }]>`
+      select count(*)::int as n from api_keys where merchant = ${merchant} and revoked_at is null`;
+    if (n >= MAX_ACTIVE_KEYS) {
+      throw new ApiKeyLimitError(
+        `a merchant holds at most ${MAX_ACTIVE_KEYS} active API keys: revoke one before creating another`,
+      );
+    }
+    await tx`
+      insert into api_keys (id, merchant, key_hash, prefix, label)
+      values (${id}, ${merchant}, ${hashSecret(key)}, ${key.slice(0, DISPLAY_PREFIX_LENGTH)}, ${label})`;
+  });
   return { id, key, merchant };
 }
 

@@ -68,3 +68,10 @@ export function assertCanRead(principal: Principal, merchant: string, chainId?: 
     );
   }
 }
+
+/** The identity a credential's rate limit is kept under: the key's or session's id, never the secret. */
+export function principalId(principal: Principal): string {
+  if (principal.kind === "api_key") return `key:${principal.keyId}`;
+  if (principal.kind === "session") return `session:${principal.sessionId}`;
+  return "admin";
+}

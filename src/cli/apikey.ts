@@ -10,6 +10,7 @@
  * Bad input or a failure: a message on stderr and exit code 1.
  */
 import {
+  ApiKeyLimitError,
   createApiKey,
   type ApiKeyInfo,
   type CreatedApiKey,
@@ -133,6 +134,6 @@ if (import.meta.main) {
     parse: parseApiKeyArgs,
     open: openStore,
     run,
-    known: [InvalidLabelError, InvalidMerchantError],
+    known: [InvalidLabelError, InvalidMerchantError, ApiKeyLimitError],
   });
 }

@@ -12,7 +12,8 @@
  */
 import { InvalidMerchantError, normalizeMerchant } from "../auth/api-keys";
 import { ApiError } from "../http/errors";
-import { createFromBody } from "../http/features/webhooks/service";
+import { createFromBody } from "../webhooks/input";
+import { EndpointLimitError, InvalidFieldError } from "../webhooks/errors";
 import { dispatcherConfig } from "../webhooks/dispatcher";
 import {
   deleteEndpoint,
@@ -171,6 +172,6 @@ if (import.meta.main) {
     parse: parseWebhookArgs,
     open: openStore,
     run,
-    known: [ApiError, InvalidMerchantError],
+    known: [ApiError, InvalidMerchantError, InvalidFieldError, EndpointLimitError],
   });
 }

@@ -1,3 +1,4 @@
+import type postgres from "postgres";
 import type { Sql } from "./client";
 
 /** A lock one holder at a time may take: `acquire` tries once, `check` says whether it is still held. */
@@ -80,4 +81,13 @@ export function createAdvisoryLock(sql: Sql, key: string, mode: "session" | "loc
       drop();
     },
   };
+}
+
+/**
+ * Takes the transaction-scoped advisory lock named `name` (hashed to 64 bits), waiting for its holder: what writes
+ * that must count before they insert ("at most N per merchant") take, so two of them cannot both see room for one.
+ * Released at commit or rollback.
+ */
+export async function lockForTransaction(tx: postgres.TransactionSql<{}>, name: string): Promise<void> {
+  await tx`select pg_advisory_xact_lock(hashtextextended(${name}, 0))`;
 }

@@ -1,6 +1,17 @@
 /** The event object (webhooks.md §2): the element of the event log API and the body of a delivery. */
 import { toActivityRecord } from "../domain/records";
 
+/** Every event type. */
+export const EVENT_TYPES = [
+  "charge.succeeded",
+  "charge.failed",
+  "credit.refilled",
+  "subscription.created",
+  "subscription.status_changed",
+  "event.reverted",
+  "webhook.test",
+] as const;
+
 /** What readers select of `event_log` (for a view or alias `e`): `EventRow`. */
 export const EVENT_COLUMNS = `e.seq, e.id, e.chain_id, e.merchant, e.type, e.block_number, e.ts, e.data, e.log_index,
   e.a_tx_hash, e.a_module, e.a_subscription_id, e.a_type, e.a_amount, e.a_fee, e.a_reason, e.a_keeper, e.a_symbol,

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps, RouteDeps } from "./deps";
-import { createAppLimiter } from "./deps";
+import { createAppLimiter, createCredentialLimiter } from "./deps";
 import { createErrorHandler } from "./plugins/error-handler";
 import { bodyLimit, serveOptions } from "./plugins/body-limit";
 import { nulGuard } from "./plugins/nul-guard";
@@ -20,14 +20,15 @@ import { webhookRoutes } from "./features/webhooks";
 import { apiKeyRoutes } from "./features/api-keys";
 import { dashboardRoutes } from "./features/dashboard";
 
-/** Builds the HTTP app: every `/v0` feature plus health and docs, over one rate-limit store. */
+/** Builds the HTTP app: every `/v0` feature plus health and docs, over one rate-limit store per client and per credential. */
 export function createApp(deps: AppDeps) {
   // Index reads (and the freshness they report) come from the replica when there is one; auth and writes from
   // the primary, so a key or session just written is found at once.
   const readSql = deps.readSql ?? deps.sql;
   const chainState = createChainState({ sql: readSql, notifier: deps.notifier });
   const limiter = createAppLimiter(deps.config);
-  const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter };
+  const credentialLimiter = createCredentialLimiter(deps.config);
+  const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter, credentialLimiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
   return new Elysia({ serve: serveOptions })
     .use(requestMetrics(deps.observeRequest))
@@ -43,7 +44,7 @@ export function createApp(deps: AppDeps) {
     .use(statsRoutes(routeDeps))
     .use(eventRoutes(routeDeps))
     .use(webhookRoutes(routeDeps))
-    .use(apiKeyRoutes(deps))
+    .use(apiKeyRoutes(routeDeps))
     .use(dashboardRoutes())
     .onStop(async () => {
       await chainState.stop();

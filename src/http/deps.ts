@@ -1,5 +1,5 @@
 import type { RequestObserver } from "./plugins/request-metrics";
-import { createClientLimiter } from "./rate-limit";
+import { createClientLimiter, createKeyLimiter, type KeyLimiter } from "./rate-limit";
 import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
 import type { ChainRegistry } from "../chain/clients";
@@ -29,8 +29,15 @@ export type AppDeps = {
   observeRequest?: RequestObserver;
 };
 
-/** What every `/v0` feature receives: the app's dependencies plus the shared chain cache and rate-limit store. */
-export type RouteDeps = AppDeps & { readSql: Sql; chainState: ChainState; limiter: ClientLimiter };
+/** What every `/v0` feature receives: the app's dependencies plus the shared chain cache and rate-limit stores. */
+export type RouteDeps = AppDeps & {
+  readSql: Sql;
+  chainState: ChainState;
+  /** Per client address (RATE_LIMIT_PER_MINUTE). */
+  limiter: ClientLimiter;
+  /** Per credential (RATE_LIMIT_PER_KEY_PER_MINUTE). */
+  credentialLimiter: KeyLimiter;
+};
 
 /** The rate-limit store of an app, configured from RATE_LIMIT_PER_MINUTE, TRUSTED_PROXY_HOPS and CLIENT_IP_HEADER. */
 export function createAppLimiter(config: Config): ClientLimiter {
@@ -39,4 +46,9 @@ export function createAppLimiter(config: Config): ClientLimiter {
     trustedProxyHops: config.TRUSTED_PROXY_HOPS,
     clientIpHeader: config.CLIENT_IP_HEADER,
   });
+}
+
+/** The per-credential store of an app (RATE_LIMIT_PER_KEY_PER_MINUTE), keyed by the credential's id. */
+export function createCredentialLimiter(config: Config): KeyLimiter {
+  return createKeyLimiter({ perMinute: config.RATE_LIMIT_PER_KEY_PER_MINUTE });
 }

@@ -34,6 +34,13 @@ export class MissingParameterError extends ApiError {
   }
 }
 
+/** 400: a create past a per-merchant cap; `code` names the cap (`webhook_endpoint_limit_reached`, `api_key_limit_reached`). */
+export class LimitReachedError extends ApiError {
+  constructor(code: string, message: string) {
+    super(400, "invalid_request_error", code, message);
+  }
+}
+
 /** 401: no credential, or an unknown, revoked or expired one. */
 export class UnauthenticatedError extends ApiError {
   constructor(message = "a valid API key or SIWE session is required") {

@@ -1,4 +1,5 @@
 import type { Server } from "bun";
+import { isIPv4, isIPv6 } from "node:net";
 import { RateLimitedError } from "./errors";
 
 /** Outcome of one rate-limit check. */
@@ -125,6 +126,40 @@ export function clientAddress(
   return address.slice(0, MAX_CLIENT_KEY_LENGTH);
 }
 
+/**
+ * The rate-limit key of a client address: an IPv4 address as it is (an IPv4-mapped IPv6 address, `::ffff:a.b.c.d`,
+ * is that IPv4 address), an IPv6 address as its /64 (`2001:db8:1:2::/64`: whoever has one address of a /64 usually
+ * has all of it), anything else (a malformed header, `unknown`) as it is, cut to MAX_CLIENT_KEY_LENGTH characters.
+ */
+export function clientKey(address: string): string {
+  let a = address.trim();
+  if (a.startsWith("[") && a.endsWith("]")) a = a.slice(1, -1);
+  a = a.split("%")[0]!; // a zone (fe80::1%eth0) names an interface of the receiver, not another client
+  if (isIPv4(a) || !isIPv6(a)) return address.slice(0, MAX_CLIENT_KEY_LENGTH);
+  const groups = ipv6Groups(a);
+  if (groups.slice(0, 6).join(",") === "0,0,0,0,0,65535") {
+    return [groups[6]! >> 8, groups[6]! & 255, groups[7]! >> 8, groups[7]! & 255].join(".");
+  }
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.toString(16))
+    .join(":")}::/64`;
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a trailing dotted IPv4 as two groups). */
+function ipv6Groups(a: string): number[] {
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(a);
+  if (dotted) {
+    const [b0, b1, b2, b3] = dotted.slice(1).map(Number) as [number, number, number, number];
+    a = `${a.slice(0, dotted.index)}${((b0 << 8) | b1).toString(16)}:${((b2 << 8) | b3).toString(16)}`;
+  }
+  const [head, tail] = a.split("::") as [string, string | undefined];
+  const parse = (s: string) => (s ? s.split(":").map((h) => parseInt(h, 16)) : []);
+  const left = parse(head);
+  const right = parse(tail ?? "");
+  return tail === undefined ? left : [...left, ...new Array(8 - left.length - right.length).fill(0), ...right];
+}
+
 /** The one rate-limit store of an app, keyed by client address. */
 export type ClientLimiter = {
   /** Counts one request of the client; throws RateLimitedError when its bucket is empty. */
@@ -138,13 +173,34 @@ export type ClientLimiter = {
 /** Creates the store behind the `rateLimit` macro and the failed-credential count. */
 export function createClientLimiter(opts: RateLimiterOptions & ClientAddressOptions): ClientLimiter {
   const limiter = createRateLimiter(opts);
-  const key = (request: Request, server: Server<unknown> | null | undefined) => clientAddress(request, server, opts);
+  const key = (request: Request, server: Server<unknown> | null | undefined) =>
+    clientKey(clientAddress(request, server, opts));
   const refuse = (d: RateDecision) => {
     if (!d.ok) throw new RateLimitedError(d.retryAfterSeconds);
   };
   return {
     hit: (request, server) => refuse(limiter.check(key(request, server))),
     assertOpen: (request, server) => refuse(limiter.peek(key(request, server))),
+    size: limiter.size,
+  };
+}
+
+/** A limiter keyed by an identity the caller names (a credential, an endpoint id), never by a client address. */
+export type KeyLimiter = {
+  /** Counts one request of `key`; throws RateLimitedError (429 with Retry-After) when its bucket is empty. */
+  hit: (key: string) => void;
+  /** Keys tracked now. */
+  size: () => number;
+};
+
+/** Creates a {@link KeyLimiter}: a token bucket per key, at most `maxKeys` of them (least recently seen dropped). */
+export function createKeyLimiter(opts: RateLimiterOptions): KeyLimiter {
+  const limiter = createRateLimiter(opts);
+  return {
+    hit(key) {
+      const d = limiter.check(key);
+      if (!d.ok) throw new RateLimitedError(d.retryAfterSeconds);
+    },
     size: limiter.size,
   };
 }

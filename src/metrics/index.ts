@@ -9,6 +9,15 @@ import { APPLICATION_NAME, type Sql } from "../db/client";
 /** The service's metrics and what reports into them. */
 export type Metrics = ReturnType<typeof createMetrics>;
 
+/** What the metric groups below are registered with. */
+type Ctx = {
+  reg: Registry[];
+  sql: Sql;
+  counter: <L extends string>(name: string, help: string, labelNames: readonly L[]) => Counter<L>;
+  /** A scrape-time read that, when it fails, keeps the last values and counts the failure. */
+  guarded: (metric: string, read: () => Promise<void>) => () => Promise<void>;
+};
+
 /** Creates the registry: HTTP, indexer, RPC, keeper and webhook metrics, and the per-chain and delivery gauges. */
 export function createMetrics(opts: {
   sql: Sql;
@@ -17,46 +26,46 @@ export function createMetrics(opts: {
 }) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const reg = [registry];
-  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
-    new Counter<L>({ name, help, labelNames, registers: reg });
-
-  const httpRequests = counter("http_requests_total", "HTTP requests by route template, method and status", [
-    "route",
-    "method",
-    "status",
-  ]);
-  const httpDuration = new Histogram({
-    name: "http_request_duration_seconds",
-    help: "HTTP request durations by route template, method and status",
-    labelNames: ["route", "method", "status"] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-    registers: reg,
-  });
-  const batches = new Histogram({
-    name: "indexer_batch_duration_seconds",
-    help: "Time to write one indexed batch (its transaction), by chain",
-    labelNames: ["chain_id"] as const,
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: reg,
-  });
-  const eventsIndexed = counter("indexer_events_total", "Logs indexed, by chain", ["chain_id"]);
-  const reorgs = counter("indexer_reorgs_total", "Rollbacks of indexed blocks (reorgs), by chain", ["chain_id"]);
-  const rpcCalls = counter("rpc_requests_total", "JSON-RPC calls by chain and method", ["chain_id", "method"]);
-  const rpcErrors = counter(
+  const ctx = metricsContext(registry, opts.sql);
+  const http = httpMetrics(ctx);
+  const indexer = indexerMetrics(ctx);
+  const rpcCalls = ctx.counter("rpc_requests_total", "JSON-RPC calls by chain and method", ["chain_id", "method"]);
+  const rpcErrors = ctx.counter(
     "rpc_errors_total",
     "Failed JSON-RPC calls (error answers, timeouts, refused connections) by chain and method",
     ["chain_id", "method"],
   );
-  const charges = counter(
-    "keeper_charges_total",
-    "Charges by the keeper: sent transactions, and mined outcomes (succeeded, failed with its reason, reverted)",
-    ["chain_id", "outcome", "reason"],
-  );
-  const attempts = counter("webhook_attempts_total", "Webhook delivery attempts by outcome (succeeded, failed)", [
+  const keeper = keeperMetrics(ctx);
+  const attempts = ctx.counter("webhook_attempts_total", "Webhook delivery attempts by outcome (succeeded, failed)", [
     "outcome",
   ]);
+  chainGauges(ctx);
+  deliveryGauges(ctx);
+  poolGauges(ctx, opts.poolMax);
 
+  return {
+    registry,
+    /** One HTTP request answered. */
+    http,
+    /** What the indexer of `chainId` reports after each commit. */
+    indexer,
+    /** An RPC call of `chainId` and how it ended. */
+    rpc: (chainId: number, method: string, ok: boolean) => {
+      rpcCalls.inc({ chain_id: String(chainId), method });
+      if (!ok) rpcErrors.inc({ chain_id: String(chainId), method });
+    },
+    /** What the keeper of `chainId` reports; `balance` reads its account's balance at scrape time. */
+    keeper,
+    /** One webhook attempt finished. */
+    webhookAttempt: (ok: boolean) => attempts.inc({ outcome: ok ? "succeeded" : "failed" }),
+  };
+}
+
+/** The registration helpers over one registry. */
+function metricsContext(registry: Registry, sql: Sql): Ctx {
+  const reg = [registry];
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name, help, labelNames, registers: reg });
   // Read at scrape time. A failed read (database down) leaves the last values and counts the failure: the rest of
   // the scrape still answers.
   const scrapeErrors = counter(
@@ -71,6 +80,79 @@ export function createMetrics(opts: {
       scrapeErrors.inc({ metric });
     }
   };
+  return { reg, sql, counter, guarded };
+}
+
+/** Requests and their durations by route template, method and status. */
+function httpMetrics({ reg, counter }: Ctx) {
+  const httpRequests = counter("http_requests_total", "HTTP requests by route template, method and status", [
+    "route",
+    "method",
+    "status",
+  ]);
+  const httpDuration = new Histogram({
+    name: "http_request_duration_seconds",
+    help: "HTTP request durations by route template, method and status",
+    labelNames: ["route", "method", "status"] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: reg,
+  });
+  return (route: string, method: string, status: number, seconds: number) => {
+    const l = { route, method, status: String(status) };
+    httpRequests.inc(l);
+    httpDuration.observe(l, seconds);
+  };
+}
+
+/** Batch durations, indexed logs and rollbacks, by chain. */
+function indexerMetrics({ reg, counter }: Ctx) {
+  const batches = new Histogram({
+    name: "indexer_batch_duration_seconds",
+    help: "Time to write one indexed batch (its transaction), by chain",
+    labelNames: ["chain_id"] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: reg,
+  });
+  const eventsIndexed = counter("indexer_events_total", "Logs indexed, by chain", ["chain_id"]);
+  const reorgs = counter("indexer_reorgs_total", "Rollbacks of indexed blocks (reorgs), by chain", ["chain_id"]);
+  return (chainId: number) => ({
+    batch: (events: number, seconds: number) => {
+      batches.observe({ chain_id: String(chainId) }, seconds);
+      eventsIndexed.inc({ chain_id: String(chainId) }, events);
+    },
+    rollback: () => reorgs.inc({ chain_id: String(chainId) }),
+  });
+}
+
+/** The keepers' charges, and each keeper's balance read at scrape time under its chain's label. */
+function keeperMetrics({ reg, counter, guarded }: Ctx) {
+  const charges = counter(
+    "keeper_charges_total",
+    "Charges by the keeper: sent transactions, and mined outcomes (succeeded, failed with its reason, reverted)",
+    ["chain_id", "outcome", "reason"],
+  );
+  // One keeper per chain: each balance is read at scrape time under its chain's label.
+  const balances = new Map<number, () => Promise<bigint>>();
+  const keeperBalance: Gauge<"chain_id"> = new Gauge({
+    name: "keeper_balance_wei",
+    help: "Native balance of the keeper's account, in wei (gas money), by chain",
+    labelNames: ["chain_id"] as const,
+    registers: reg,
+    collect: guarded("keeper_balance_wei", async () => {
+      for (const [chainId, read] of balances) keeperBalance.set({ chain_id: String(chainId) }, Number(await read()));
+    }),
+  });
+  return (chainId: number, readBalance: () => Promise<bigint>) => {
+    balances.set(chainId, readBalance);
+    return {
+      charge: (outcome: "sent" | "succeeded" | "failed" | "reverted", reason: string | null = null) =>
+        charges.inc({ chain_id: String(chainId), outcome, reason: reason ?? "" }),
+    };
+  };
+}
+
+/** Each chain's cursor (indexed and head block, lag, deep reorg), read from the database at scrape time. */
+function chainGauges({ reg, sql, guarded }: Ctx): void {
   const chainGauge = (name: string, help: string) =>
     new Gauge({ name, help, labelNames: ["chain_id"] as const, registers: reg });
   const indexedBlock = chainGauge("indexer_indexed_block", "Newest indexed block, by chain");
@@ -83,7 +165,7 @@ export function createMetrics(opts: {
     help: "Chains with a cursor row (the per-chain gauges are read from the database at scrape time)",
     registers: reg,
     collect: guarded("chains_indexed", async () => {
-      const rows = await opts.sql<
+      const rows = await sql<
         { chain_id: string; indexed: string | null; head: string | null; t: string | null; deep: boolean }[]
       >`
         select chain_id::text, indexed_block::text as indexed, head_block::text as head,
@@ -100,6 +182,10 @@ export function createMetrics(opts: {
       chainsIndexed.set(rows.length);
     }),
   });
+}
+
+/** Pending webhook deliveries and the age of the oldest, read at scrape time. */
+function deliveryGauges({ reg, sql, guarded }: Ctx): void {
   const oldest = new Gauge({
     name: "webhook_oldest_pending_age_seconds",
     help: "Age of the oldest pending webhook delivery (0 when none)",
@@ -110,22 +196,27 @@ export function createMetrics(opts: {
     help: "Webhook deliveries waiting to be sent or retried",
     registers: reg,
     collect: guarded("webhook_deliveries_pending", async () => {
-      const [r] = await opts.sql<{ n: number; age: string | null }[]>`
+      const [r] = await sql<{ n: number; age: string | null }[]>`
         select count(*)::int as n, extract(epoch from clock_timestamp() - min(created_at))::text as age
         from webhook_deliveries where status = 'pending'`;
       pending.set(r!.n);
       oldest.set(r!.age === null ? 0 : Math.max(0, Number(r!.age)));
     }),
   });
-  // postgres.js does not expose its pool's state: the server's view of this process's connections does (PGlite has
-  // one connection and no such view).
+}
+
+/**
+ * This process's database connections by state, and the pool size (Postgres only). postgres.js does not expose its
+ * pool's state: the server's view of this process's connections does (PGlite has one connection and no such view).
+ */
+function poolGauges({ reg, sql, guarded }: Ctx, poolMax: number | null): void {
   const connections: Gauge<"state"> = new Gauge({
     name: "db_pool_connections",
     help: "This process's open database connections by state (active, idle, idle in transaction)",
     labelNames: ["state"] as const,
-    registers: opts.poolMax === null ? [] : reg,
+    registers: poolMax === null ? [] : reg,
     collect: guarded("db_pool_connections", async () => {
-      const rows = await opts.sql<{ state: string; n: number }[]>`
+      const rows = await sql<{ state: string; n: number }[]>`
         select coalesce(state, 'unknown') as state, count(*)::int as n from pg_stat_activity
         where application_name = ${APPLICATION_NAME} group by 1`;
       connections.reset();
@@ -133,53 +224,9 @@ export function createMetrics(opts: {
       for (const r of rows) connections.set({ state: r.state }, r.n);
     }),
   });
-  if (opts.poolMax !== null) {
-    new Gauge({ name: "db_pool_max_connections", help: "Size of the database pool", registers: reg }).set(opts.poolMax);
+  if (poolMax !== null) {
+    new Gauge({ name: "db_pool_max_connections", help: "Size of the database pool", registers: reg }).set(poolMax);
   }
-  // One keeper per chain: each balance is read at scrape time under its chain's label.
-  const balances = new Map<number, () => Promise<bigint>>();
-  const keeperBalance: Gauge<"chain_id"> = new Gauge({
-    name: "keeper_balance_wei",
-    help: "Native balance of the keeper's account, in wei (gas money), by chain",
-    labelNames: ["chain_id"] as const,
-    registers: reg,
-    collect: guarded("keeper_balance_wei", async () => {
-      for (const [chainId, read] of balances) keeperBalance.set({ chain_id: String(chainId) }, Number(await read()));
-    }),
-  });
-
-  return {
-    registry,
-    /** One HTTP request answered. */
-    http: (route: string, method: string, status: number, seconds: number) => {
-      const l = { route, method, status: String(status) };
-      httpRequests.inc(l);
-      httpDuration.observe(l, seconds);
-    },
-    /** What the indexer of `chainId` reports after each commit. */
-    indexer: (chainId: number) => ({
-      batch: (events: number, seconds: number) => {
-        batches.observe({ chain_id: String(chainId) }, seconds);
-        eventsIndexed.inc({ chain_id: String(chainId) }, events);
-      },
-      rollback: () => reorgs.inc({ chain_id: String(chainId) }),
-    }),
-    /** An RPC call of `chainId` and how it ended. */
-    rpc: (chainId: number, method: string, ok: boolean) => {
-      rpcCalls.inc({ chain_id: String(chainId), method });
-      if (!ok) rpcErrors.inc({ chain_id: String(chainId), method });
-    },
-    /** What the keeper of `chainId` reports; `balance` reads its account's balance at scrape time. */
-    keeper: (chainId: number, readBalance: () => Promise<bigint>) => {
-      balances.set(chainId, readBalance);
-      return {
-        charge: (outcome: "sent" | "succeeded" | "failed" | "reverted", reason: string | null = null) =>
-          charges.inc({ chain_id: String(chainId), outcome, reason: reason ?? "" }),
-      };
-    },
-    /** One webhook attempt finished. */
-    webhookAttempt: (ok: boolean) => attempts.inc({ outcome: ok ? "succeeded" : "failed" }),
-  };
 }
 
 /** A running metrics listener. */

@@ -77,25 +77,46 @@ export function activeSecrets(
  */
 export const leaseMs = (config: Pick<DispatcherConfig, "timeoutMs">) => config.timeoutMs + 5_000;
 
-/** Creates the dispatcher. */
-export function createDispatcher(opts: DispatcherOptions): Dispatcher {
-  const { sql, log, config } = opts;
-  let inflight = 0;
-  /** Outcomes known here and not yet recorded: their deliveries are still leased, but no longer in flight. */
+/** Sends one claimed delivery; its outcome, with the delay before a retry (a thrown error is a failed attempt). */
+async function attempt(c: Claimed, config: DispatcherConfig): Promise<Outcome> {
+  try {
+    const result = await sendAttempt(c.url, c.id, JSON.stringify(toEnvelope(c)), activeSecrets(c, config.secretKey), {
+      timeoutMs: config.timeoutMs,
+      allowPrivate: config.allowPrivate,
+    });
+    const retryInS = result.ok || c.origin === "test" ? null : retryDelay(config.retrySchedule, c.attempts);
+    return { deliveryId: c.delivery_id, attempt: c.attempts, ...result, retryInS };
+  } catch (err) {
+    const retryInS = retryDelay(config.retrySchedule, c.attempts);
+    const error = describeError(err, 300);
+    return {
+      deliveryId: c.delivery_id,
+      attempt: c.attempts,
+      ok: false,
+      outcome: "not_sent",
+      status: null,
+      error,
+      durationMs: 0,
+      retryInS,
+    };
+  }
+}
+
+/**
+ * Outcomes known here and not yet recorded (their deliveries are still leased, but no longer in flight), recorded in
+ * batches, one batch at a time; a failed batch is kept for the next flush.
+ */
+function createOutcomeBuffer(sql: Sql, disableAfterS: number) {
   let outcomes: Outcome[] = [];
   let recording: Outcome[] = [];
   let flushing: Promise<void> | null = null;
-  let wakeQueued = false;
-  let unsubscribe: (() => Promise<void>) | null = null;
-  const drained: (() => void)[] = [];
 
-  /** Records the known outcomes, one batch at a time; a failed batch is kept for the next pass. */
   const record = async () => {
     while (outcomes.length > 0) {
       recording = outcomes;
       outcomes = [];
       try {
-        await recordOutcomes(sql, recording, config.disableAfterS);
+        await recordOutcomes(sql, recording, disableAfterS);
       } catch (err) {
         outcomes = recording.concat(outcomes); // the leases keep these rows from a second send meanwhile
         throw err;
@@ -104,36 +125,46 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       }
     }
   };
-  /** The recording in progress, or a new one: one at a time. */
-  const flush = (): Promise<void> => {
-    if (!flushing) flushing = record().finally(() => (flushing = null));
-    return flushing;
+  return {
+    push: (o: Outcome) => void outcomes.push(o),
+    /** The recording in progress, or a new one: one at a time. */
+    flush: (): Promise<void> => {
+      if (!flushing) flushing = record().finally(() => (flushing = null));
+      return flushing;
+    },
+    /** Deliveries whose outcome is known here: sent, so not in flight for the claim. */
+    settled: () => [...recording, ...outcomes].map((o) => o.deliveryId),
   };
+}
+
+/** The sends in flight: how many, and a wait until there are none; `onSettled` runs after each one ends. */
+function createInflight(onSettled: () => void) {
+  let count = 0;
+  const drained: (() => void)[] = [];
+  return {
+    count: () => count,
+    track(send: Promise<void>) {
+      count++;
+      void send.finally(() => {
+        count--;
+        onSettled();
+        if (count === 0) drained.splice(0).forEach((f) => f());
+      });
+    },
+    idle: () => (count === 0 ? Promise.resolve() : new Promise<void>((resolve) => drained.push(resolve))),
+  };
+}
+
+/** Creates the dispatcher. */
+export function createDispatcher(opts: DispatcherOptions): Dispatcher {
+  const { sql, log, config } = opts;
+  const buffer = createOutcomeBuffer(sql, config.disableAfterS);
+  let wakeQueued = false;
+  let unsubscribe: (() => Promise<void>) | null = null;
 
   const deliver = async (c: Claimed) => {
-    let outcome: Outcome;
-    try {
-      const result = await sendAttempt(c.url, c.id, JSON.stringify(toEnvelope(c)), activeSecrets(c, config.secretKey), {
-        timeoutMs: config.timeoutMs,
-        allowPrivate: config.allowPrivate,
-      });
-      const retryInS = result.ok || c.origin === "test" ? null : retryDelay(config.retrySchedule, c.attempts);
-      outcome = { deliveryId: c.delivery_id, attempt: c.attempts, ...result, retryInS };
-    } catch (err) {
-      const retryInS = retryDelay(config.retrySchedule, c.attempts);
-      const error = describeError(err, 300);
-      outcome = {
-        deliveryId: c.delivery_id,
-        attempt: c.attempts,
-        ok: false,
-        outcome: "not_sent",
-        status: null,
-        error,
-        durationMs: 0,
-        retryInS,
-      };
-    }
-    outcomes.push(outcome);
+    const outcome = await attempt(c, config);
+    buffer.push(outcome);
     opts.onAttempt?.(outcome.ok);
   };
 
@@ -147,28 +178,22 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     });
   };
 
+  const inflight = createInflight(soon);
+
   // Recording outcomes and claiming run side by side: the claim does not count the deliveries whose outcome is
   // known here as in flight, so an endpoint's next sends need not wait for the previous ones to be recorded.
   const step = async (): Promise<boolean> => {
-    const recorded = flush();
+    const recorded = buffer.flush();
     try {
-      const room = config.concurrency - inflight;
+      const room = config.concurrency - inflight.count();
       if (room <= 0) return false;
-      const settled = [...recording, ...outcomes].map((o) => o.deliveryId);
       const claimed = await claimDue(sql, {
         limit: room,
         perEndpoint: config.perEndpoint,
         leaseMs: leaseMs(config),
-        settled,
+        settled: buffer.settled(),
       });
-      for (const c of claimed) {
-        inflight++;
-        void deliver(c).finally(() => {
-          inflight--;
-          soon();
-          if (inflight === 0) drained.splice(0).forEach((f) => f());
-        });
-      }
+      for (const c of claimed) inflight.track(deliver(c));
       return false;
     } finally {
       await recorded;
@@ -189,8 +214,8 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     async stop() {
       await unsubscribe?.();
       await loop.stop();
-      if (inflight > 0) await new Promise<void>((resolve) => drained.push(resolve));
-      await flush().catch((err) => log("error", "webhook outcomes not recorded at stop", { err }));
+      await inflight.idle();
+      await buffer.flush().catch((err) => log("error", "webhook outcomes not recorded at stop", { err }));
     },
     wake: () => loop.wake(),
   };

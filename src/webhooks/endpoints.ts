@@ -2,7 +2,10 @@
 import { randomBytes } from "node:crypto";
 import type { PendingQuery, Row } from "postgres";
 import type { Sql } from "../db/client";
+import type { Q } from "../db/query";
 import { newSecret, sealSecret } from "./secrets";
+import { lockForTransaction } from "../db/advisory-lock";
+import { EndpointLimitError } from "./errors";
 
 /** The endpoint object (webhooks.md §3); never the secret. */
 export type EndpointObject = {
@@ -65,19 +68,32 @@ export const toDelivery = (r: DeliveryRow): DeliveryObject => ({
   next_attempt_at: r.status === "pending" ? r.next_attempt_at.toISOString() : null,
 });
 
-/** Creates an endpoint; the only time its secret is returned. */
+/** Most endpoints a merchant may have (Stripe's limit), enabled or not. */
+export const MAX_ENDPOINTS_PER_MERCHANT = 16;
+
+/**
+ * Creates an endpoint; the only time its secret is returned. Throws EndpointLimitError when the merchant already has
+ * MAX_ENDPOINTS_PER_MERCHANT: counted under a lock on the merchant, so concurrent creates cannot pass the cap together.
+ */
 export async function createEndpoint(
   sql: Sql,
   input: { merchant: string; url: string; eventTypes: string[]; description: string | null },
   secretKey: string | undefined,
 ): Promise<EndpointObject & { secret: string }> {
   const secret = newSecret();
-  const [row] = await sql<EndpointRow[]>`
-    insert into webhook_endpoints (id, merchant, url, event_types, description, secret)
-    values (${randomId("we_")}, ${input.merchant}, ${input.url}, ${input.eventTypes}, ${input.description},
-      ${sealSecret(secret, secretKey)})
-    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
-  return { ...toEndpoint(row!), secret };
+  const row = await sql.begin(async (tx) => {
+    await lockForTransaction(tx, `webhook_endpoints:${input.merchant}`);
+    const [{ n }] = await tx<[{ n: number }]>`
+      select count(*)::int as n from webhook_endpoints where merchant = ${input.merchant}`;
+    if (n >= MAX_ENDPOINTS_PER_MERCHANT) throw new EndpointLimitError(MAX_ENDPOINTS_PER_MERCHANT);
+    const [created] = await tx<EndpointRow[]>`
+      insert into webhook_endpoints (id, merchant, url, event_types, description, secret)
+      values (${randomId("we_")}, ${input.merchant}, ${input.url}, ${input.eventTypes}, ${input.description},
+        ${sealSecret(secret, secretKey)})
+      returning ${tx.unsafe(ENDPOINT_COLUMNS)}`;
+    return created!;
+  });
+  return { ...toEndpoint(row), secret };
 }
 
 /** The merchant's endpoints, oldest first. */
@@ -191,7 +207,7 @@ export async function findDelivery(sql: Sql, endpointId: string, id: string) {
 
 /** Enqueues explicit deliveries of events (by seq) to endpoints; returns how many were created. */
 export async function enqueue(
-  sql: Sql,
+  sql: Q,
   origin: "redeliver" | "replay",
   pairs: { endpointId: string; where: PendingQuery<Row[]> },
 ): Promise<number> {

@@ -14,3 +14,20 @@ export class SecretKeyError extends AppError {
     super(message, { cause, retryable: false });
   }
 }
+
+/** A create past the cap of endpoints per merchant (MAX_ENDPOINTS_PER_MERCHANT). */
+export class EndpointLimitError extends AppError {
+  constructor(max: number) {
+    super(`a merchant has at most ${max} webhook endpoints: delete one before creating another`, { retryable: false });
+  }
+}
+
+/** A field of an endpoint's input (the API's body, the CLI's flags) that the rules refuse; `param` names it. */
+export class InvalidFieldError extends AppError {
+  constructor(
+    readonly param: string,
+    message: string,
+  ) {
+    super(message, { retryable: false });
+  }
+}

@@ -8,7 +8,7 @@ import { errorHandler } from "../../src/http/plugins/error-handler";
 import { siweRoutes } from "../../src/http/features/siwe";
 import { INVALID_CREDENTIAL } from "../../src/auth/principal";
 import { authPlugin } from "../../src/http/plugins/auth";
-import { createAppLimiter } from "../../src/http/deps";
+import { createAppLimiter, createCredentialLimiter } from "../../src/http/deps";
 import { createApiKey, revokeApiKey } from "../../src/auth/api-keys";
 import { loadConfig } from "../../src/common/config";
 import type { ChainRegistry } from "../../src/chain/clients";
@@ -58,7 +58,15 @@ beforeAll(async () => {
   app = new Elysia()
     .use(errorHandler)
     .use(siweRoutes({ sql: db.sql, config, chains }))
-    .use(authPlugin({ sql: db.sql, config, defaultChainId: 31337, limiter: createAppLimiter(config) }))
+    .use(
+      authPlugin({
+        sql: db.sql,
+        config,
+        defaultChainId: 31337,
+        limiter: createAppLimiter(config),
+        credentialLimiter: createCredentialLimiter(config),
+      }),
+    )
     .get("/v0/test/merchants/:merchant", ({ principal }) => ({ kind: principal.kind, merchant: principal.merchant }), {
       merchantReader: true,
     });

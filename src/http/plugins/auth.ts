@@ -2,8 +2,10 @@
  * Credential macros. `merchantReader: true` authenticates the request (Bearer API key or SIWE session, or the
  * session cookie), checks it may read the `:merchant` of the path on the `chain_id` of the query, and puts the
  * `principal` in the context; `siweSession: true` requires a SIWE session. Both mark the response
- * `Cache-Control: private, no-store`, and a client whose credential is refused (401) spends a token of its rate
- * limit, so guessing keys is rate limited; a client with no tokens left is refused before its credential is looked up.
+ * `Cache-Control: private, no-store`. Every authenticated request spends a token of its credential's own bucket
+ * (RATE_LIMIT_PER_KEY_PER_MINUTE, kept under the key's or session's id); a client whose credential is refused (401)
+ * spends a token of its address's rate limit, so guessing keys is rate limited; a client with no tokens left is
+ * refused before its credential is looked up.
  *
  * A route's own `resolve` runs before these, so routes parse their parameters there: malformed input is a 400
  * before any credential check.
@@ -12,24 +14,35 @@ import { Elysia } from "elysia";
 import type { Server } from "bun";
 import type { Sql } from "../../db/client";
 import type { Config } from "../../common/config";
-import { assertCanRead, authenticate, type Principal } from "../../auth/principal";
+import { assertCanRead, authenticate, principalId, type Principal } from "../../auth/principal";
 import { InvalidCredentialError } from "../../auth/errors";
-import type { ClientLimiter } from "../rate-limit";
+import type { ClientLimiter, KeyLimiter } from "../rate-limit";
 import { parseAddress, parseChainId, type RawParams } from "../params";
 
 /** What the credential macros need. */
-export type AuthPluginDeps = { sql: Sql; config: Config; defaultChainId: number; limiter: ClientLimiter };
+export type AuthPluginDeps = {
+  sql: Sql;
+  config: Config;
+  defaultChainId: number;
+  limiter: ClientLimiter;
+  credentialLimiter: KeyLimiter;
+};
 
-type RequestCtx = { request: Request; server: unknown; set: { headers: Record<string, unknown> } };
+/** The request as the authenticator reads it. */
+export type RequestCtx = { request: Request; server: unknown; set: { headers: Record<string, unknown> } };
 
-/** Adds the `merchantReader`, `merchantWriter` and `siweSession` route options. */
-export function authPlugin(deps: AuthPluginDeps) {
-  const principalOf = async ({ request, server, set }: RequestCtx, cookies = true): Promise<Principal> => {
+/** Authenticates a request under both rate limits; `cookies: false` reads only the `Authorization` header. */
+export type Authenticator = (ctx: RequestCtx, cookies?: boolean) => Promise<Principal>;
+
+/** The one way a route authenticates: the client's limit, the credential lookup, then the credential's limit. */
+export function createAuthenticator(deps: Omit<AuthPluginDeps, "defaultChainId">): Authenticator {
+  return async ({ request, server, set }, cookies = true) => {
     set.headers["cache-control"] = "private, no-store";
     const srv = server as Server<unknown> | null;
     deps.limiter.assertOpen(request, srv);
+    let principal: Principal;
     try {
-      return await authenticate(deps.sql, deps.config, {
+      principal = await authenticate(deps.sql, deps.config, {
         authorization: request.headers.get("authorization"),
         cookie: cookies ? request.headers.get("cookie") : null,
       });
@@ -37,7 +50,14 @@ export function authPlugin(deps: AuthPluginDeps) {
       if (err instanceof InvalidCredentialError) deps.limiter.hit(request, srv);
       throw err;
     }
+    deps.credentialLimiter.hit(principalId(principal));
+    return principal;
   };
+}
+
+/** Adds the `merchantReader`, `merchantWriter` and `siweSession` route options. */
+export function authPlugin(deps: AuthPluginDeps) {
+  const principalOf = createAuthenticator(deps);
 
   return new Elysia().macro({
     merchantReader: {

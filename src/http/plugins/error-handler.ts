@@ -1,11 +1,14 @@
 import { Elysia } from "elysia";
 import { ValueErrorType } from "@sinclair/typebox/errors";
 import { AuthError, ForbiddenCredentialError } from "../../auth/errors";
+import { ApiKeyLimitError } from "../../auth/api-keys";
+import { EndpointLimitError, InvalidFieldError } from "../../webhooks/errors";
 import { createLogger, type Logger } from "../../common/log";
 import {
   ApiError,
   ForbiddenError,
   InvalidParameterError,
+  LimitReachedError,
   MissingParameterError,
   NotFoundError,
   UnauthenticatedError,
@@ -104,6 +107,10 @@ function toApiError(code: unknown, error: unknown, request: Request, requestId: 
     return (error as { cause: ApiError }).cause;
   }
   if (error instanceof AuthError) return authError(error);
+  if (error instanceof ApiKeyLimitError) return new LimitReachedError("api_key_limit_reached", error.message);
+  if (error instanceof InvalidFieldError) return new InvalidParameterError(error.param, error.message);
+  if (error instanceof EndpointLimitError)
+    return new LimitReachedError("webhook_endpoint_limit_reached", error.message);
   if (code === "VALIDATION") return validationError(error as ValidationLike, request);
   if (code === "NOT_FOUND") return new NotFoundError(`no route ${request.method} ${new URL(request.url).pathname}`);
   if (code === "PARSE") return new InvalidParameterError("body", "the request body could not be parsed");

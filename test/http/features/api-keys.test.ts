@@ -170,3 +170,39 @@ describe("only a SIWE session of that merchant, sent as a Bearer token for write
     expect((await call("POST", `/v0/api_keys/${M1}`, bearer(token))).status).toBe(401);
   });
 });
+
+describe("at most 100 active keys per merchant", () => {
+  test("two creates at once at 99 give 100; the 101st is a 400 naming the limit that creates nothing; revoked keys do not count", async () => {
+    const active = async () =>
+      (
+        await s.db.sql<{ n: number }[]>`
+        select count(*)::int as n from api_keys where merchant = ${M2} and revoked_at is null`
+      )[0]!.n;
+    // Revoked keys are history, not capacity.
+    for (let i = 0; i < 3; i++) {
+      const { id } = await createApiKey(s.db.sql, { merchant: M2 });
+      expect((await call("DELETE", `/v0/api_keys/${M2}/${id}`, bearer(otherSession))).status).toBe(200);
+    }
+    while ((await active()) < 99) await createApiKey(s.db.sql, { merchant: M2 });
+    const both = await Promise.all([
+      call("POST", `/v0/api_keys/${M2}`, bearer(otherSession), { label: "a" }),
+      call("POST", `/v0/api_keys/${M2}`, bearer(otherSession), { label: "b" }),
+    ]);
+    expect(both.map((r) => r.status).sort()).toEqual([201, 400]);
+    expect(await active()).toBe(100);
+    const before = await s.db.sql`select id, revoked_at from api_keys where merchant = ${M2} order by id`;
+    const refused = await call("POST", `/v0/api_keys/${M2}`, bearer(otherSession), { label: "c" });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "api_key_limit_reached",
+      message: expect.stringContaining("100"),
+    });
+    expect(await s.db.sql`select id, revoked_at from api_keys where merchant = ${M2} order by id`).toEqual(before);
+    // Another merchant is not affected; revoking one makes room again.
+    expect((await call("POST", `/v0/api_keys/${M1}`, bearer(session))).status).toBe(201);
+    expect((await call("DELETE", `/v0/api_keys/${M2}/${before[0]!.id}`, bearer(otherSession))).status).toBe(200);
+    expect((await call("POST", `/v0/api_keys/${M2}`, bearer(otherSession))).status).toBe(201);
+    expect(await active()).toBe(100);
+  });
+});

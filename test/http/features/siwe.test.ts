@@ -17,7 +17,14 @@ import {
 import { foundry } from "viem/chains";
 import { errorHandler } from "../../../src/http/plugins/error-handler";
 import { siweRoutes } from "../../../src/http/features/siwe";
-import { ISSUED_AT_SKEW_S, NONCE_TTL_S, purgeExpired } from "../../../src/http/features/siwe/service";
+import {
+  ISSUED_AT_SKEW_S,
+  MAX_UNSPENT_NONCES,
+  NONCE_TTL_S,
+  purgeExpired,
+} from "../../../src/http/features/siwe/service";
+import { NONCE_PER_MINUTE } from "../../../src/http/features/siwe";
+import { startSeededApp, type SeededApp } from "../../../testkit/app";
 import { createApiKey } from "../../../src/auth/api-keys";
 import { startAnvil, type Anvil } from "../../../src/chain/anvil";
 import { createChainRegistry, publicClientFor, type ChainRegistry } from "../../../src/chain/clients";
@@ -401,5 +408,52 @@ describe("contract wallets", () => {
     // The nonce was not consumed by the failed check.
     const [row] = await db.sql`select used_at from siwe_nonces where nonce = ${nonce}`;
     expect(row).toEqual({ used_at: null });
+  });
+});
+
+describe("GET /v0/siwe/nonce writes a row: limited per client and in number (through the app)", () => {
+  let s: SeededApp;
+  beforeAll(async () => {
+    s = await startSeededApp({ CLIENT_IP_HEADER: "Fly-Client-IP" });
+  }, 60_000);
+  afterAll(() => s?.close());
+
+  const nonceFrom = (ip: string) => get(s.app, "/v0/siwe/nonce", { "fly-client-ip": ip });
+  const rows = async () => (await s.db.sql<{ n: number }[]>`select count(*)::int as n from siwe_nonces`)[0]!.n;
+
+  test("60 a minute per client: the 61st is a 429 with Retry-After that writes nothing; another client goes on", async () => {
+    expect(NONCE_PER_MINUTE).toBe(60);
+    for (let i = 0; i < 60; i++) expect((await nonceFrom("2001:db8:5:6::1")).status).toBe(200);
+    const before = await rows();
+    // Another address of the same /64 is the same client.
+    const res = await nonceFrom("2001:db8:5:6::ffff");
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect((await errorOf(res)).code).toBe("rate_limited");
+    expect(await rows()).toBe(before);
+    expect((await nonceFrom("2001:db8:5:7::1")).status).toBe(200);
+    expect((await nonceFrom("192.0.2.9")).status).toBe(200);
+  });
+
+  test("at most 10,000 unspent nonces: a new one makes the oldest unspent go; spent ones stay", async () => {
+    const sql = s.db.sql;
+    await sql`delete from siwe_nonces`;
+    // 9,999 unspent nonces, oldest first, and a spent one older than all of them.
+    await sql`
+      insert into siwe_nonces (nonce, expires_at, used_at)
+      select 'seed' || lpad(g::text, 5, '0'), now() + make_interval(secs => g), null
+      from generate_series(1, ${MAX_UNSPENT_NONCES - 1}) g`;
+    await sql`insert into siwe_nonces (nonce, expires_at, used_at) values ('spent', now() - interval '1 second', now())`;
+    const unspent = async () =>
+      (await sql<{ n: number }[]>`select count(*)::int as n from siwe_nonces where used_at is null`)[0]!.n;
+    const first = (await (await nonceFrom("192.0.2.10")).json()) as { nonce: string };
+    expect(await unspent()).toBe(MAX_UNSPENT_NONCES);
+    expect((await sql`select 1 from siwe_nonces where nonce = 'seed00001'`).length).toBe(1);
+    const second = (await (await nonceFrom("192.0.2.11")).json()) as { nonce: string };
+    expect(await unspent()).toBe(MAX_UNSPENT_NONCES);
+    const kept = await sql<{ nonce: string }[]>`
+      select nonce from siwe_nonces where nonce in ('seed00001', 'seed00002', 'spent', ${first.nonce}, ${second.nonce})
+      order by nonce`;
+    expect(kept.map((r) => r.nonce).sort()).toEqual([first.nonce, second.nonce, "seed00002", "spent"].sort());
   });
 });

@@ -287,7 +287,7 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     ]) {
       const res = await replay({ since, until: "9999-12-31T23:59:59.999Z" });
       expect(res.status, since).toBe(200);
-      expect(res.body).toEqual({ enqueued: expect.any(Number) });
+      expect(res.body).toEqual({ enqueued: expect.any(Number), skipped: expect.any(Number) });
     }
   });
 });
@@ -425,23 +425,24 @@ describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () =
     expect(log.filter((t: string) => t === "event.reverted")).toHaveLength(3);
     expect(log).toContain("webhook.test");
     const res = await replay(all, { since: "2026-01-01T00:00:00Z" });
-    expect(res.body).toEqual({ enqueued: 3 });
+    expect(res.body).toEqual({ enqueued: 3, skipped: 0 });
     expect(await enqueued(all, "replay")).toEqual(ids.slice(0, 3));
   });
 
   test("replay sends only the endpoint's own event_types, narrowed by types", async () => {
-    expect((await replay(typed, { since: "2026-01-01T00:00:00Z" })).body).toEqual({ enqueued: 2 });
+    expect((await replay(typed, { since: "2026-01-01T00:00:00Z" })).body).toEqual({ enqueued: 2, skipped: 0 });
     expect(await enqueued(typed, "replay")).toEqual([ids[0], ids[2]]);
     const narrowed = await replay(typed, {
       since: "2026-01-01T00:00:00Z",
       types: ["charge.failed", "subscription.status_changed"],
     });
-    expect(narrowed.body).toEqual({ enqueued: 1 });
-    expect(await enqueued(typed, "replay")).toEqual([ids[0], ids[2], ids[2]]);
+    // ids[2] (charge.failed) is still pending to this endpoint from the first replay: skipped, not enqueued twice.
+    expect(narrowed.body).toEqual({ enqueued: 0, skipped: 1 });
+    expect(await enqueued(typed, "replay")).toEqual([ids[0], ids[2]]);
     const disjoint = await replay(typed, { since: "2026-01-01T00:00:00Z", types: ["subscription.status_changed"] });
-    expect(disjoint.body).toEqual({ enqueued: 0 });
+    expect(disjoint.body).toEqual({ enqueued: 0, skipped: 0 });
     const reverted = await replay(other, { since: "2026-01-01T00:00:00Z", types: ["event.reverted"] });
-    expect(reverted.body).toEqual({ enqueued: 0 });
+    expect(reverted.body).toEqual({ enqueued: 0, skipped: 0 });
   });
 
   test("redeliver of a withdrawn event is a 409 event_withdrawn and enqueues nothing", async () => {
@@ -508,5 +509,96 @@ describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () =
     const rows = await s.db.sql<{ endpoint_id: string }[]>`
       select endpoint_id from webhook_deliveries where event_id = ${revert!.id} and origin = 'redeliver'`;
     expect(rows.map((r) => r.endpoint_id).sort()).toEqual([all, typed].sort());
+  });
+});
+
+describe("caps (issue 18): endpoints per merchant, replay of pending events, test calls per endpoint", () => {
+  const M4 = "0x00000000000000000000000000000000000000c4";
+  const M5 = "0x00000000000000000000000000000000000000c5";
+  let s: SeededApp;
+  let key4: string;
+  let key5: string;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    s = await startSeededApp({ WEBHOOK_ALLOW_PRIVATE_URLS: "1" });
+    key4 = (await createApiKey(s.db.sql, { merchant: M4 })).key;
+    key5 = (await createApiKey(s.db.sql, { merchant: M5 })).key;
+    receiver = startReceiver();
+  });
+  afterAll(async () => {
+    await receiver?.stop();
+    await s?.close();
+  });
+
+  const count = async (merchant: string) =>
+    (await s.db.sql<{ n: number }[]>`select count(*)::int as n from webhook_endpoints where merchant = ${merchant}`)[0]!
+      .n;
+  const create = (merchant: string, key: string) =>
+    call(s, "POST", `/v0/webhook_endpoints/${merchant}`, key, { url: receiver.url });
+
+  test("at most 16 endpoints per merchant: two creates at once at 15 give 16, the 17th is a 400 naming the limit", async () => {
+    for (let i = 0; i < 15; i++) expect((await create(M4, key4)).status).toBe(201);
+    const both = await Promise.all([create(M4, key4), create(M4, key4)]);
+    expect(both.map((r) => r.status).sort()).toEqual([201, 400]);
+    expect(await count(M4)).toBe(16);
+    const before = await s.db.sql`select * from webhook_endpoints where merchant = ${M4} order by id`;
+    const refused = await create(M4, key4);
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({
+      type: "invalid_request_error",
+      code: "webhook_endpoint_limit_reached",
+      message: expect.stringContaining("16"),
+    });
+    expect(await s.db.sql`select * from webhook_endpoints where merchant = ${M4} order by id`).toEqual(before);
+    // Another merchant is not affected; deleting one makes room again.
+    expect((await create(M5, key5)).status).toBe(201);
+    expect((await call(s, "DELETE", `/v0/webhook_endpoints/${M4}/${before[0]!.id}`, key4)).status).toBe(200);
+    expect((await create(M4, key4)).status).toBe(201);
+    expect(await count(M4)).toBe(16);
+  });
+
+  test("a replay skips the events already pending to the endpoint: twice gives N, then 0 with skipped N", async () => {
+    const sql = s.db.sql;
+    for (let i = 0; i < 4; i++) {
+      await sql`
+        insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts, data)
+        values (${`evt_${(0xc500 + i).toString(16).padStart(40, "0")}`}, ${CHAIN_A}, ${M5}, 'charge.succeeded',
+          ${200 + i}, 0, ${new Date(Date.UTC(2026, 10, 1 + i))}, ${sql.json({ object: { n: i } })})`;
+    }
+    const [endpoint] = (await call(s, "GET", `/v0/webhook_endpoints/${M5}`, key5)).body;
+    const other = (await create(M5, key5)).body.id;
+    const replay = (id: string) =>
+      call(s, "POST", `/v0/webhook_endpoints/${M5}/${id}/replay`, key5, { since: "2026-01-01T00:00:00Z" });
+    const pending = async (id: string) =>
+      (
+        await sql<{ n: number }[]>`
+        select count(*)::int as n from webhook_deliveries where endpoint_id = ${id} and status = 'pending'`
+      )[0]!.n;
+    expect((await replay(endpoint.id)).body).toEqual({ enqueued: 4, skipped: 0 });
+    expect((await replay(endpoint.id)).body).toEqual({ enqueued: 0, skipped: 4 });
+    expect(await pending(endpoint.id)).toBe(4);
+    // Another endpoint is not affected; once a delivery is no longer pending, its event is replayed again.
+    expect((await replay(other)).body).toEqual({ enqueued: 4, skipped: 0 });
+    await sql`
+      update webhook_deliveries set status = 'succeeded'
+      where id = (select id from webhook_deliveries where endpoint_id = ${endpoint.id} order by event_seq limit 1)`;
+    expect((await replay(endpoint.id)).body).toEqual({ enqueued: 1, skipped: 3 });
+    expect(await pending(endpoint.id)).toBe(4);
+  });
+
+  test("test: 10 a minute per endpoint, the 11th is a 429 with Retry-After that sends nothing", async () => {
+    const [a, b] = (await call(s, "GET", `/v0/webhook_endpoints/${M5}`, key5)).body;
+    const test = (id: string) => call(s, "POST", `/v0/webhook_endpoints/${M5}/${id}/test`, key5);
+    for (let i = 0; i < 10; i++) expect((await test(a.id)).body.status).toBe("succeeded");
+    const sent = receiver.received.length;
+    const deliveries = (await s.db.sql`select count(*)::int as n from webhook_deliveries`)[0]!.n;
+    const refused = await test(a.id);
+    expect(refused.status).toBe(429);
+    expect(refused.body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limited" });
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(receiver.received.length).toBe(sent);
+    expect((await s.db.sql`select count(*)::int as n from webhook_deliveries`)[0]!.n).toBe(deliveries);
+    expect((await test(b.id)).status).toBe(200);
   });
 });

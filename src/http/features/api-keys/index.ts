@@ -2,21 +2,24 @@
 import { Elysia } from "elysia";
 import { parseAddress, type RawParams } from "../../params";
 import { InvalidParameterError, NotFoundError } from "../../errors";
-import type { AppDeps } from "../../deps";
+import type { RouteDeps } from "../../deps";
+import { createAuthenticator } from "../../plugins/auth";
 import { createDetail, KeyParamsDoc, KeysParamsDoc, listDetail, revokeDetail } from "./model";
 import { createKey, listKeys, parseLabel, requireMerchantSession, revokeKey } from "./service";
 
 const KEY_ID_RE = /^key_[A-Za-z0-9]{1,64}$/;
 
-/** The self-serve key routes. */
-export function apiKeyRoutes(deps: AppDeps) {
+/** The self-serve key routes, under both rate limits (per client address and per session). */
+export function apiKeyRoutes(deps: RouteDeps) {
+  const principalOf = createAuthenticator(deps);
   return new Elysia({ prefix: "/v0/api_keys", name: "api-keys" })
     .post(
       "/:merchant",
-      async ({ params, body, request, set }) => {
+      async (ctx) => {
+        const { params, body, set } = ctx;
         const merchant = parseAddress(params as RawParams, "merchant");
         const label = parseLabel(body);
-        await requireMerchantSession(deps, request, merchant, true);
+        await requireMerchantSession(principalOf, ctx, merchant, true);
         set.status = 201;
         set.headers["cache-control"] = "no-store";
         return createKey(deps.sql, merchant, label);
@@ -25,9 +28,10 @@ export function apiKeyRoutes(deps: AppDeps) {
     )
     .get(
       "/:merchant",
-      async ({ params, request, set }) => {
+      async (ctx) => {
+        const { params, set } = ctx;
         const merchant = parseAddress(params as RawParams, "merchant");
-        await requireMerchantSession(deps, request, merchant, false);
+        await requireMerchantSession(principalOf, ctx, merchant, false);
         set.headers["cache-control"] = "no-store";
         return listKeys(deps.sql, merchant);
       },
@@ -35,12 +39,12 @@ export function apiKeyRoutes(deps: AppDeps) {
     )
     .delete(
       "/:merchant/:id",
-      async ({ params, request }) => {
-        const p = params as RawParams;
+      async (ctx) => {
+        const p = ctx.params as RawParams;
         const merchant = parseAddress(p, "merchant");
         const id = p.id ?? "";
         if (!KEY_ID_RE.test(id)) throw new InvalidParameterError("id", "id must be a key id such as key_9f2c4a1b…");
-        await requireMerchantSession(deps, request, merchant, true);
+        await requireMerchantSession(principalOf, ctx, merchant, true);
         if (!(await revokeKey(deps.sql, merchant, id))) throw new NotFoundError("no such API key", "id");
         return { id, revoked: true as const };
       },

@@ -92,7 +92,8 @@ export const createDetail = {
   description:
     "Creates an API key for the merchant signed in with its wallet. Only a SIWE session of that merchant, sent as " +
     "`Authorization: Bearer <session token>` (never the cookie alone, so no cross-site request can mint a key), " +
-    "may call it. The secret is in this response only.",
+    "may call it. The secret is in this response only. A merchant holds at most 100 active keys: one more is a 400 " +
+    "`api_key_limit_reached` (revoke one first).",
   security: [{ bearer: [] }],
   requestBody: {
     required: false,

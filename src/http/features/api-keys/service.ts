@@ -1,8 +1,8 @@
 /** Self-serve API keys of a merchant signed in with its wallet (the same hashing as the CLI: src/auth/api-keys.ts). */
 import type { Sql } from "../../../db/client";
-import type { Config } from "../../../common/config";
-import { authenticate, type Principal } from "../../../auth/principal";
+import type { Principal } from "../../../auth/principal";
 import { createApiKey, InvalidLabelError, listApiKeys, revokeMerchantApiKey } from "../../../auth/api-keys";
+import type { Authenticator, RequestCtx } from "../../plugins/auth";
 import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
 import { ForbiddenError, InvalidParameterError, UnauthenticatedError } from "../../errors";
 import type { CreatedKey, KeyRecord } from "./model";
@@ -12,25 +12,22 @@ export const SESSION_ONLY_MESSAGE =
   "an API key cannot mint, list or revoke keys: sign in with the merchant's wallet (SIWE) and send the session token";
 
 /**
- * The SIWE session of `merchant`, or a 401/403. Writes take the session only from `Authorization: Bearer`, never
- * from the cookie alone, so a cross-site request (which carries the cookie) cannot mint or revoke keys.
+ * The SIWE session of `merchant`, or a 401/403, through the app's authenticator (both rate limits). Writes take the
+ * session only from `Authorization: Bearer`, never from the cookie alone, so a cross-site request (which carries the
+ * cookie) cannot mint or revoke keys.
  */
 export async function requireMerchantSession(
-  deps: { sql: Sql; config: Config },
-  request: Request,
+  principalOf: Authenticator,
+  ctx: RequestCtx,
   merchant: string,
   write: boolean,
 ): Promise<Extract<Principal, { kind: "session" }>> {
-  const authorization = request.headers.get("authorization");
-  if (write && !authorization?.trim()) {
+  if (write && !ctx.request.headers.get("authorization")?.trim()) {
     throw new UnauthenticatedError(
       "send the session token as 'Authorization: Bearer <session token>': the session cookie alone is not accepted for writes",
     );
   }
-  const principal = await authenticate(deps.sql, deps.config, {
-    authorization,
-    cookie: write ? null : request.headers.get("cookie"),
-  });
+  const principal = await principalOf(ctx, !write);
   if (principal.kind !== "session") throw new ForbiddenError(SESSION_ONLY_MESSAGE);
   if (principal.merchant !== merchant) throw new ForbiddenError("this session cannot manage another merchant's keys");
   return principal;

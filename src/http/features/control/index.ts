@@ -10,7 +10,7 @@ import { InvalidParameterError, NotFoundError, UnauthenticatedError } from "../.
 import type { DispatcherConfig } from "../../../webhooks/dispatcher";
 import { deleteEndpoint, endpointMerchant, listAllEndpoints } from "../../../webhooks/endpoints";
 import { sendTest } from "../../../webhooks/test-delivery";
-import { bodyObject, createFromBody, stringField } from "../webhooks/service";
+import { bodyObject, createFromBody, stringField } from "../../../webhooks/input";
 
 /** What the control routes need: the database, the token, and the webhook rules of the process. */
 export type ControlDeps = { sql: Sql; token: string; webhooks: DispatcherConfig; defaultChainId: number };

@@ -4,18 +4,10 @@ import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 import { csvText, type CsvColumn } from "../../csv";
 import { FormatParamDoc, withCsvContent } from "../../stream";
-import type { EventEnvelope } from "../../../events/envelope";
+import { EVENT_TYPES, type EventEnvelope } from "../../../events/envelope";
 
-/** Every event type. */
-export const EVENT_TYPES = [
-  "charge.succeeded",
-  "charge.failed",
-  "credit.refilled",
-  "subscription.created",
-  "subscription.status_changed",
-  "event.reverted",
-  "webhook.test",
-] as const;
+/** Every event type (src/events/envelope.ts). */
+export { EVENT_TYPES };
 
 /** One event. */
 export const EventObject = t.Object({

@@ -1,11 +1,11 @@
 import { Elysia } from "elysia";
 import type { Hex } from "viem";
 import type { AppDeps } from "../../deps";
-import { createAppLimiter } from "../../deps";
+import { createAppLimiter, createCredentialLimiter } from "../../deps";
 import { requireApi } from "../../../common/config";
 import { clearedSessionCookie, revokeSession, sessionCookie } from "../../../auth/sessions";
 import { InvalidParameterError, MissingParameterError } from "../../errors";
-import type { ClientLimiter } from "../../rate-limit";
+import { createClientLimiter, type ClientLimiter, type KeyLimiter } from "../../rate-limit";
 import { rateLimitPlugin } from "../../plugins/rate-limit";
 import { authPlugin } from "../../plugins/auth";
 import {
@@ -23,6 +23,9 @@ import { issueNonce, purgeExpired, signIn } from "./service";
 
 /** Expired nonces and sessions are purged at most this often per process. */
 const PURGE_INTERVAL_MS = 60_000;
+
+/** Nonces a client may take per minute (each is a row until it is spent or purged). */
+export const NONCE_PER_MINUTE = 60;
 
 /** True when the client reached the service over https (directly or through a proxy that says so). */
 function isHttps(request: Request): boolean {
@@ -42,21 +45,29 @@ function requireVerifyFields({ body }: { body: unknown }): void {
 
 /**
  * SIWE sign-in routes under /v0/siwe. The unauthenticated ones write to the database, so they are rate limited per
- * client (the app's store in `deps.limiter`, else one of their own). Throws ConfigError without SIWE_DOMAIN.
+ * client (the app's store in `deps.limiter`, else one of their own), and `GET /nonce` also to NONCE_PER_MINUTE per
+ * client. Throws ConfigError without SIWE_DOMAIN.
  */
-export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter }) {
+export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credentialLimiter?: KeyLimiter }) {
   const { sql, config, chains } = deps;
   requireApi(config);
   const domain = config.SIWE_DOMAIN;
   const limiter = deps.limiter ?? createAppLimiter(config);
+  const credentialLimiter = deps.credentialLimiter ?? createCredentialLimiter(config);
+  const nonceLimiter = createClientLimiter({
+    perMinute: NONCE_PER_MINUTE,
+    trustedProxyHops: config.TRUSTED_PROXY_HOPS,
+    clientIpHeader: config.CLIENT_IP_HEADER,
+  });
   let lastPurge = 0;
 
   return new Elysia({ prefix: "/v0/siwe", name: "siwe" })
     .use(rateLimitPlugin(limiter))
-    .use(authPlugin({ sql, config, defaultChainId: chains.defaultChainId, limiter }))
+    .use(authPlugin({ sql, config, defaultChainId: chains.defaultChainId, limiter, credentialLimiter }))
     .get(
       "/nonce",
-      async ({ set }) => {
+      async ({ request, server, set }) => {
+        nonceLimiter.hit(request, server);
         if (Date.now() - lastPurge > PURGE_INTERVAL_MS) {
           lastPurge = Date.now();
           await purgeExpired(sql);

@@ -4,6 +4,7 @@ import { generateSiweNonce, parseSiweMessage } from "viem/siwe";
 import type { Sql } from "../../../db/client";
 import type { ChainRegistry } from "../../../chain/clients";
 import { createSession, purgeSessions, type Session } from "../../../auth/sessions";
+import { lockForTransaction } from "../../../db/advisory-lock";
 import { ChainUnavailableError, InvalidParameterError, UnauthenticatedError } from "../../errors";
 
 /** Life of a nonce from `GET /v0/siwe/nonce`, in seconds. */
@@ -15,13 +16,27 @@ export const ISSUED_AT_SKEW_S = 60;
 /** A fresh single-use nonce and when it expires. */
 export type IssuedNonce = { nonce: string; expires_at: string };
 
-/** Stores and returns a new nonce, valid for NONCE_TTL_S seconds. */
+/** Most unspent nonces kept: a new one beyond it makes the oldest go (they are rows anyone can make). */
+export const MAX_UNSPENT_NONCES = 10_000;
+
+/**
+ * Stores and returns a new nonce, valid for NONCE_TTL_S seconds, and drops the oldest unspent ones beyond
+ * MAX_UNSPENT_NONCES. Issues take turns (a transaction lock), so two at once cannot both keep one too many.
+ */
 export async function issueNonce(sql: Sql): Promise<IssuedNonce> {
   const nonce = generateSiweNonce();
-  const [row] = await sql<{ expires_at: Date }[]>`
-    insert into siwe_nonces (nonce, expires_at) values (${nonce}, now() + make_interval(secs => ${NONCE_TTL_S}))
-    returning expires_at`;
-  return { nonce, expires_at: row!.expires_at.toISOString() };
+  return sql.begin(async (tx) => {
+    await lockForTransaction(tx, "siwe_nonces");
+    const [row] = await tx<{ expires_at: Date }[]>`
+      insert into siwe_nonces (nonce, expires_at)
+      values (${nonce}, clock_timestamp() + make_interval(secs => ${NONCE_TTL_S}))
+      returning expires_at`;
+    await tx`
+      delete from siwe_nonces where nonce in (
+        select nonce from siwe_nonces where used_at is null
+        order by expires_at desc, nonce desc offset ${MAX_UNSPENT_NONCES})`;
+    return { nonce, expires_at: row!.expires_at.toISOString() };
+  });
 }
 
 /** Deletes nonces expired for over an hour and long-dead sessions; returns how many rows went. */

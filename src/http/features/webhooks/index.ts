@@ -1,46 +1,26 @@
 /** `/v0/webhook_endpoints/:merchant…` and `POST /v0/events/:merchant/:id/redeliver` (webhooks.md §3). */
 import { Elysia } from "elysia";
-import { parseAddress, parseEnum, parseLimit, type RawParams } from "../../params";
+import { parseAddress, type RawParams } from "../../params";
 import { authPlugin } from "../../plugins/auth";
-import { nextLink } from "../../paging";
 import type { RouteDeps } from "../../deps";
-import { InvalidParameterError, NotFoundError } from "../../errors";
-import { dispatcherConfig } from "../../../webhooks/dispatcher";
-import {
-  deleteEndpoint,
-  enqueue,
-  findDelivery,
-  getEndpoint,
-  listDeliveries,
-  listEndpoints,
-  rotateSecret,
-  toDelivery,
-  updateEndpoint,
-} from "../../../webhooks/endpoints";
+import { NotFoundError } from "../../errors";
+import { createKeyLimiter } from "../../rate-limit";
+import type { Sql } from "../../../db/client";
+import { dispatcherConfig, type DispatcherConfig } from "../../../webhooks/dispatcher";
+import { deleteEndpoint, listEndpoints, rotateSecret } from "../../../webhooks/endpoints";
+import { bodyObject, createFromBody, updateFromBody } from "../../../webhooks/input";
+import { replayToEndpoint } from "../../../webhooks/resend";
 import { sendTest } from "../../../webhooks/test-delivery";
-import { endpointsThatMayHave } from "../../../webhooks/queries";
-import {
-  bodyObject,
-  createFromBody,
-  EventWithdrawnError,
-  eventTypesField,
-  replayable,
-  replayTypes,
-  stringField,
-  timeField,
-  urlField,
-} from "./service";
-import { findEvent } from "../events/service";
-import { standing } from "../../../events/queries";
+import { deliveriesPage, endpointPath, redeliver, replayRequest, requireEndpoint } from "./service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
-import { EVENT_ID_PATTERN } from "../../../events/ids";
 
-const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
-const DELIVERY_ID = /^wd_[0-9a-f]{24}$/;
+/** `POST …/test` calls allowed per endpoint per minute (each sends a request to the merchant's server at once). */
+export const TESTS_PER_MINUTE = 10;
 
 type Ctx = {
   params: unknown;
   query?: unknown;
+  request: Request;
   set: { status?: number | string; headers: Record<string, unknown> };
 };
 
@@ -58,32 +38,31 @@ const bodyFields = new Elysia({ name: "webhook-body-fields" }).macro({
   }),
 });
 
-/** Merchant and endpoint id of the path (a 400 for a malformed id). */
-function path(params: unknown): { merchant: string; id: string } {
-  const p = params as RawParams;
-  const merchant = parseAddress(p, "merchant");
-  const id = String(p.id ?? "");
-  if (!ENDPOINT_ID.test(id)) throw new InvalidParameterError("id", "id must be an endpoint id (we_…)");
-  return { merchant, id };
-}
+const merchantOf = (params: unknown) => parseAddress(params as RawParams, "merchant");
+const notFound = (id: string) => new NotFoundError(`no endpoint ${id}`, "id");
+
+/** What the route groups share: the database, the dispatcher's settings and the credential macros. */
+type Shared = { deps: RouteDeps; sql: Sql; config: DispatcherConfig; auth: ReturnType<typeof authPlugin> };
 
 /** The webhook routes. */
 export function webhookRoutes(deps: RouteDeps) {
-  const config = dispatcherConfig(deps.config);
-  const allowPrivate = config.allowPrivate;
-  const mustExist = async (merchant: string, id: string) => {
-    const endpoint = await getEndpoint(deps.sql, merchant, id);
-    if (!endpoint) throw new NotFoundError(`no endpoint ${id}`, "id");
-    return endpoint;
-  };
   const auth = authPlugin({ ...deps, defaultChainId: deps.chains.defaultChainId });
-  const endpoints = new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoints" })
+  const shared: Shared = { deps, sql: deps.sql, config: dispatcherConfig(deps.config), auth };
+  return new Elysia({ name: "webhooks" })
+    .use(endpointRoutes(shared))
+    .use(endpointActionRoutes(shared))
+    .use(redeliverRoute(shared));
+}
+
+/** Create, list, read, change, delete an endpoint and rotate its secret. */
+function endpointRoutes({ sql, config, auth }: Shared) {
+  return new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoints" })
     .use(bodyFields)
     .use(auth)
     .post(
       "/:merchant",
       async ({ params, fields, set }: BodyCtx) => {
-        const endpoint = await createFromBody(deps.sql, parseAddress(params as RawParams, "merchant"), fields, config);
+        const endpoint = await createFromBody(sql, merchantOf(params), fields, config);
         set.status = 201;
         return endpoint;
       },
@@ -94,7 +73,7 @@ export function webhookRoutes(deps: RouteDeps) {
         detail: details.create,
       },
     )
-    .get("/:merchant", ({ params }: Ctx) => listEndpoints(deps.sql, parseAddress(params as RawParams, "merchant")), {
+    .get("/:merchant", ({ params }: Ctx) => listEndpoints(sql, merchantOf(params)), {
       merchantReader: true,
       params: MerchantParamsDoc,
       detail: details.list,
@@ -102,31 +81,17 @@ export function webhookRoutes(deps: RouteDeps) {
     .get(
       "/:merchant/:id",
       ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
-        return mustExist(merchant, id);
+        const { merchant, id } = endpointPath(params);
+        return requireEndpoint(sql, merchant, id);
       },
-      {
-        merchantReader: true,
-        params: EndpointParamsDoc,
-        detail: details.get,
-      },
+      { merchantReader: true, params: EndpointParamsDoc, detail: details.get },
     )
     .patch(
       "/:merchant/:id",
-      async ({ params, fields: b }: BodyCtx) => {
-        const { merchant, id } = path(params);
-        if (b.enabled !== undefined && typeof b.enabled !== "boolean") {
-          throw new InvalidParameterError("enabled", "enabled must be true or false");
-        }
-        if (b.description !== undefined && b.description !== null) stringField(b, "description", 500);
-        const patch = {
-          url: await urlField(b, allowPrivate, false),
-          eventTypes: eventTypesField(b),
-          description: b.description === undefined ? undefined : (b.description as string | null),
-          enabled: b.enabled as boolean | undefined,
-        };
-        const updated = await updateEndpoint(deps.sql, merchant, id, patch);
-        if (!updated) throw new NotFoundError(`no endpoint ${id}`, "id");
+      async ({ params, fields }: BodyCtx) => {
+        const { merchant, id } = endpointPath(params);
+        const updated = await updateFromBody(sql, merchant, id, fields, config);
+        if (!updated) throw notFound(id);
         return updated;
       },
       {
@@ -139,8 +104,8 @@ export function webhookRoutes(deps: RouteDeps) {
     .delete(
       "/:merchant/:id",
       async ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
-        if (!(await deleteEndpoint(deps.sql, merchant, id))) throw new NotFoundError(`no endpoint ${id}`, "id");
+        const { merchant, id } = endpointPath(params);
+        if (!(await deleteEndpoint(sql, merchant, id))) throw notFound(id);
         return { id, deleted: true as const };
       },
       { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.remove },
@@ -148,116 +113,60 @@ export function webhookRoutes(deps: RouteDeps) {
     .post(
       "/:merchant/:id/rotate_secret",
       async ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
-        const rotated = await rotateSecret(deps.sql, merchant, id, config.secretKey);
-        if (!rotated) throw new NotFoundError(`no endpoint ${id}`, "id");
+        const { merchant, id } = endpointPath(params);
+        const rotated = await rotateSecret(sql, merchant, id, config.secretKey);
+        if (!rotated) throw notFound(id);
         return rotated;
       },
       { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.rotate },
-    )
+    );
+}
+
+/** Send a test event (TESTS_PER_MINUTE per endpoint), read the delivery log, replay events. */
+function endpointActionRoutes({ deps, sql, config, auth }: Shared) {
+  const tests = createKeyLimiter({ perMinute: TESTS_PER_MINUTE });
+  return new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoint-actions" })
+    .use(bodyFields)
+    .use(auth)
     .post(
       "/:merchant/:id/test",
       async ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
-        await mustExist(merchant, id);
-        return sendTest(deps.sql, { id, merchant, chainId: deps.chains.defaultChainId }, config);
+        const { merchant, id } = endpointPath(params);
+        await requireEndpoint(sql, merchant, id);
+        tests.hit(id);
+        return sendTest(sql, { id, merchant, chainId: deps.chains.defaultChainId }, config);
       },
       { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.test },
     )
     .get(
       "/:merchant/:id/deliveries",
-      async (ctx: Ctx & { request: Request }) => {
-        const { merchant, id } = path(ctx.params);
-        const q = ctx.query as RawParams;
-        const status = parseEnum(q, "status", ["pending", "succeeded", "failed"] as const, undefined);
-        const limit = parseLimit(q) ?? 100;
-        const startingAfter = q.starting_after === undefined ? undefined : String(q.starting_after);
-        if (startingAfter !== undefined && !DELIVERY_ID.test(startingAfter)) {
-          throw new InvalidParameterError("starting_after", "starting_after must be a delivery id (wd_…)");
-        }
-        await mustExist(merchant, id);
-        const after = startingAfter ? await findDelivery(deps.sql, id, startingAfter) : undefined;
-        if (startingAfter && !after)
-          throw new InvalidParameterError("starting_after", "no such delivery of this endpoint");
-        const rows = await listDeliveries(deps.sql, id, {
-          status,
-          limit,
-          after: after && { createdAt: after.created_at, id: after.id },
-        });
-        const page = rows.slice(0, limit).map(toDelivery);
-        if (rows.length > limit) ctx.set.headers["link"] = nextLink(ctx.request.url, page.at(-1)!.id);
+      async ({ params, query, request, set }: Ctx) => {
+        const { page, link } = await deliveriesPage(sql, request.url, params, query);
+        if (link) set.headers["link"] = link;
         return page;
       },
       { merchantReader: true, params: EndpointParamsDoc, query: DeliveriesQueryDoc, detail: details.deliveries },
     )
     .post(
       "/:merchant/:id/replay",
-      async ({ params, fields: b }: BodyCtx) => {
-        const { merchant, id } = path(params);
-        const since = timeField(b, "since", true)!;
-        const until = timeField(b, "until", false);
-        const requested = eventTypesField(b, "types");
-        const endpoint = await mustExist(merchant, id);
-        const types = replayTypes(endpoint.event_types, requested);
-        if (types.length === 0) return { enqueued: 0 };
-        const sql = deps.sql;
-        const where = sql`e.merchant = ${merchant} and e.ts >= ${since} ${until ? sql`and e.ts < ${until}` : sql``}
-          and ${replayable(sql)} ${types.includes("*") ? sql`` : sql`and e.type = any(${types})`}`;
-        return { enqueued: await enqueue(sql, "replay", { endpointId: id, where }) };
+      async ({ params, fields }: BodyCtx) => {
+        const { merchant, id } = endpointPath(params);
+        const req = replayRequest(fields);
+        return replayToEndpoint(sql, merchant, await requireEndpoint(sql, merchant, id), req);
       },
-      {
-        fields: ["since", "until", "types"],
-        merchantWriter: true,
-        params: EndpointParamsDoc,
-        detail: details.replay,
-      },
+      { fields: ["since", "until", "types"], merchantWriter: true, params: EndpointParamsDoc, detail: details.replay },
     );
+}
 
-  const redeliver = new Elysia({ name: "event-redeliver" })
+/** `POST /v0/events/:merchant/:id/redeliver`. */
+function redeliverRoute({ sql, auth }: Shared) {
+  return new Elysia({ name: "event-redeliver" })
     .use(bodyFields)
     .use(auth)
-    .post(
-      "/v0/events/:merchant/:id/redeliver",
-      async ({ params, fields: b }: BodyCtx) => {
-        const p = params as RawParams;
-        const merchant = parseAddress(p, "merchant");
-        const eventId = String(p.id ?? "");
-        if (!EVENT_ID_PATTERN.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
-        const endpointId = stringField(b, "endpoint_id", 64);
-        if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
-          throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
-        }
-        const sql = deps.sql;
-        const event = await findEvent(sql, merchant, eventId);
-        if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
-        if (event.revertedBy) throw new EventWithdrawnError(eventId, event.revertedBy);
-        // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that may have received
-        // the event it withdraws (webhooks.md §1); any other event goes to the endpoints it matches.
-        const object = event.data.object as { endpoint_id?: string; id?: string } | undefined;
-        const testOf = event.type === "webhook.test" ? object?.endpoint_id : null;
-        const sentTo = event.type === "event.reverted" ? await endpointsThatMayHave(sql, String(object?.id)) : null;
-        const matches = (w: { id: string; event_types: string[] }) =>
-          testOf !== null
-            ? w.id === testOf
-            : sentTo !== null
-              ? sentTo.has(w.id)
-              : w.event_types.includes("*") || w.event_types.includes(event.type);
-        const targets = endpointId
-          ? [await mustExist(merchant, endpointId)]
-          : (await listEndpoints(sql, merchant)).filter((w) => w.enabled && matches(w));
-        let enqueued = 0;
-        for (const w of targets) {
-          const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq} and ${standing(sql)}`;
-          enqueued += await enqueue(sql, "redeliver", { endpointId: w.id, where });
-        }
-        return { enqueued };
-      },
-      {
-        fields: ["endpoint_id"],
-        merchantWriter: true,
-        params: EventParamsDoc,
-        detail: details.redeliver,
-      },
-    );
-  return new Elysia({ name: "webhooks" }).use(endpoints).use(redeliver);
+    .post("/v0/events/:merchant/:id/redeliver", ({ params, fields }: BodyCtx) => redeliver(sql, params, fields), {
+      fields: ["endpoint_id"],
+      merchantWriter: true,
+      params: EventParamsDoc,
+      detail: details.redeliver,
+    });
 }

@@ -115,6 +115,12 @@ const ReplayBody = t.Object(
 );
 const RedeliverBody = t.Object({ endpoint_id: t.Optional(t.String()) }, { additionalProperties: false });
 const Enqueued = t.Object({ enqueued: t.Integer({ description: "Deliveries created" }) });
+const Replayed = t.Object({
+  enqueued: t.Integer({ description: "Deliveries created" }),
+  skipped: t.Integer({
+    description: "Matching events left out: they already have a pending delivery to this endpoint",
+  }),
+});
 
 /** 409 of redeliver (the shared table of error statuses has no 409: its envelope, with this route's code). */
 const withdrawn = {
@@ -140,7 +146,10 @@ export const details = {
     tags,
     security: sec,
     summary: "Create an endpoint",
-    description: "Creates an endpoint; the response carries its signing secret, shown only here." + writes,
+    description:
+      "Creates an endpoint; the response carries its signing secret, shown only here. A merchant has at most 16 " +
+      "endpoints: one more is a 400 `webhook_endpoint_limit_reached`." +
+      writes,
     requestBody: body(CreateBody, { url: endpoint.url, event_types: ["*"], description: "production" }),
     responses: ok("The endpoint and its secret", EndpointWithSecret, withSecret, 201),
   },
@@ -190,10 +199,14 @@ export const details = {
     security: sec,
     summary: "Send a test event",
     description:
-      "Delivers a `webhook.test` event to the endpoint now (one attempt) and answers with that attempt." +
+      "Delivers a `webhook.test` event to the endpoint now (one attempt) and answers with that attempt. At most 10 " +
+      "a minute per endpoint: one more is a 429 with `Retry-After`." +
       noBody +
       writes,
-    responses: ok("The attempt", DeliveryObject, delivery),
+    responses: responses(
+      { description: "The attempt", schema: DeliveryObject, example: delivery, freshness: false },
+      [400, 401, 403, 404, 429, 503],
+    ),
   },
   deliveries: {
     tags,
@@ -212,10 +225,14 @@ export const details = {
     description:
       "Enqueues every event of the merchant in [since, until) (ISO 8601 date-times, as the event log's `since`) of " +
       "the endpoint's `event_types` (narrowed by `types`) again: only events still on the canonical chain, never " +
-      "one a reorg withdrew, an `event.reverted` or a `webhook.test`." +
+      "one a reorg withdrew, an `event.reverted` or a `webhook.test`. An event that already has a pending delivery " +
+      "to this endpoint is skipped (counted in `skipped`), so the same replay twice enqueues nothing the second time." +
       writes,
     requestBody: body(ReplayBody, { since: "2026-11-01T00:00:00Z", types: ["charge.failed"] }),
-    responses: ok("How many deliveries were enqueued", Enqueued, { enqueued: 12 }),
+    responses: ok("How many deliveries were enqueued and how many events were skipped", Replayed, {
+      enqueued: 12,
+      skipped: 3,
+    }),
   },
   redeliver: {
     tags,

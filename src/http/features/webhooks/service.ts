@@ -1,70 +1,32 @@
-/** Input rules of the webhook routes and the `test` delivery. */
+/** Route input of the webhook routes (paths, the replay and redeliver bodies, the delivery log's query) and their errors. */
 import type { Sql } from "../../../db/client";
-import { ApiError, InvalidParameterError } from "../../errors";
-import { parseSince } from "../../params";
-import type { DispatcherConfig } from "../../../webhooks/dispatcher";
-import { createEndpoint } from "../../../webhooks/endpoints";
-import { standing } from "../../../events/queries";
-import { EVENT_TYPES } from "../events/model";
-import { resolveDestination } from "../../../webhooks/destination";
-import { UnsafeDestinationError } from "../../../webhooks/errors";
+import { ApiError, InvalidParameterError, NotFoundError } from "../../errors";
+import { nextLink } from "../../paging";
+import { parseEnum, parseLimit, parseSince, parseAddress, type RawParams } from "../../params";
+import { findDelivery, getEndpoint, listDeliveries, toDelivery } from "../../../webhooks/endpoints";
+import { eventTypesField, stringField } from "../../../webhooks/input";
+import type { ReplayRequest } from "../../../webhooks/resend";
+import { redeliverTargets, redeliverTo } from "../../../webhooks/resend";
+import { EVENT_ID_PATTERN } from "../../../events/ids";
+import { findEvent } from "../events/service";
 
-/** A JSON body as an object whose every field is one of `allowed` (else a 400 naming the field); none is `{}`. */
-export function bodyObject(body: unknown, allowed: readonly string[]): Record<string, unknown> {
-  if (body === undefined || body === null || body === "") return {};
-  const proto = typeof body === "object" ? Object.getPrototypeOf(body) : undefined;
-  if (proto !== Object.prototype && proto !== null) {
-    throw new InvalidParameterError("body", "the body must be a JSON object");
-  }
-  for (const k of Object.keys(body)) {
-    if (!allowed.includes(k)) {
-      const known = allowed.length > 0 ? `allowed: ${allowed.join(", ")}` : "this route takes no body fields";
-      throw new InvalidParameterError(k, `unknown field ${k}; ${known}`);
-    }
-  }
-  return body as Record<string, unknown>;
+const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
+const DELIVERY_ID = /^wd_[0-9a-f]{24}$/;
+
+/** Merchant and endpoint id of the path (a 400 for a malformed id). */
+export function endpointPath(params: unknown): { merchant: string; id: string } {
+  const p = params as RawParams;
+  const merchant = parseAddress(p, "merchant");
+  const id = String(p.id ?? "");
+  if (!ENDPOINT_ID.test(id)) throw new InvalidParameterError("id", "id must be an endpoint id (we_…)");
+  return { merchant, id };
 }
 
-/** A string field (`maxLength` characters at most); undefined when absent. */
-export function stringField(b: Record<string, unknown>, name: string, maxLength: number): string | undefined {
-  const v = b[name];
-  if (v === undefined) return undefined;
-  if (typeof v !== "string" || v.length > maxLength) {
-    throw new InvalidParameterError(name, `${name} must be a string of at most ${maxLength} characters`);
-  }
-  return v;
-}
-
-/** `event_types`: `["*"]` or a non-empty list of known types (the list a webhook can subscribe to). */
-export function eventTypesField(b: Record<string, unknown>, name = "event_types"): string[] | undefined {
-  const v = b[name];
-  if (v === undefined) return undefined;
-  const known = EVENT_TYPES.filter((t) => t !== "webhook.test") as string[];
-  if (
-    !Array.isArray(v) ||
-    v.length === 0 ||
-    v.some((t) => typeof t !== "string" || (t !== "*" && !known.includes(t))) ||
-    (v.includes("*") && v.length > 1)
-  ) {
-    throw new InvalidParameterError(name, `${name} must be ["*"] or a list of: ${known.join(", ")}`);
-  }
-  return [...new Set(v as string[])];
-}
-
-/** A destination URL allowed by the rules, checked after DNS resolution (a 400 naming `url` otherwise). */
-export async function urlField(b: Record<string, unknown>, allowPrivate: boolean, required: boolean) {
-  const url = stringField(b, "url", 2048);
-  if (url === undefined) {
-    if (required) throw new InvalidParameterError("url", "url is required");
-    return undefined;
-  }
-  try {
-    await resolveDestination(url, allowPrivate);
-  } catch (err) {
-    if (err instanceof UnsafeDestinationError) throw new InvalidParameterError("url", err.message);
-    throw new InvalidParameterError("url", `url cannot be resolved: ${(err as Error).message}`);
-  }
-  return url;
+/** The merchant's endpoint `id`, or a 404. */
+export async function requireEndpoint(sql: Sql, merchant: string, id: string) {
+  const endpoint = await getEndpoint(sql, merchant, id);
+  if (!endpoint) throw new NotFoundError(`no endpoint ${id}`, "id");
+  return endpoint;
 }
 
 /**
@@ -83,37 +45,57 @@ export function timeField(b: Record<string, unknown>, name: string, required: bo
   return parseSince({ [name]: v }, name);
 }
 
-/**
- * Validates a create body (`{url, event_types?, description?}` plus the `also` fields) and creates the endpoint:
- * the one path of the API route, the control route and the CLI.
- */
-export async function createFromBody(
-  sql: Sql,
-  merchant: string,
-  body: unknown,
-  config: Pick<DispatcherConfig, "allowPrivate" | "secretKey">,
-  also: string[] = [],
-) {
-  const b = bodyObject(body, ["url", "event_types", "description", ...also]);
-  const url = (await urlField(b, config.allowPrivate, true))!;
-  const eventTypes = eventTypesField(b) ?? ["*"];
-  const description = stringField(b, "description", 500) ?? null;
-  return createEndpoint(sql, { merchant, url, eventTypes, description }, config.secretKey);
+/** The body of a replay: `{since, until?, types?}`. */
+export function replayRequest(b: Record<string, unknown>): ReplayRequest {
+  return {
+    since: timeField(b, "since", true)!,
+    until: timeField(b, "until", false),
+    types: eventTypesField(b, "types"),
+  };
+}
+
+/** One page of an endpoint's delivery log (`status`, `limit`, `starting_after`) and the `Link` of the next one. */
+export async function deliveriesPage(sql: Sql, url: string, params: unknown, query: unknown) {
+  const { merchant, id } = endpointPath(params);
+  const q = query as RawParams;
+  const status = parseEnum(q, "status", ["pending", "succeeded", "failed"] as const, undefined);
+  const limit = parseLimit(q) ?? 100;
+  const startingAfter = q.starting_after === undefined ? undefined : String(q.starting_after);
+  if (startingAfter !== undefined && !DELIVERY_ID.test(startingAfter)) {
+    throw new InvalidParameterError("starting_after", "starting_after must be a delivery id (wd_…)");
+  }
+  await requireEndpoint(sql, merchant, id);
+  const after = startingAfter ? await findDelivery(sql, id, startingAfter) : undefined;
+  if (startingAfter && !after) throw new InvalidParameterError("starting_after", "no such delivery of this endpoint");
+  const rows = await listDeliveries(sql, id, {
+    status,
+    limit,
+    after: after && { createdAt: after.created_at, id: after.id },
+  });
+  const page = rows.slice(0, limit).map(toDelivery);
+  return { page, link: rows.length > limit ? nextLink(url, page.at(-1)!.id) : undefined };
 }
 
 /**
- * What a replay re-enqueues, as a condition on `event_log e`: events still on the canonical chain, never an
- * `event.reverted` (its event is not sent again) or a `webhook.test` (it belongs to its own `…/test` call).
+ * `POST /v0/events/:merchant/:id/redeliver` `{endpoint_id?}`: the event again to that endpoint, or to every enabled
+ * endpoint it matches; a 409 for an event a reorg withdrew.
  */
-export function replayable(sql: Sql) {
-  return sql`${standing(sql)} and e.type not in ('event.reverted', 'webhook.test')`;
-}
-
-/** The types a replay sends: the request's `types` within the endpoint's own `event_types` (`*`: every type). */
-export function replayTypes(endpointTypes: string[], requested: string[] | undefined): string[] {
-  if (requested === undefined || requested.includes("*")) return endpointTypes;
-  if (endpointTypes.includes("*")) return requested;
-  return requested.filter((t) => endpointTypes.includes(t));
+export async function redeliver(sql: Sql, params: unknown, b: Record<string, unknown>): Promise<{ enqueued: number }> {
+  const p = params as RawParams;
+  const merchant = parseAddress(p, "merchant");
+  const eventId = String(p.id ?? "");
+  if (!EVENT_ID_PATTERN.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
+  const endpointId = stringField(b, "endpoint_id", 64);
+  if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
+    throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
+  }
+  const event = await findEvent(sql, merchant, eventId);
+  if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
+  if (event.revertedBy) throw new EventWithdrawnError(eventId, event.revertedBy);
+  const targets = endpointId
+    ? [await requireEndpoint(sql, merchant, endpointId)]
+    : await redeliverTargets(sql, merchant, event);
+  return { enqueued: await redeliverTo(sql, merchant, event, targets) };
 }
 
 /** 409: the event was withdrawn by a reorg; sending it again would undo its `event.reverted` (webhooks.md §1). */

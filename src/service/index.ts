@@ -45,7 +45,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const chainId = chains.defaultChainId;
   // Each chain's indexer and keeper keep a connection for their locks: the pool grows with the chains.
   const max = 8 + 2 * Math.max(1, chains.indexed?.length ?? 0);
-  const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max }));
+  const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max, log }));
   const stoppers: (() => Promise<void>)[] = [];
   let stopped: Promise<void> | undefined;
   const stop = () =>

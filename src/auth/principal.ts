@@ -1,13 +1,16 @@
 import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
-import { ForbiddenCredentialError, InvalidCredentialError } from "./errors";
+import { ForbiddenCredentialError, InvalidCredentialError, ReadOnlyCredentialError } from "./errors";
 import { findApiKey } from "./api-keys";
 import { constantTimeEqual } from "./hash";
 import { findSession, readCookie, SESSION_COOKIE, SESSION_PREFIX } from "./sessions";
 
-/** Who is calling: a merchant-scoped API key or SIWE session, or the admin key (every merchant). */
+/**
+ * Who is calling: a merchant-scoped API key or SIWE session, or the admin key (every merchant, read only). A session
+ * acts on the chain it was signed for; a key minted by a session on that chain too (`chainId`), a CLI key on all.
+ */
 export type Principal =
-  | { kind: "api_key"; merchant: string; keyId: string }
+  | { kind: "api_key"; merchant: string; keyId: string; chainId: number | null }
   | { kind: "session"; merchant: string; sessionId: string; chainId: number; expiresAt: string }
   | { kind: "admin"; merchant: null };
 
@@ -42,7 +45,7 @@ export async function authenticate(
   if (token.length <= MAX_TOKEN_LENGTH) {
     if (token.startsWith("sk_")) {
       const key = await findApiKey(sql, token);
-      if (key) return { kind: "api_key", merchant: key.merchant, keyId: key.id };
+      if (key) return { kind: "api_key", merchant: key.merchant, keyId: key.id, chainId: key.chainId };
     } else if (token.startsWith(SESSION_PREFIX)) {
       const s = await findSession(sql, token);
       if (s)
@@ -55,16 +58,33 @@ export async function authenticate(
 /** What a credential may not read: the message of every 403 for another merchant's data. */
 const FORBIDDEN_MERCHANT = "this credential cannot read that merchant's data";
 
+/** The one chain a principal acts on (a session's, or a key minted by one), or null: every chain. */
+export function chainScope(principal: Principal): number | null {
+  return principal.kind === "admin" ? null : principal.chainId;
+}
+
 /**
- * Throws ForbiddenCredentialError unless the principal may read `merchant` (any case) on `chainId`: an API key reads
- * its merchant on every chain, a SIWE session only on the chain its message was signed for, the admin everything.
+ * Throws ForbiddenCredentialError unless the principal may read `merchant` (any case) on `chainId`: a CLI API key
+ * reads its merchant on every chain; a SIWE session, and a key it minted, only on the session's chain; the admin
+ * everything.
  */
 export function assertCanRead(principal: Principal, merchant: string, chainId?: number): void {
   if (principal.kind === "admin") return;
   if (principal.merchant !== merchant.toLowerCase()) throw new ForbiddenCredentialError(FORBIDDEN_MERCHANT);
-  if (principal.kind === "session" && chainId !== undefined && chainId !== principal.chainId) {
+  const scope = chainScope(principal);
+  if (scope !== null && chainId !== undefined && chainId !== scope) {
+    const what = principal.kind === "session" ? "this session was signed" : "this API key was made by a session";
     throw new ForbiddenCredentialError(
-      `this session was signed for chain ${principal.chainId} and cannot read chain ${chainId}: sign in on that chain`,
+      `${what} for chain ${scope} and cannot read chain ${chainId}: sign in on that chain`,
     );
   }
+}
+
+/** The message of every write refused to the admin key. */
+export const ADMIN_READ_ONLY = "the admin key reads every merchant and changes nothing: use the merchant's credential";
+
+/** As assertCanRead for a change: the admin key is refused (ReadOnlyCredentialError) whatever it names. */
+export function assertCanWrite(principal: Principal, merchant: string, chainId?: number): void {
+  if (principal.kind === "admin") throw new ReadOnlyCredentialError(ADMIN_READ_ONLY);
+  assertCanRead(principal, merchant, chainId);
 }

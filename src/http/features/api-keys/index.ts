@@ -16,10 +16,10 @@ export function apiKeyRoutes(deps: AppDeps) {
       async ({ params, body, request, set }) => {
         const merchant = parseAddress(params as RawParams, "merchant");
         const label = parseLabel(body);
-        await requireMerchantSession(deps, request, merchant, true);
+        const session = await requireMerchantSession(deps, request, merchant, true);
         set.status = 201;
         set.headers["cache-control"] = "no-store";
-        return createKey(deps.sql, merchant, label);
+        return createKey(deps.sql, merchant, label, session.chainId);
       },
       { params: KeysParamsDoc, detail: createDetail },
     )

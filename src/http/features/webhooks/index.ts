@@ -34,6 +34,7 @@ import { findEvent } from "../events/service";
 import { standing } from "../../../events/queries";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
 import { EVENT_ID_PATTERN } from "../../../events/ids";
+import { chainScope, type Principal } from "../../../auth/principal";
 
 const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
 const DELIVERY_ID = /^wd_[0-9a-f]{24}$/;
@@ -42,7 +43,11 @@ type Ctx = {
   params: unknown;
   query?: unknown;
   set: { status?: number | string; headers: Record<string, unknown> };
+  principal: Principal;
 };
+
+/** The chain a chain-scoped credential acts on (undefined: every chain): it sees endpoints of that chain or all. */
+const scope = (ctx: { principal: Principal }) => chainScope(ctx.principal) ?? undefined;
 
 /** The context of a route with the `fields` option: its body's fields. */
 type BodyCtx = Ctx & { fields: Record<string, unknown> };
@@ -71,8 +76,8 @@ function path(params: unknown): { merchant: string; id: string } {
 export function webhookRoutes(deps: RouteDeps) {
   const config = dispatcherConfig(deps.config);
   const allowPrivate = config.allowPrivate;
-  const mustExist = async (merchant: string, id: string) => {
-    const endpoint = await getEndpoint(deps.sql, merchant, id);
+  const mustExist = async (merchant: string, id: string, chainId?: number) => {
+    const endpoint = await getEndpoint(deps.sql, merchant, id, chainId);
     if (!endpoint) throw new NotFoundError(`no endpoint ${id}`, "id");
     return endpoint;
   };
@@ -82,38 +87,44 @@ export function webhookRoutes(deps: RouteDeps) {
     .use(auth)
     .post(
       "/:merchant",
-      async ({ params, fields, set }: BodyCtx) => {
-        const endpoint = await createFromBody(deps.sql, parseAddress(params as RawParams, "merchant"), fields, config);
+      async ({ params, fields, set, principal }: BodyCtx) => {
+        const merchant = parseAddress(params as RawParams, "merchant");
+        // Made by a chain-scoped credential, the endpoint receives that chain's events only.
+        const endpoint = await createFromBody(deps.sql, merchant, fields, config, [], chainScope(principal));
         set.status = 201;
         return endpoint;
       },
       {
         fields: ["url", "event_types", "description"],
-        merchantWriter: true,
+        merchantWriter: "anyChain",
         params: MerchantParamsDoc,
         detail: details.create,
       },
     )
-    .get("/:merchant", ({ params }: Ctx) => listEndpoints(deps.sql, parseAddress(params as RawParams, "merchant")), {
-      merchantReader: true,
-      params: MerchantParamsDoc,
-      detail: details.list,
-    })
+    .get(
+      "/:merchant",
+      (ctx: Ctx) => listEndpoints(deps.sql, parseAddress(ctx.params as RawParams, "merchant"), scope(ctx)),
+      {
+        merchantReader: "anyChain",
+        params: MerchantParamsDoc,
+        detail: details.list,
+      },
+    )
     .get(
       "/:merchant/:id",
-      ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
-        return mustExist(merchant, id);
+      (ctx: Ctx) => {
+        const { merchant, id } = path(ctx.params);
+        return mustExist(merchant, id, scope(ctx));
       },
       {
-        merchantReader: true,
+        merchantReader: "anyChain",
         params: EndpointParamsDoc,
         detail: details.get,
       },
     )
     .patch(
       "/:merchant/:id",
-      async ({ params, fields: b }: BodyCtx) => {
+      async ({ params, fields: b, principal }: BodyCtx) => {
         const { merchant, id } = path(params);
         if (b.enabled !== undefined && typeof b.enabled !== "boolean") {
           throw new InvalidParameterError("enabled", "enabled must be true or false");
@@ -125,44 +136,48 @@ export function webhookRoutes(deps: RouteDeps) {
           description: b.description === undefined ? undefined : (b.description as string | null),
           enabled: b.enabled as boolean | undefined,
         };
+        await mustExist(merchant, id, scope({ principal }));
         const updated = await updateEndpoint(deps.sql, merchant, id, patch);
         if (!updated) throw new NotFoundError(`no endpoint ${id}`, "id");
         return updated;
       },
       {
         fields: ["url", "event_types", "description", "enabled"],
-        merchantWriter: true,
+        merchantWriter: "anyChain",
         params: EndpointParamsDoc,
         detail: details.update,
       },
     )
     .delete(
       "/:merchant/:id",
-      async ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
+      async (ctx: Ctx) => {
+        const { merchant, id } = path(ctx.params);
+        await mustExist(merchant, id, scope(ctx));
         if (!(await deleteEndpoint(deps.sql, merchant, id))) throw new NotFoundError(`no endpoint ${id}`, "id");
         return { id, deleted: true as const };
       },
-      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.remove },
+      { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.remove },
     )
     .post(
       "/:merchant/:id/rotate_secret",
-      async ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
+      async (ctx: Ctx) => {
+        const { merchant, id } = path(ctx.params);
+        await mustExist(merchant, id, scope(ctx));
         const rotated = await rotateSecret(deps.sql, merchant, id, config.secretKey);
         if (!rotated) throw new NotFoundError(`no endpoint ${id}`, "id");
         return rotated;
       },
-      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.rotate },
+      { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.rotate },
     )
     .post(
       "/:merchant/:id/test",
-      async ({ params }: Ctx) => {
-        const { merchant, id } = path(params);
-        await mustExist(merchant, id);
-        return sendTest(deps.sql, { id, merchant, chainId: deps.chains.defaultChainId }, config);
+      async (ctx: Ctx) => {
+        const { merchant, id } = path(ctx.params);
+        const endpoint = await mustExist(merchant, id, scope(ctx));
+        const chainId = endpoint.chain_id ?? scope(ctx) ?? deps.chains.defaultChainId;
+        return sendTest(deps.sql, { id, merchant, chainId }, config);
       },
-      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.test },
+      { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.test },
     )
     .get(
       "/:merchant/:id/deliveries",
@@ -175,7 +190,7 @@ export function webhookRoutes(deps: RouteDeps) {
         if (startingAfter !== undefined && !DELIVERY_ID.test(startingAfter)) {
           throw new InvalidParameterError("starting_after", "starting_after must be a delivery id (wd_…)");
         }
-        await mustExist(merchant, id);
+        await mustExist(merchant, id, scope(ctx));
         const after = startingAfter ? await findDelivery(deps.sql, id, startingAfter) : undefined;
         if (startingAfter && !after)
           throw new InvalidParameterError("starting_after", "no such delivery of this endpoint");
@@ -188,26 +203,28 @@ export function webhookRoutes(deps: RouteDeps) {
         if (rows.length > limit) ctx.set.headers["link"] = nextLink(ctx.request.url, page.at(-1)!.id);
         return page;
       },
-      { merchantReader: true, params: EndpointParamsDoc, query: DeliveriesQueryDoc, detail: details.deliveries },
+      { merchantReader: "anyChain", params: EndpointParamsDoc, query: DeliveriesQueryDoc, detail: details.deliveries },
     )
     .post(
       "/:merchant/:id/replay",
-      async ({ params, fields: b }: BodyCtx) => {
+      async ({ params, fields: b, principal }: BodyCtx) => {
         const { merchant, id } = path(params);
         const since = timeField(b, "since", true)!;
         const until = timeField(b, "until", false);
         const requested = eventTypesField(b, "types");
-        const endpoint = await mustExist(merchant, id);
+        const endpoint = await mustExist(merchant, id, scope({ principal }));
         const types = replayTypes(endpoint.event_types, requested);
         if (types.length === 0) return { enqueued: 0 };
         const sql = deps.sql;
+        const chainId = endpoint.chain_id ?? scope({ principal });
         const where = sql`e.merchant = ${merchant} and e.ts >= ${since} ${until ? sql`and e.ts < ${until}` : sql``}
+          ${chainId === undefined ? sql`` : sql`and e.chain_id = ${chainId}`}
           and ${replayable(sql)} ${types.includes("*") ? sql`` : sql`and e.type = any(${types})`}`;
         return { enqueued: await enqueue(sql, "replay", { endpointId: id, where }) };
       },
       {
         fields: ["since", "until", "types"],
-        merchantWriter: true,
+        merchantWriter: "anyChain",
         params: EndpointParamsDoc,
         detail: details.replay,
       },
@@ -218,7 +235,7 @@ export function webhookRoutes(deps: RouteDeps) {
     .use(auth)
     .post(
       "/v0/events/:merchant/:id/redeliver",
-      async ({ params, fields: b }: BodyCtx) => {
+      async ({ params, fields: b, principal }: BodyCtx) => {
         const p = params as RawParams;
         const merchant = parseAddress(p, "merchant");
         const eventId = String(p.id ?? "");
@@ -228,7 +245,7 @@ export function webhookRoutes(deps: RouteDeps) {
           throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
         }
         const sql = deps.sql;
-        const event = await findEvent(sql, merchant, eventId);
+        const event = await findEvent(sql, merchant, eventId, scope({ principal }));
         if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
         if (event.revertedBy) throw new EventWithdrawnError(eventId, event.revertedBy);
         // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that were sent it
@@ -242,9 +259,20 @@ export function webhookRoutes(deps: RouteDeps) {
             : sentTo !== null
               ? sentTo.has(w.id)
               : w.event_types.includes("*") || w.event_types.includes(event.type);
-        const targets = endpointId
-          ? [await mustExist(merchant, endpointId)]
-          : (await listEndpoints(sql, merchant)).filter((w) => w.enabled && matches(w));
+        // An endpoint of one chain never gets another chain's event.
+        const ofChain = (w: { chain_id: number | null }) => w.chain_id === null || w.chain_id === event.chain_id;
+        const named = endpointId ? await mustExist(merchant, endpointId, scope({ principal })) : undefined;
+        if (named && !ofChain(named)) {
+          throw new InvalidParameterError(
+            "endpoint_id",
+            `endpoint ${endpointId} receives only chain ${named.chain_id}'s events`,
+          );
+        }
+        const targets = named
+          ? [named]
+          : (await listEndpoints(sql, merchant, scope({ principal }))).filter(
+              (w) => w.enabled && matches(w) && ofChain(w),
+            );
         let enqueued = 0;
         for (const w of targets) {
           const where = sql`e.merchant = ${merchant} and e.seq = ${event.seq} and ${standing(sql)}`;
@@ -254,7 +282,7 @@ export function webhookRoutes(deps: RouteDeps) {
       },
       {
         fields: ["endpoint_id"],
-        merchantWriter: true,
+        merchantWriter: "anyChain",
         params: EventParamsDoc,
         detail: details.redeliver,
       },

@@ -22,12 +22,12 @@ export type { Service, ServiceOptions } from "./context";
 /** Every role, in start order. */
 const ROLES: Role[] = [indexerRole, keeperRole, webhooksRole, apiRole];
 
-/** The metrics registry and its listener (METRICS_HOST, default HOST; never the API's port). */
+/** The metrics registry and its listener (METRICS_HOST, default 127.0.0.1; never the API's port). */
 function startMetrics(config: Config, db: Db, service: Service, stoppers: (() => Promise<void>)[]): Metrics {
   const poolMax =
     db.kind === "postgres" ? ((db.sql as unknown as { options?: { max?: number } }).options?.max ?? null) : null;
   const metrics = createMetrics({ sql: db.sql, poolMax });
-  const listener = startMetricsListener(metrics, config.METRICS_HOST ?? config.HOST, config.METRICS_PORT!);
+  const listener = startMetricsListener(metrics, config.METRICS_HOST, config.METRICS_PORT!);
   stoppers.push(listener.stop);
   service.metricsUrl = listener.url;
   return metrics;

@@ -62,6 +62,8 @@ const EnvSchema = {
   WEBHOOK_POLL_INTERVAL_MS: Uint(10),
   WEBHOOK_ALLOW_PRIVATE_URLS: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
   WEBHOOK_SECRET_KEY: T.Optional(T.String({ minLength: 16, description: "at least 16 characters" })),
+  /** `production`: start-up warns about what is unsafe in production (webhook secrets stored in clear). */
+  NODE_ENV: T.Optional(T.String()),
 } satisfies Record<string, TSchema>;
 
 const defaults: Record<string, string> = {

@@ -11,6 +11,7 @@ import { createLogger } from "../common/log";
 import { createDb } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
+import { secureStoredSecrets } from "../webhooks/secrets";
 import type { Role, RoleContext, Service, ServiceOptions } from "./context";
 import { apiRole } from "./roles/api";
 import { indexerRole } from "./roles/indexer";
@@ -66,6 +67,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       throw databaseError(config, err);
     });
     if (applied.length) log("info", "migrations applied", { applied });
+    await secureStoredSecrets(db.sql, {
+      secretKey: config.WEBHOOK_SECRET_KEY,
+      production: config.NODE_ENV === "production",
+      log,
+    });
     const notifier = createNotifier(db, log);
     const service: Service = {
       url: null,

@@ -80,10 +80,11 @@ export async function createEndpoint(
   secretKey: string | undefined,
 ): Promise<EndpointObject & { secret: string }> {
   const secret = newSecret();
+  const id = randomId("we_");
   const [row] = await sql<EndpointRow[]>`
     insert into webhook_endpoints (id, merchant, url, event_types, description, secret, chain_id)
-    values (${randomId("we_")}, ${input.merchant}, ${input.url}, ${input.eventTypes}, ${input.description},
-      ${sealSecret(secret, secretKey)}, ${input.chainId ?? null})
+    values (${id}, ${input.merchant}, ${input.url}, ${input.eventTypes}, ${input.description},
+      ${sealSecret(secret, secretKey, id)}, ${input.chainId ?? null})
     returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
   return { ...toEndpoint(row!), secret };
 }
@@ -174,7 +175,7 @@ export async function rotateSecret(
   const secret = newSecret();
   const [row] = await sql<EndpointRow[]>`
     update webhook_endpoints set previous_secret = secret, previous_secret_expires_at = clock_timestamp() + interval '24 hours',
-      secret = ${sealSecret(secret, secretKey)}, updated_at = clock_timestamp()
+      secret = ${sealSecret(secret, secretKey, id)}, updated_at = clock_timestamp()
     where id = ${id} and merchant = ${merchant}
     returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
   return row && { ...toEndpoint(row), secret };

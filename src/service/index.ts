@@ -7,7 +7,7 @@ import { createChainRegistry, type RpcObserver } from "../chain/clients";
 import { createMetrics, startMetricsListener, type Metrics } from "../metrics";
 import type { Db } from "../db/client";
 import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
-import { createLogger } from "../common/log";
+import { createLogger, maskInLogs } from "../common/log";
 import { createDb } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
@@ -36,6 +36,8 @@ function startMetrics(config: Config, db: Db, service: Service, stoppers: (() =>
 
 /** Opens the database, migrates it and starts the configured roles. Throws ConfigError on a bad setup. */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
+  maskInLogs(config.ADMIN_API_KEY);
+  maskInLogs(config.WEBHOOK_SECRET_KEY);
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   const wanted = new Set<string>(config.ROLES);
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);

@@ -3,7 +3,7 @@ import type { Config } from "../common/config";
 import { ForbiddenCredentialError, InvalidCredentialError, ReadOnlyCredentialError } from "./errors";
 import { findApiKey } from "./api-keys";
 import { constantTimeEqual } from "./hash";
-import { findSession, readCookie, SESSION_COOKIE, SESSION_PREFIX } from "./sessions";
+import { findSession, readCookie, SECURE_SESSION_COOKIE, SESSION_COOKIE, SESSION_PREFIX } from "./sessions";
 
 /**
  * Who is calling: a merchant-scoped API key or SIWE session, or the admin key (every merchant, read only). A session
@@ -20,7 +20,10 @@ export const INVALID_CREDENTIAL = "invalid, revoked or expired credential";
 /** Longest token worth looking up: every real credential is far shorter. */
 const MAX_TOKEN_LENGTH = 256;
 
-/** The credential of a request: the Bearer token, else the session cookie. Throws on a malformed header. */
+/**
+ * The credential of a request: the Bearer token, else the session cookie (`__Host-siwe_session` first, as set over
+ * https). Throws on a malformed header.
+ */
 export function credentialOf(headers: { authorization?: string | null; cookie?: string | null }): string | undefined {
   const auth = headers.authorization?.trim();
   if (auth) {
@@ -30,7 +33,7 @@ export function credentialOf(headers: { authorization?: string | null; cookie?: 
     }
     return m[1];
   }
-  return readCookie(headers.cookie, SESSION_COOKIE);
+  return readCookie(headers.cookie, SECURE_SESSION_COOKIE) ?? readCookie(headers.cookie, SESSION_COOKIE);
 }
 
 /** Resolves the credential of a request (Bearer header, or the session cookie); throws InvalidCredentialError. */

@@ -30,7 +30,7 @@ export class InvalidMerchantError extends AppError {}
 export class InvalidLabelError extends AppError {}
 
 /** A newly created key: `key` is the secret, returned this once and never stored. */
-export type CreatedApiKey = { id: string; key: string; merchant: string };
+export type CreatedApiKey = { id: string; key: string; merchant: string; chain_id: number | null };
 
 /** A stored key as listed (never the secret, never its hash). */
 export type ApiKeyInfo = {
@@ -38,13 +38,17 @@ export type ApiKeyInfo = {
   merchant: string;
   prefix: string;
   label: string | null;
+  /** The one chain the key reads (a key minted by a SIWE session), or null: every chain. */
+  chain_id: number | null;
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
 };
 
-/** The key a request authenticated with. */
-export type ApiKeyMatch = { id: string; merchant: string };
+/** The key a request authenticated with; `chainId` null: every chain. */
+export type ApiKeyMatch = { id: string; merchant: string; chainId: number | null };
+
+const chainOf = (v: string | number | null): number | null => (v === null ? null : Number(v));
 
 /** Lowercases a merchant address; throws InvalidMerchantError unless it is 0x + 40 hex. */
 export function normalizeMerchant(merchant: string): string {
@@ -68,13 +72,17 @@ function iso(d: Date | string | null): string | null {
 }
 
 /**
- * Creates a key for `merchant`; the returned `key` is the only copy of the secret. Throws ApiKeyLimitError when the
- * merchant already holds MAX_ACTIVE_KEYS active keys: counted under a lock on the merchant, so concurrent creates
- * cannot pass the cap together.
+ * Creates a key for `merchant`, reading only `chainId` when given (a key minted by a SIWE session) or every chain;
+ * the returned `key` is the only copy of the secret. Throws ApiKeyLimitError when the merchant already holds
+ * MAX_ACTIVE_KEYS active keys: counted under a lock on the merchant, so concurrent creates cannot pass the cap together.
  */
-export async function createApiKey(sql: Sql, opts: { merchant: string; label?: string }): Promise<CreatedApiKey> {
+export async function createApiKey(
+  sql: Sql,
+  opts: { merchant: string; label?: string; chainId?: number | null },
+): Promise<CreatedApiKey> {
   const merchant = normalizeMerchant(opts.merchant);
   const label = normalizeLabel(opts.label);
+  const chainId = opts.chainId ?? null;
   const id = randomId("key_");
   const key = randomSecret(API_KEY_PREFIX);
   await sql.begin(async (tx) => {
@@ -87,10 +95,10 @@ export async function createApiKey(sql: Sql, opts: { merchant: string; label?: s
       );
     }
     await tx`
-      insert into api_keys (id, merchant, key_hash, prefix, label)
-      values (${id}, ${merchant}, ${hashSecret(key)}, ${key.slice(0, DISPLAY_PREFIX_LENGTH)}, ${label})`;
+      insert into api_keys (id, merchant, key_hash, prefix, label, chain_id)
+      values (${id}, ${merchant}, ${hashSecret(key)}, ${key.slice(0, DISPLAY_PREFIX_LENGTH)}, ${label}, ${chainId})`;
   });
-  return { id, key, merchant };
+  return { id, key, merchant, chain_id: chainId };
 }
 
 /** Revokes a key; true when it existed and was active, false when unknown or already revoked. */
@@ -102,8 +110,15 @@ export async function revokeApiKey(sql: Sql, id: string): Promise<boolean> {
 /** Lists keys (all, or one merchant's), oldest first. */
 export async function listApiKeys(sql: Sql, merchant?: string): Promise<ApiKeyInfo[]> {
   const filter = merchant === undefined ? sql`` : sql`where merchant = ${normalizeMerchant(merchant)}`;
-  const rows = await sql<(Omit<ApiKeyInfo, "created_at" | "last_used_at" | "revoked_at"> & Record<string, Date>)[]>`
-    select id, merchant, prefix, label, created_at, last_used_at, revoked_at
+  const rows = await sql<
+    (Omit<ApiKeyInfo, "chain_id" | "created_at" | "last_used_at" | "revoked_at"> & {
+      chain_id: string | null;
+      created_at: Date;
+      last_used_at: Date | null;
+      revoked_at: Date | null;
+    })[]
+  >`
+    select id, merchant, prefix, label, chain_id, created_at, last_used_at, revoked_at
     from api_keys ${filter}
     order by created_at, id`;
   return rows.map((r) => ({
@@ -111,6 +126,7 @@ export async function listApiKeys(sql: Sql, merchant?: string): Promise<ApiKeyIn
     merchant: r.merchant,
     prefix: r.prefix,
     label: r.label,
+    chain_id: chainOf(r.chain_id),
     created_at: iso(r.created_at)!,
     last_used_at: iso(r.last_used_at),
     revoked_at: iso(r.revoked_at),
@@ -123,8 +139,8 @@ export async function listApiKeys(sql: Sql, merchant?: string): Promise<ApiKeyIn
  * older than LAST_USED_RESOLUTION_S, so a busy key costs one extra write per minute, not per request.
  */
 export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyMatch | null> {
-  const [row] = await sql<{ id: string; merchant: string; stale: boolean }[]>`
-    select id, merchant,
+  const [row] = await sql<{ id: string; merchant: string; chain_id: string | null; stale: boolean }[]>`
+    select id, merchant, chain_id,
       (last_used_at is null or last_used_at < now() - make_interval(secs => ${LAST_USED_RESOLUTION_S})) as stale
     from api_keys
     where key_hash = ${hashSecret(key)} and revoked_at is null`;
@@ -135,7 +151,7 @@ export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyMatch | n
       where id = ${row.id}
         and (last_used_at is null or last_used_at < now() - make_interval(secs => ${LAST_USED_RESOLUTION_S}))`;
   }
-  return { id: row.id, merchant: row.merchant };
+  return { id: row.id, merchant: row.merchant, chainId: chainOf(row.chain_id) };
 }
 
 /**

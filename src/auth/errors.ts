@@ -9,3 +9,6 @@ export class InvalidCredentialError extends AuthError {}
 
 /** A valid credential that may not read what it asked for (HTTP 403). */
 export class ForbiddenCredentialError extends AuthError {}
+
+/** The admin key asking to change something: it reads every merchant and writes nothing (HTTP 403). */
+export class ReadOnlyCredentialError extends ForbiddenCredentialError {}

@@ -1,13 +1,16 @@
 import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
-import { ForbiddenCredentialError, InvalidCredentialError } from "./errors";
+import { ForbiddenCredentialError, InvalidCredentialError, ReadOnlyCredentialError } from "./errors";
 import { findApiKey } from "./api-keys";
 import { constantTimeEqual } from "./hash";
-import { findSession, readCookie, SESSION_COOKIE, SESSION_PREFIX } from "./sessions";
+import { findSession, readCookie, SECURE_SESSION_COOKIE, SESSION_COOKIE, SESSION_PREFIX } from "./sessions";
 
-/** Who is calling: a merchant-scoped API key or SIWE session, or the admin key (every merchant). */
+/**
+ * Who is calling: a merchant-scoped API key or SIWE session, or the admin key (every merchant, read only). A session
+ * acts on the chain it was signed for; a key minted by a session on that chain too (`chainId`), a CLI key on all.
+ */
 export type Principal =
-  | { kind: "api_key"; merchant: string; keyId: string }
+  | { kind: "api_key"; merchant: string; keyId: string; chainId: number | null }
   | { kind: "session"; merchant: string; sessionId: string; chainId: number; expiresAt: string }
   | { kind: "admin"; merchant: null };
 
@@ -17,7 +20,10 @@ export const INVALID_CREDENTIAL = "invalid, revoked or expired credential";
 /** Longest token worth looking up: every real credential is far shorter. */
 const MAX_TOKEN_LENGTH = 256;
 
-/** The credential of a request: the Bearer token, else the session cookie. Throws on a malformed header. */
+/**
+ * The credential of a request: the Bearer token, else the session cookie (`__Host-siwe_session` first, as set over
+ * https). Throws on a malformed header.
+ */
 export function credentialOf(headers: { authorization?: string | null; cookie?: string | null }): string | undefined {
   const auth = headers.authorization?.trim();
   if (auth) {
@@ -27,7 +33,7 @@ export function credentialOf(headers: { authorization?: string | null; cookie?: 
     }
     return m[1];
   }
-  return readCookie(headers.cookie, SESSION_COOKIE);
+  return readCookie(headers.cookie, SECURE_SESSION_COOKIE) ?? readCookie(headers.cookie, SESSION_COOKIE);
 }
 
 /** Resolves the credential of a request (Bearer header, or the session cookie); throws InvalidCredentialError. */
@@ -42,7 +48,7 @@ export async function authenticate(
   if (token.length <= MAX_TOKEN_LENGTH) {
     if (token.startsWith("sk_")) {
       const key = await findApiKey(sql, token);
-      if (key) return { kind: "api_key", merchant: key.merchant, keyId: key.id };
+      if (key) return { kind: "api_key", merchant: key.merchant, keyId: key.id, chainId: key.chainId };
     } else if (token.startsWith(SESSION_PREFIX)) {
       const s = await findSession(sql, token);
       if (s)
@@ -55,16 +61,24 @@ export async function authenticate(
 /** What a credential may not read: the message of every 403 for another merchant's data. */
 const FORBIDDEN_MERCHANT = "this credential cannot read that merchant's data";
 
+/** The one chain a principal acts on (a session's, or a key minted by one), or null: every chain. */
+export function chainScope(principal: Principal): number | null {
+  return principal.kind === "admin" ? null : principal.chainId;
+}
+
 /**
- * Throws ForbiddenCredentialError unless the principal may read `merchant` (any case) on `chainId`: an API key reads
- * its merchant on every chain, a SIWE session only on the chain its message was signed for, the admin everything.
+ * Throws ForbiddenCredentialError unless the principal may read `merchant` (any case) on `chainId`: a CLI API key
+ * reads its merchant on every chain; a SIWE session, and a key it minted, only on the session's chain; the admin
+ * everything.
  */
 export function assertCanRead(principal: Principal, merchant: string, chainId?: number): void {
   if (principal.kind === "admin") return;
   if (principal.merchant !== merchant.toLowerCase()) throw new ForbiddenCredentialError(FORBIDDEN_MERCHANT);
-  if (principal.kind === "session" && chainId !== undefined && chainId !== principal.chainId) {
+  const scope = chainScope(principal);
+  if (scope !== null && chainId !== undefined && chainId !== scope) {
+    const what = principal.kind === "session" ? "this session was signed" : "this API key was made by a session";
     throw new ForbiddenCredentialError(
-      `this session was signed for chain ${principal.chainId} and cannot read chain ${chainId}: sign in on that chain`,
+      `${what} for chain ${scope} and cannot read chain ${chainId}: sign in on that chain`,
     );
   }
 }
@@ -74,4 +88,13 @@ export function principalId(principal: Principal): string {
   if (principal.kind === "api_key") return `key:${principal.keyId}`;
   if (principal.kind === "session") return `session:${principal.sessionId}`;
   return "admin";
+}
+
+/** The message of every write refused to the admin key. */
+export const ADMIN_READ_ONLY = "the admin key reads every merchant and changes nothing: use the merchant's credential";
+
+/** As assertCanRead for a change: the admin key is refused (ReadOnlyCredentialError) whatever it names. */
+export function assertCanWrite(principal: Principal, merchant: string, chainId?: number): void {
+  if (principal.kind === "admin") throw new ReadOnlyCredentialError(ADMIN_READ_ONLY);
+  assertCanRead(principal, merchant, chainId);
 }

@@ -6,8 +6,14 @@ import { hashSecret, randomId, randomSecret } from "./hash";
 /** Every session token starts with this. */
 export const SESSION_PREFIX = "sess_";
 
-/** Name of the HttpOnly cookie that carries the session token for browsers. */
+/** Name of the HttpOnly cookie that carries the session token for browsers (over plain http). */
 export const SESSION_COOKIE = "siwe_session";
+
+/**
+ * Its name over https: a browser keeps a `__Host-` cookie only if it is Secure, has Path=/ and no Domain, so no
+ * sibling subdomain or plain-http page can plant or overwrite it.
+ */
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 
 /** An active session. */
 export type Session = { id: string; address: string; chainId: number; expiresAt: string };
@@ -69,15 +75,20 @@ export async function purgeSessions(sql: Sql): Promise<number> {
   return rows.length;
 }
 
-/** `Set-Cookie` value carrying a session token: HttpOnly, SameSite=Lax, Path=/, Secure when served over https. */
+const cookieName = (secure: boolean) => (secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE);
+
+/**
+ * `Set-Cookie` value carrying a session token: HttpOnly, SameSite=Lax, Path=/; over https `__Host-siwe_session` and
+ * Secure.
+ */
 export function sessionCookie(token: string, opts: { maxAgeSeconds: number; secure: boolean }): string {
   const maxAge = Math.max(0, Math.floor(opts.maxAgeSeconds));
-  return `${SESSION_COOKIE}=${token}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${opts.secure ? "; Secure" : ""}`;
+  return `${cookieName(opts.secure)}=${token}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${opts.secure ? "; Secure" : ""}`;
 }
 
 /** `Set-Cookie` value that deletes the session cookie. */
 export function clearedSessionCookie(opts: { secure: boolean }): string {
-  return `${SESSION_COOKIE}=; Path=/; Max-Age=0; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Lax${
+  return `${cookieName(opts.secure)}=; Path=/; Max-Age=0; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Lax${
     opts.secure ? "; Secure" : ""
   }`;
 }

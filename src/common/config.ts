@@ -39,7 +39,7 @@ const EnvSchema = {
   PORT: T.Integer({ minimum: 0, maximum: 65535, description: "a port number" }),
   HOST: T.String({ default: "0.0.0.0" }),
   METRICS_PORT: T.Optional(T.Integer({ minimum: 1, maximum: 65535, description: "a port number other than PORT" })),
-  METRICS_HOST: T.Optional(T.String({ minLength: 1, description: "an address to bind, e.g. 0.0.0.0" })),
+  METRICS_HOST: T.String({ minLength: 1, description: "an address to bind, e.g. 127.0.0.1 or fly-local-6pn" }),
   ROLES: T.Array(Role, { minItems: 1, description: "api, indexer, keeper, webhooks (comma-separated)" }),
   READY_MAX_LAG_BLOCKS: Uint(0),
   RATE_LIMIT_PER_MINUTE: Uint(1),
@@ -63,6 +63,8 @@ const EnvSchema = {
   WEBHOOK_POLL_INTERVAL_MS: Uint(10),
   WEBHOOK_ALLOW_PRIVATE_URLS: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
   WEBHOOK_SECRET_KEY: T.Optional(T.String({ minLength: 16, description: "at least 16 characters" })),
+  /** `production`: start-up warns about what is unsafe in production (webhook secrets stored in clear). */
+  NODE_ENV: T.Optional(T.String()),
 } satisfies Record<string, TSchema>;
 
 const defaults: Record<string, string> = {
@@ -71,6 +73,8 @@ const defaults: Record<string, string> = {
   POLL_INTERVAL_MS: "1000",
   SESSION_TTL_S: "86400",
   PORT: "3000",
+  // Loopback: metrics are for the operator's scraper, never the public; fly.toml binds the private network.
+  METRICS_HOST: "127.0.0.1",
   ROLES: "api,indexer,keeper,webhooks",
   READY_MAX_LAG_BLOCKS: "20",
   RATE_LIMIT_PER_MINUTE: "6000",

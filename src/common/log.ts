@@ -9,12 +9,22 @@ const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 4
 // Field names whose values are credentials: never written, whatever their type.
 const SECRET_KEY = /(private_?key|secret|password|passwd|api_?key|^key$|authorization|cookie|session_?token|bearer)/i;
 
-/** Masks credentials inside a free-text value: URL passwords and bearer tokens. */
+// Secrets with no recognizable shape (the admin key), masked wherever they appear: see maskInLogs.
+const literals = new Set<string>();
+
+/** Masks this exact value in every log line from now on (a configured secret that no pattern would find). */
+export function maskInLogs(value: string | undefined): void {
+  if (value && value.length >= 8) literals.add(value);
+}
+
+/** Masks credentials inside a free-text value: configured secrets, URL passwords, bearer tokens and prefixed keys. */
 function scrubString(s: string): string {
+  for (const l of literals) s = s.replaceAll(l, "***");
   return s
     .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/@\s]+:)[^@\s]+@/gi, "$1***@")
     .replace(/(bearer\s+)[^\s"']+/gi, "$1***")
-    .replace(/\b(sk|sess)_[A-Za-z0-9_-]{8,}/g, "$1_***");
+    .replace(/\b(sk|sess|ctl)_[A-Za-z0-9_-]{8,}/g, "$1_***")
+    .replace(/\bwhsec_[A-Za-z0-9+/=_-]{8,}/g, "whsec_***");
 }
 
 /** Makes a value safe and JSON-serializable: bigint as string, errors as message, secrets redacted. */

@@ -20,14 +20,73 @@ import { injectedProvider, signInWithWallet } from "./siwe";
 const app = document.getElementById("app")!;
 const FRESHNESS_POLL_MS = 5000;
 
-/** `#key=sk_live_…&merchant=0x…` (printed by `bun run dev`): stored, then removed from the address bar. */
-function takeFragmentCredential(): void {
+/**
+ * `#key=sk_live_…&merchant=0x…` (printed by `bun run dev`): removed from the address bar at once and kept in memory
+ * only; it signs in once the person has confirmed the merchant (confirmLinkView).
+ */
+function takeFragmentCredential(): Credential | null {
   const params = new URLSearchParams(location.hash.slice(1));
   const key = params.get("key");
   const merchant = params.get("merchant");
-  if (!key) return;
+  if (!key) return null;
   history.replaceState(null, "", location.pathname + location.search);
-  if (merchant && /^0x[0-9a-fA-F]{40}$/.test(merchant)) saveCredential({ kind: "key", token: key, merchant });
+  if (!merchant || !/^0x[0-9a-fA-F]{40}$/.test(merchant)) return null;
+  return { kind: "key", token: key, merchant: merchant.toLowerCase() };
+}
+
+/**
+ * A link can carry anyone's key: signing in with someone else's would show their data and send the person's changes
+ * (webhook endpoints, …) to their account. So the key is first checked to read the merchant it names, that full
+ * address is shown, and nothing is stored until the person confirms it is theirs.
+ */
+async function confirmLinkView(c: Credential): Promise<void> {
+  try {
+    await api(`/v0/subscriptions/${c.merchant}?limit=1`, { credential: c });
+  } catch (err) {
+    signInView(`The sign-in link did not work: ${err instanceof Error ? err.message : String(err)}.`);
+    return;
+  }
+  const confirm = h(
+    "button",
+    {
+      class: "button wide",
+      type: "button",
+      dataset: { confirmLink: "" },
+      onclick: () => {
+        saveCredential(c);
+        start();
+      },
+    },
+    "Yes, this is my merchant: sign in",
+  );
+  const cancel = h(
+    "button",
+    { class: "button secondary wide", type: "button", onclick: () => signInView() },
+    "No, cancel",
+  );
+  replace(
+    app,
+    h(
+      "main",
+      { class: "signin" },
+      h("div", { class: "brand" }, h("span", { class: "logo" }), "Payments"),
+      h(
+        "section",
+        { class: "card", dataset: { linkConfirm: "" } },
+        h("h1", null, "Sign in with this link?"),
+        h("p", null, "The link signs you in with an API key of the merchant"),
+        h("p", { class: "mono", dataset: { linkMerchant: c.merchant } }, c.merchant),
+        h(
+          "p",
+          { class: "muted small" },
+          "Continue only if this is your merchant address. Someone else's link would show you their data, " +
+            "and what you change would change their account.",
+        ),
+        confirm,
+        cancel,
+      ),
+    ),
+  );
 }
 
 function signInView(notice?: string): void {
@@ -222,6 +281,7 @@ setUnauthenticatedHandler((message) => {
   shell = null;
   signInView(`Signed out: ${message}.`);
 });
-takeFragmentCredential();
+const linked = takeFragmentCredential();
 window.addEventListener("hashchange", () => void route());
-start();
+if (linked) void confirmLinkView(linked);
+else start();

@@ -4,6 +4,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Logger } from "../common/log";
 
 /** The one postgres.js client type used everywhere. */
 export type Sql = postgres.Sql<{}>;
@@ -29,32 +30,67 @@ export type DbOptions = {
   loadDataDir?: Blob;
   /** Pool size on a real server (PGlite is always 1). */
   max?: number;
+  /** PGlite only: how long to wait for a dying previous holder of the data directory (default LOCK_WAIT_MS). */
+  lockWaitMs?: number;
+  /** Where the wait for a previous holder is announced. */
+  log?: Logger;
 };
 
 /** Thrown when another live process already has the embedded database directory open. */
 export class DataDirInUseError extends AppError {}
 
-function pidAlive(pid: number): boolean {
+/** How long a start waits for the previous holder of a data directory to exit (a killed big heap takes a moment). */
+export const LOCK_WAIT_MS = 15_000;
+
+/** Whether `pid` is a live process: a zombie (exited, not yet reaped by its parent) counts as gone. */
+export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
+    if ((err as NodeJS.ErrnoException).code !== "EPERM") return false;
+  }
+  try {
+    // `pid (comm) S …`: the state follows the last ')' (comm may hold spaces and parentheses).
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return true; // no /proc (not Linux): the signal check is all there is
   }
 }
 
-/** PGlite is single-process: a second opener would corrupt the directory, so claim it with a pid file. */
-function lockDataDir(dataDir: string): () => void {
-  const file = join(dataDir, "owner.pid");
+/** The pid recorded in a data directory's pid file, when it is another live process. */
+function holderOf(file: string): number | undefined {
   try {
     const pid = Number(readFileSync(file, "utf8").trim());
-    if (pid && pid !== process.pid && pidAlive(pid)) {
+    return pid && pid !== process.pid && pidAlive(pid) ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * PGlite is single-process: a second opener would corrupt the directory, so claim it with a pid file. A holder
+ * still alive may be dying (just killed): wait up to `waitMs` for it to go, then refuse.
+ */
+async function lockDataDir(dataDir: string, waitMs: number, log: Logger | undefined): Promise<() => void> {
+  const file = join(dataDir, "owner.pid");
+  let pid = holderOf(file);
+  if (pid !== undefined) {
+    log?.("warn", "the embedded database is held by another process: waiting for it to exit", {
+      dataDir,
+      pid,
+      waitMs,
+    });
+    const deadline = Date.now() + waitMs;
+    while (pid !== undefined && Date.now() < deadline) {
+      await Bun.sleep(Math.min(100, Math.max(1, deadline - Date.now())));
+      pid = holderOf(file);
+    }
+    if (pid !== undefined) {
       throw new DataDirInUseError(
         `the embedded database in ${dataDir} is in use by process ${pid}; stop it first or set DATABASE_URL`,
       );
     }
-  } catch (err) {
-    if (err instanceof DataDirInUseError) throw err;
   }
   writeFileSync(file, String(process.pid));
   return () => rmSync(file, { force: true });
@@ -87,7 +123,7 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
   let unlock = () => {};
   if (!dataDir.startsWith("memory://")) {
     mkdirSync(dataDir, { recursive: true });
-    unlock = lockDataDir(dataDir);
+    unlock = await lockDataDir(dataDir, opts.lockWaitMs ?? LOCK_WAIT_MS, opts.log);
   }
   const pg = await PGlite.create(dataDir, opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {});
   // PGlite is one session: the socket serves one connection and postgres.js must not open more.

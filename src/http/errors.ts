@@ -48,10 +48,13 @@ export class UnauthenticatedError extends ApiError {
   }
 }
 
-/** 403: a credential for one merchant asking for another merchant's data. */
+/** 403: a credential for one merchant asking for another merchant's data (`admin_read_only`: the admin key writing). */
 export class ForbiddenError extends ApiError {
-  constructor(message = "this credential cannot read that merchant's data") {
-    super(403, "permission_error", "forbidden", message);
+  constructor(
+    message = "this credential cannot read that merchant's data",
+    code: "forbidden" | "admin_read_only" = "forbidden",
+  ) {
+    super(403, "permission_error", code, message);
   }
 }
 

@@ -7,10 +7,11 @@ import { createChainRegistry, type RpcObserver } from "../chain/clients";
 import { createMetrics, startMetricsListener, type Metrics } from "../metrics";
 import type { Db } from "../db/client";
 import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
-import { createLogger } from "../common/log";
+import { createLogger, maskInLogs } from "../common/log";
 import { createDb } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
+import { secureStoredSecrets } from "../webhooks/secrets";
 import type { Role, RoleContext, Service, ServiceOptions } from "./context";
 import { apiRole } from "./roles/api";
 import { indexerRole } from "./roles/indexer";
@@ -22,12 +23,12 @@ export type { Service, ServiceOptions } from "./context";
 /** Every role, in start order. */
 const ROLES: Role[] = [indexerRole, keeperRole, webhooksRole, apiRole];
 
-/** The metrics registry and its listener (METRICS_HOST, default HOST; never the API's port). */
+/** The metrics registry and its listener (METRICS_HOST, default 127.0.0.1; never the API's port). */
 function startMetrics(config: Config, db: Db, service: Service, stoppers: (() => Promise<void>)[]): Metrics {
   const poolMax =
     db.kind === "postgres" ? ((db.sql as unknown as { options?: { max?: number } }).options?.max ?? null) : null;
   const metrics = createMetrics({ sql: db.sql, poolMax });
-  const listener = startMetricsListener(metrics, config.METRICS_HOST ?? config.HOST, config.METRICS_PORT!);
+  const listener = startMetricsListener(metrics, config.METRICS_HOST, config.METRICS_PORT!);
   stoppers.push(listener.stop);
   service.metricsUrl = listener.url;
   return metrics;
@@ -35,6 +36,8 @@ function startMetrics(config: Config, db: Db, service: Service, stoppers: (() =>
 
 /** Opens the database, migrates it and starts the configured roles. Throws ConfigError on a bad setup. */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
+  maskInLogs(config.ADMIN_API_KEY);
+  maskInLogs(config.WEBHOOK_SECRET_KEY);
   const log = opts.log ?? createLogger(config.LOG_LEVEL);
   const wanted = new Set<string>(config.ROLES);
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
@@ -45,7 +48,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const chainId = chains.defaultChainId;
   // Each chain's indexer and keeper keep a connection for their locks: the pool grows with the chains.
   const max = 8 + 2 * Math.max(1, chains.indexed?.length ?? 0);
-  const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max }));
+  const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max, log }));
   const stoppers: (() => Promise<void>)[] = [];
   let stopped: Promise<void> | undefined;
   const stop = () =>
@@ -66,6 +69,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       throw databaseError(config, err);
     });
     if (applied.length) log("info", "migrations applied", { applied });
+    await secureStoredSecrets(db.sql, {
+      secretKey: config.WEBHOOK_SECRET_KEY,
+      production: config.NODE_ENV === "production",
+      log,
+    });
     const notifier = createNotifier(db, log);
     const service: Service = {
       url: null,

@@ -61,12 +61,12 @@ export function retryDelay(schedule: number[], attempt: number, random = Math.ra
 
 /** The secrets that sign a delivery now: the current one, and the previous one during its 24 h overlap. */
 export function activeSecrets(
-  c: Pick<Claimed, "secret" | "previous_secret" | "previous_secret_expires_at">,
+  c: Pick<Claimed, "endpoint_id" | "secret" | "previous_secret" | "previous_secret_expires_at">,
   key?: string,
 ) {
-  const out = [openSecret(c.secret, key)];
+  const out = [openSecret(c.secret, key, c.endpoint_id)];
   if (c.previous_secret && c.previous_secret_expires_at && c.previous_secret_expires_at.getTime() > Date.now()) {
-    out.push(openSecret(c.previous_secret, key));
+    out.push(openSecret(c.previous_secret, key, c.endpoint_id));
   }
   return out;
 }

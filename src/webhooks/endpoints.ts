@@ -15,6 +15,8 @@ export type EndpointObject = {
   description: string | null;
   enabled: boolean;
   disabled_reason: string | null;
+  /** The one chain whose events the endpoint receives (made by a chain-scoped credential), or null: every chain. */
+  chain_id: number | null;
   created_at: string;
   updated_at: string;
 };
@@ -33,7 +35,11 @@ export type DeliveryObject = {
   next_attempt_at: string | null;
 };
 
-type EndpointRow = Omit<EndpointObject, "created_at" | "updated_at"> & { created_at: Date; updated_at: Date };
+type EndpointRow = Omit<EndpointObject, "chain_id" | "created_at" | "updated_at"> & {
+  chain_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+};
 type DeliveryRow = Omit<DeliveryObject, "created_at" | "next_attempt_at" | "attempt"> & {
   attempts: number;
   created_at: Date;
@@ -41,7 +47,8 @@ type DeliveryRow = Omit<DeliveryObject, "created_at" | "next_attempt_at" | "atte
   next_attempt_at: Date;
 };
 
-const ENDPOINT_COLUMNS = "id, url, event_types, description, enabled, disabled_reason, created_at, updated_at";
+const ENDPOINT_COLUMNS =
+  "id, url, event_types, description, enabled, disabled_reason, chain_id, created_at, updated_at";
 const DELIVERY_COLUMNS = `id, event_id, event_type, attempts, status, response_status, error, duration_ms, created_at,
   last_attempt_at, next_attempt_at`;
 
@@ -50,6 +57,7 @@ export const randomId = (prefix: string) => `${prefix}${randomBytes(12).toString
 
 const toEndpoint = (r: EndpointRow): EndpointObject => ({
   ...r,
+  chain_id: r.chain_id === null ? null : Number(r.chain_id),
   created_at: r.created_at.toISOString(),
   updated_at: r.updated_at.toISOString(),
 });
@@ -72,34 +80,41 @@ export const toDelivery = (r: DeliveryRow): DeliveryObject => ({
 export const MAX_ENDPOINTS_PER_MERCHANT = 16;
 
 /**
- * Creates an endpoint; the only time its secret is returned. Throws EndpointLimitError when the merchant already has
- * MAX_ENDPOINTS_PER_MERCHANT: counted under a lock on the merchant, so concurrent creates cannot pass the cap together.
+ * Creates an endpoint (receiving only `chainId`'s events when given); the only time its secret is returned. Throws
+ * EndpointLimitError when the merchant already has MAX_ENDPOINTS_PER_MERCHANT: counted under a lock on the merchant,
+ * so concurrent creates cannot pass the cap together.
  */
 export async function createEndpoint(
   sql: Sql,
-  input: { merchant: string; url: string; eventTypes: string[]; description: string | null },
+  input: { merchant: string; url: string; eventTypes: string[]; description: string | null; chainId?: number | null },
   secretKey: string | undefined,
 ): Promise<EndpointObject & { secret: string }> {
   const secret = newSecret();
+  const id = randomId("we_");
   const row = await sql.begin(async (tx) => {
     await lockForTransaction(tx, `webhook_endpoints:${input.merchant}`);
     const [{ n }] = await tx<[{ n: number }]>`
       select count(*)::int as n from webhook_endpoints where merchant = ${input.merchant}`;
     if (n >= MAX_ENDPOINTS_PER_MERCHANT) throw new EndpointLimitError(MAX_ENDPOINTS_PER_MERCHANT);
     const [created] = await tx<EndpointRow[]>`
-      insert into webhook_endpoints (id, merchant, url, event_types, description, secret)
-      values (${randomId("we_")}, ${input.merchant}, ${input.url}, ${input.eventTypes}, ${input.description},
-        ${sealSecret(secret, secretKey)})
+      insert into webhook_endpoints (id, merchant, url, event_types, description, secret, chain_id)
+      values (${id}, ${input.merchant}, ${input.url}, ${input.eventTypes}, ${input.description},
+        ${sealSecret(secret, secretKey, id)}, ${input.chainId ?? null})
       returning ${tx.unsafe(ENDPOINT_COLUMNS)}`;
     return created!;
   });
   return { ...toEndpoint(row), secret };
 }
 
-/** The merchant's endpoints, oldest first. */
-export async function listEndpoints(sql: Sql, merchant: string): Promise<EndpointObject[]> {
+/**
+ * The merchant's endpoints, oldest first; with `chainId` (a chain-scoped credential's) only those of that chain or of
+ * every chain.
+ */
+export async function listEndpoints(sql: Sql, merchant: string, chainId?: number): Promise<EndpointObject[]> {
   const rows = await sql<EndpointRow[]>`
-    select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints where merchant = ${merchant} order by created_at, id`;
+    select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints where merchant = ${merchant}
+    ${chainId === undefined ? sql`` : sql`and (chain_id is null or chain_id = ${chainId})`}
+    order by created_at, id`;
   return rows.map(toEndpoint);
 }
 
@@ -121,11 +136,20 @@ export async function endpointMerchant(sql: Sql, id: string): Promise<string | u
   return row?.merchant;
 }
 
-/** One endpoint of the merchant (any merchant's when `merchant` is null), or undefined. */
-export async function getEndpoint(sql: Sql, merchant: string | null, id: string): Promise<EndpointObject | undefined> {
+/**
+ * One endpoint of the merchant (any merchant's when `merchant` is null), or undefined; with `chainId`, only one of
+ * that chain or of every chain.
+ */
+export async function getEndpoint(
+  sql: Sql,
+  merchant: string | null,
+  id: string,
+  chainId?: number,
+): Promise<EndpointObject | undefined> {
   const [row] = await sql<EndpointRow[]>`
     select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints
-    where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`}`;
+    where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`}
+    ${chainId === undefined ? sql`` : sql`and (chain_id is null or chain_id = ${chainId})`}`;
   return row && toEndpoint(row);
 }
 
@@ -168,7 +192,7 @@ export async function rotateSecret(
   const secret = newSecret();
   const [row] = await sql<EndpointRow[]>`
     update webhook_endpoints set previous_secret = secret, previous_secret_expires_at = clock_timestamp() + interval '24 hours',
-      secret = ${sealSecret(secret, secretKey)}, updated_at = clock_timestamp()
+      secret = ${sealSecret(secret, secretKey, id)}, updated_at = clock_timestamp()
     where id = ${id} and merchant = ${merchant}
     returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
   return row && { ...toEndpoint(row), secret };

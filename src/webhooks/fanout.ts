@@ -1,6 +1,7 @@
 /**
  * Fan-out of new events to endpoints, inside the transaction that wrote the events (so a committed event always
  * has its deliveries). Idempotent: the range may hold seqs of other transactions, whose deliveries exist already.
+ * An endpoint with a `chain_id` (made by a chain-scoped credential) gets only that chain's events.
  */
 import type { Q } from "../db/query";
 import type { EventRange } from "../events/hook";
@@ -38,6 +39,7 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
       join events ev on ev.chain_id = a.chain_id and ev.block_number = a.block_number and ev.log_index = a.log_index
       where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
     where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
+      and (w.chain_id is null or w.chain_id = ${range.chainId})
     on conflict do nothing`;
   if (!range.withdrawals) return;
   // A withdrawn event: its event.reverted goes to the endpoints that may have received the original (webhooks.md §1),

@@ -69,7 +69,7 @@ export async function urlField(b: Record<string, unknown>, allowPrivate: boolean
 
 /**
  * Validates a create body (`{url, event_types?, description?}` plus the `also` fields) and creates the endpoint:
- * the one path of the API route, the control route and the CLI.
+ * the one path of the API route, the control route and the CLI. `chainId`: the creator's chain scope (null: all).
  */
 export async function createFromBody(
   sql: Sql,
@@ -77,12 +77,13 @@ export async function createFromBody(
   body: unknown,
   config: Pick<DispatcherConfig, "allowPrivate" | "secretKey">,
   also: string[] = [],
+  chainId: number | null = null,
 ) {
   const b = bodyObject(body, ["url", "event_types", "description", ...also]);
   const url = (await urlField(b, config.allowPrivate, true))!;
   const eventTypes = eventTypesField(b) ?? ["*"];
   const description = stringField(b, "description", 500) ?? null;
-  return createEndpoint(sql, { merchant, url, eventTypes, description }, config.secretKey);
+  return createEndpoint(sql, { merchant, url, eventTypes, description, chainId }, config.secretKey);
 }
 
 /**

@@ -8,6 +8,7 @@ import type { AttemptOutcome } from "./send";
 /** A claimed delivery with what sending it needs. */
 export type Claimed = EventRow & {
   delivery_id: string;
+  endpoint_id: string;
   attempts: number;
   origin: string;
   url: string;
@@ -17,7 +18,7 @@ export type Claimed = EventRow & {
 };
 
 /** What a send needs of a delivery, its endpoint (`w`) and its event (`e`), for `d`, `w` and `e` in scope. */
-const CLAIMED_COLUMNS = `d.id as delivery_id, d.attempts, d.origin, w.url, w.secret, w.previous_secret,
+const CLAIMED_COLUMNS = `d.id as delivery_id, w.id as endpoint_id, d.attempts, d.origin, w.url, w.secret, w.previous_secret,
   w.previous_secret_expires_at, ${EVENT_COLUMNS}`;
 
 /** One delivery as a claim reads it (the `test` route claims its own delivery at insertion). */

@@ -30,13 +30,15 @@ export type ReplayResult = { enqueued: number; skipped: number };
 /**
  * Re-enqueues every matching event of the merchant to the endpoint, except those that already have a pending
  * delivery to it (they are counted in `skipped`): a replay repeated before the first one is sent enqueues nothing.
- * Replays of one endpoint take turns (a transaction lock), so two at once cannot both enqueue one event.
+ * Replays of one endpoint take turns (a transaction lock), so two at once cannot both enqueue one event. With
+ * `chainId` (the endpoint's, or the caller's chain scope) only that chain's events are sent.
  */
 export async function replayToEndpoint(
   sql: Sql,
   merchant: string,
   endpoint: Pick<EndpointObject, "id" | "event_types">,
   req: ReplayRequest,
+  chainId?: number,
 ): Promise<ReplayResult> {
   const types = replayTypes(endpoint.event_types, req.types);
   if (types.length === 0) return { enqueued: 0, skipped: 0 };
@@ -44,6 +46,7 @@ export async function replayToEndpoint(
   return sql.begin(async (tx) => {
     await lockForTransaction(tx, `webhook_replay:${endpoint.id}`);
     const where = tx`e.merchant = ${merchant} and e.ts >= ${since} ${until ? tx`and e.ts < ${until}` : tx``}
+      ${chainId === undefined ? tx`` : tx`and e.chain_id = ${chainId}`}
       and ${replayable(tx)} ${types.includes("*") ? tx`` : tx`and e.type = any(${types})`}`;
     const pending = tx`exists (
       select 1 from webhook_deliveries p
@@ -62,7 +65,12 @@ export type RedeliverEvent = { id: string; seq: string; type: string; data: { ob
  * The endpoints a redeliver without `endpoint_id` sends the event to: the enabled endpoints of the merchant it
  * matches.
  */
-export async function redeliverTargets(sql: Sql, merchant: string, event: RedeliverEvent): Promise<EndpointObject[]> {
+export async function redeliverTargets(
+  sql: Sql,
+  merchant: string,
+  event: RedeliverEvent,
+  chainId?: number,
+): Promise<EndpointObject[]> {
   // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that may have received
   // the event it withdraws (webhooks.md §1); any other event goes to the endpoints it matches.
   const object = event.data.object as { endpoint_id?: string; id?: string } | undefined;
@@ -74,7 +82,7 @@ export async function redeliverTargets(sql: Sql, merchant: string, event: Redeli
       : sentTo !== null
         ? sentTo.has(w.id)
         : w.event_types.includes("*") || w.event_types.includes(event.type);
-  return (await listEndpoints(sql, merchant)).filter((w) => w.enabled && matches(w));
+  return (await listEndpoints(sql, merchant, chainId)).filter((w) => w.enabled && matches(w));
 }
 
 /** Enqueues the event (while it still stands) to each target; returns how many deliveries were created. */

@@ -52,7 +52,7 @@ describe("createApiKey", () => {
 describe("findApiKey and revokeApiKey", () => {
   test("finds an active key by its secret; revoked and unknown keys are null", async () => {
     const { id, key } = await createApiKey(db.sql, { merchant });
-    expect(await findApiKey(db.sql, key)).toEqual({ id, merchant });
+    expect(await findApiKey(db.sql, key)).toEqual({ id, merchant, chainId: null });
     expect(await findApiKey(db.sql, `${key}x`)).toBeNull();
     expect(await findApiKey(db.sql, hashSecret(key))).toBeNull();
     expect(await revokeApiKey(db.sql, id)).toBe(true);
@@ -87,11 +87,17 @@ describe("listApiKeys", () => {
     await revokeApiKey(db.sql, b.id);
     const mine = await listApiKeys(db.sql, accounts.merchant2.address);
     expect(mine.map((k) => k.id)).toEqual([a.id, b.id]);
-    expect(mine[0]).toMatchObject({ merchant: merchant2, label: "first", revoked_at: null, last_used_at: null });
+    expect(mine[0]).toMatchObject({
+      merchant: merchant2,
+      label: "first",
+      chain_id: null,
+      revoked_at: null,
+      last_used_at: null,
+    });
     expect(mine[0]!.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(mine[1]!.revoked_at).toMatch(/Z$/);
     expect(Object.keys(mine[0]!).sort()).toEqual(
-      ["created_at", "id", "label", "last_used_at", "merchant", "prefix", "revoked_at"].sort(),
+      ["chain_id", "created_at", "id", "label", "last_used_at", "merchant", "prefix", "revoked_at"].sort(),
     );
     const text = JSON.stringify(await listApiKeys(db.sql));
     expect(text).not.toContain(a.key);

@@ -106,7 +106,7 @@ test("create, list, revoke against the service's database", async () => {
   expect(list.stdout).not.toContain(secondKey!);
 
   await withDb(async (d) => {
-    expect(await findApiKey(d.sql, created.key)).toEqual({ id: created.id, merchant });
+    expect(await findApiKey(d.sql, created.key)).toEqual({ id: created.id, merchant, chainId: null });
     expect(await findApiKey(d.sql, secondKey!)).toBeNull();
     const rows = await d.sql`select * from api_keys`;
     expect(JSON.stringify(rows)).not.toContain(created.key);

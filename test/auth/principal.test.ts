@@ -1,8 +1,15 @@
 /** authenticate/assertCanRead called directly (the HTTP matrix is test/api/auth.test.ts). */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ForbiddenCredentialError, InvalidCredentialError } from "../../src/auth/errors";
+import { ForbiddenCredentialError, InvalidCredentialError, ReadOnlyCredentialError } from "../../src/auth/errors";
 import { createApiKey } from "../../src/auth/api-keys";
-import { assertCanRead, authenticate, credentialOf, type Principal } from "../../src/auth/principal";
+import {
+  assertCanRead,
+  assertCanWrite,
+  authenticate,
+  chainScope,
+  credentialOf,
+  type Principal,
+} from "../../src/auth/principal";
 import { createSession, readCookie } from "../../src/auth/sessions";
 import { loadConfig } from "../../src/common/config";
 import type { Db } from "../../src/db/client";
@@ -49,6 +56,7 @@ describe("authenticate", () => {
       kind: "api_key",
       merchant,
       keyId: id,
+      chainId: null,
     });
     const { token, session } = await db.sql.begin((tx) =>
       createSession(tx, { address: merchant.toUpperCase().replace("0X", "0x"), chainId: 10, ttlSeconds: 120 }),
@@ -64,7 +72,7 @@ describe("authenticate", () => {
 });
 
 describe("assertCanRead", () => {
-  const key: Principal = { kind: "api_key", merchant, keyId: "key_1" };
+  const key: Principal = { kind: "api_key", merchant, keyId: "key_1", chainId: null };
   test("own merchant in any case passes, another is forbidden, admin reads all", () => {
     expect(() => assertCanRead(key, merchant)).not.toThrow();
     expect(() => assertCanRead(key, merchant.toUpperCase().replace("0X", "0x"))).not.toThrow();
@@ -79,5 +87,27 @@ describe("assertCanRead", () => {
     expect(() => assertCanRead(session, merchant, 8453)).toThrow("chain 10");
     expect(() => assertCanRead(key, merchant, 8453)).not.toThrow();
     expect(() => assertCanRead({ kind: "admin", merchant: null }, merchant, 8453)).not.toThrow();
+  });
+});
+
+describe("chain-scoped keys and writes", () => {
+  test("a key made with a chain reads only that chain, like the session that made it", async () => {
+    const { id, key } = await createApiKey(db.sql, { merchant, chainId: 10 });
+    const principal = await authenticate(db.sql, config, { authorization: `Bearer ${key}` });
+    expect(principal).toEqual({ kind: "api_key", merchant, keyId: id, chainId: 10 });
+    expect(chainScope(principal)).toBe(10);
+    expect(() => assertCanRead(principal, merchant, 10)).not.toThrow();
+    expect(() => assertCanRead(principal, merchant)).not.toThrow();
+    expect(() => assertCanRead(principal, merchant, 8453)).toThrow("chain 10");
+  });
+
+  test("the admin key reads everything and writes nothing; a merchant's credential writes its own", () => {
+    const admin: Principal = { kind: "admin", merchant: null };
+    expect(() => assertCanWrite(admin, merchant)).toThrow(ReadOnlyCredentialError);
+    expect(() => assertCanWrite({ kind: "api_key", merchant, keyId: "key_1", chainId: null }, merchant)).not.toThrow();
+    expect(() =>
+      assertCanWrite({ kind: "api_key", merchant, keyId: "key_1", chainId: null }, "0x" + "1".repeat(40)),
+    ).toThrow(ForbiddenCredentialError);
+    expect(chainScope(admin)).toBeNull();
   });
 });

@@ -14,6 +14,7 @@ describe("loadConfig", () => {
     expect(c.KEEPER_PRIVATE_KEY).toBeUndefined();
     expect(c.retrySchedule).toEqual([3600, 21600, 86400]);
     expect(c.extraRpcUrls).toEqual({});
+    expect(c.METRICS_HOST).toBe("127.0.0.1");
   });
 
   test("parses every typed value and lowercases the processor address", () => {

@@ -151,8 +151,36 @@ describe("signed in with an API key", () => {
     await context?.close();
   });
 
-  test("the #key= link signs in, keeps the key in sessionStorage and removes it from the address bar", async () => {
+  test("a #key= link signs in only once the person confirms the merchant it shows; cancel stores nothing", async () => {
+    const link = await newPage();
+    await link.page.goto(`${origin}/dashboard#key=${apiKey}&merchant=${merchant.toUpperCase().replace("0X", "0x")}`);
+    await link.page.waitForSelector("[data-link-confirm]", { timeout: 30_000 });
+    // The key is out of the address bar and stored nowhere yet; the page shows the merchant it reads, in full.
+    expect(link.page.url()).toBe(`${origin}/dashboard`);
+    expect(await link.page.evaluate(() => sessionStorage.getItem("dashboard.credential"))).toBeNull();
+    expect(await link.page.textContent("[data-link-merchant]")).toBe(merchant);
+    expect(await link.page.locator("main[data-ready]").count()).toBe(0);
+    await link.page.click("text=No, cancel");
+    await link.page.waitForSelector("form input[name=key]");
+    expect(await link.page.evaluate(() => sessionStorage.getItem("dashboard.credential"))).toBeNull();
+    // A link whose key does not read the merchant it names is refused before anything is shown.
+    const other = "0x" + "7".repeat(40);
+    const logged = errors.length;
+    await link.page.goto("about:blank"); // a fresh load: from /dashboard a new fragment only changes the hash
+    await link.page.goto(`${origin}/dashboard#key=${apiKey}&merchant=${other}`);
+    await link.page.waitForSelector(".notice", { timeout: 30_000 });
+    expect(await link.page.textContent(".notice")).toContain("did not work");
+    expect(await link.page.locator("[data-link-confirm]").count()).toBe(0);
+    expect(await link.page.evaluate(() => sessionStorage.getItem("dashboard.credential"))).toBeNull();
+    // The browser logs the refused read (403) as a failed resource: expected here, and only that.
+    expect(errors.slice(logged).every((e) => e.includes("403"))).toBe(true);
+    errors.splice(logged);
+    await link.context.close();
+  }, 60_000);
+
+  test("the #key= link signs in after the confirmation, keeps the key in sessionStorage and removes it from the address bar", async () => {
     await page.goto(`${origin}/dashboard#key=${apiKey}&merchant=${merchant}`);
+    await page.click("[data-confirm-link]", { timeout: 30_000 });
     await page.waitForSelector('main[data-ready="#/"]', { timeout: 30_000 });
     expect(page.url()).toBe(`${origin}/dashboard`);
     const stored = JSON.parse((await page.evaluate(() => sessionStorage.getItem("dashboard.credential")))!);
@@ -233,6 +261,7 @@ describe("signed in with an API key", () => {
   test("at 390 px wide: readable, tables scroll inside their card", async () => {
     const small = await newPage(390);
     await small.page.goto(`${origin}/dashboard#key=${apiKey}&merchant=${merchant}`);
+    await small.page.click("[data-confirm-link]", { timeout: 30_000 });
     await small.page.waitForSelector('main[data-ready="#/"]', { timeout: 30_000 });
     await small.page.screenshot({ path: `${SHOTS}/overview-390.png`, fullPage: true });
     await go(small.page, "#/subscriptions");

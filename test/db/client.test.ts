@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createDb, DataDirInUseError, type Db } from "../../src/db/client";
+import { createDb, DataDirInUseError, pidAlive, type Db } from "../../src/db/client";
+import type { Logger } from "../../src/common/log";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
 import { createTestDb, testDbKind } from "../../testkit/db";
 
@@ -60,7 +61,7 @@ test("an embedded data directory cannot be opened by a second process while in u
         process.execPath,
         "-e",
         `import { createDb } from ${JSON.stringify(join(import.meta.dir, "../../src/db/client.ts"))};
-         try { await createDb({ dataDir: ${JSON.stringify(dir)} }); console.log("opened"); process.exit(0); }
+         try { await createDb({ dataDir: ${JSON.stringify(dir)}, lockWaitMs: 500 }); console.log("opened"); process.exit(0); }
          catch (e) { console.log(e.name); process.exit(3); }`,
       ],
       { stdout: "pipe", stderr: "pipe" },
@@ -76,3 +77,75 @@ test("an embedded data directory cannot be opened by a second process while in u
   expect(r.one).toBe(1);
   await again.close();
 }, 60_000);
+
+/** A data directory whose pid file names `pid`, as a process killed with `kill -9` leaves it. */
+function heldBy(pid: number): string {
+  const dir = mkdtempSync(join(tmpdir(), "pglite-holder-"));
+  writeFileSync(join(dir, "owner.pid"), String(pid));
+  return dir;
+}
+
+/** A logger that keeps its lines. */
+function keptLog(): { log: Logger; lines: { level: string; msg: string; fields?: Record<string, unknown> }[] } {
+  const lines: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
+  return { log: (level, msg, fields) => lines.push({ level, msg, fields }), lines };
+}
+
+test("a start waits for a dying holder of the data directory, says so once, and opens it when it exits", async () => {
+  const holder = Bun.spawn(["sleep", "2"]);
+  const dir = heldBy(holder.pid);
+  const { log, lines } = keptLog();
+  const started = Date.now();
+  const db = await createDb({ dataDir: dir, log });
+  try {
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_500);
+    expect(await holder.exited).toBe(0);
+    const waits = lines.filter((l) => l.msg.includes("waiting for it to exit"));
+    expect(waits).toHaveLength(1);
+    expect(waits[0]!.fields).toMatchObject({ pid: holder.pid, dataDir: dir });
+    const [r] = await db.sql<{ one: number }[]>`select 1 as one`;
+    expect(r!.one).toBe(1);
+  } finally {
+    await db.close();
+  }
+}, 30_000);
+
+test("a holder that stays alive is refused after the wait", async () => {
+  const holder = Bun.spawn(["sleep", "30"]);
+  try {
+    const dir = heldBy(holder.pid);
+    const { log, lines } = keptLog();
+    const started = Date.now();
+    const err = await createDb({ dataDir: dir, lockWaitMs: 1_000, log }).catch((e) => e);
+    expect(err).toBeInstanceOf(DataDirInUseError);
+    expect((err as Error).message).toContain(`is in use by process ${holder.pid}`);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+    expect(lines).toHaveLength(1);
+  } finally {
+    holder.kill();
+  }
+}, 30_000);
+
+test("a zombie holder (exited, never reaped by its parent) counts as gone", async () => {
+  // The shell starts a short child, prints its pid, then becomes `sleep`, which never reaps it: a zombie.
+  const parent = Bun.spawn(["sh", "-c", "sleep 0.1 & echo $!; exec sleep 30"], { stdout: "pipe" });
+  try {
+    const reader = parent.stdout.getReader();
+    const zombie = Number(new TextDecoder().decode((await reader.read()).value).trim());
+    let state = "";
+    for (let i = 0; i < 100 && state !== "Z"; i++) {
+      await Bun.sleep(20);
+      const stat = await Bun.file(`/proc/${zombie}/stat`).text();
+      state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    }
+    expect(state).toBe("Z");
+    expect(() => process.kill(zombie, 0)).not.toThrow(); // the signal check alone would call it alive
+    expect(pidAlive(zombie)).toBe(false);
+    const { log, lines } = keptLog();
+    const db = await createDb({ dataDir: heldBy(zombie), lockWaitMs: 1_000, log });
+    await db.close();
+    expect(lines).toHaveLength(0);
+  } finally {
+    parent.kill();
+  }
+}, 30_000);

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApiKey, revokeApiKey } from "../../src/auth/api-keys";
 import { createSession } from "../../src/auth/sessions";
 import { hashSecret } from "../../src/auth/hash";
+import { createEndpoint } from "../../src/webhooks/endpoints";
 import { accounts } from "../../testkit/accounts";
 import { CHAIN_A, M1, M2, M_NONE, MOD, W } from "../../testkit/seed";
 import { postJson, signIn } from "../../testkit/siwe";
@@ -365,4 +366,86 @@ test("no error response carries a secret: not in the body, not in a header", () 
     const token = e.sent?.replace(/^\s*\S+\s+/, "").split(/\s+/)[0];
     if (token && token.length >= 12) expect(e.body.includes(token), `${e.what}: echoes ${token}`).toBe(false);
   }
+});
+
+describe("the admin key reads every merchant and writes nothing", () => {
+  /** A body each write route accepts, so that only the credential can refuse it. */
+  const BODIES: Record<string, unknown> = {
+    "POST /v0/webhook_endpoints/:merchant": { url: "https://example.com/hook" },
+    "PATCH /v0/webhook_endpoints/:merchant/:id": { description: "admin was here" },
+    "POST /v0/webhook_endpoints/:merchant/:id/replay": { since: "2000-01-01T00:00:00Z" },
+    "POST /v0/api_keys/:merchant": { label: "admin" },
+  };
+  /** What every write could change. */
+  const snapshot = async () =>
+    (
+      await s.db.sql<{ t: string }[]>`
+        select (select coalesce(string_agg(md5(w::text), ',' order by id), '') from webhook_endpoints w) ||
+          (select count(*) from webhook_deliveries)::text || '|' ||
+          (select coalesce(string_agg(md5(k::text), ',' order by id), '') from api_keys k) ||
+          (select coalesce(string_agg(md5(x::text), ',' order by id), '') from sessions x) ||
+          (select count(*) from merchant_events)::text as t`
+    )[0]!.t;
+
+  test("every POST, PATCH and DELETE under /v0 is a 403 admin_read_only that changes nothing", async () => {
+    const key = await newKey(M1);
+    const endpointId = (
+      await createEndpoint(
+        s.db.sql,
+        { merchant: M1, url: "https://example.com/hook", eventTypes: ["*"], description: null },
+        undefined,
+      )
+    ).id;
+    const [event] = await s.db.sql<{ id: string }[]>`select id from event_log where merchant = ${M1} limit 1`;
+    const session = await newSession(accounts.merchant);
+    const writes = s.app.routes.filter(
+      (r) => ["POST", "PATCH", "DELETE", "PUT"].includes(r.method) && r.path.startsWith("/v0/"),
+    );
+    const walked: string[] = [];
+    const before = await snapshot();
+    for (const r of writes) {
+      const name = `${r.method} ${r.path}`;
+      // The one public write: it takes a signature, never a credential.
+      if (r.path === "/v0/siwe/verify") continue;
+      const id = r.path.startsWith("/v0/events/")
+        ? (event?.id ?? "evt_00")
+        : r.path.startsWith("/v0/api_keys/")
+          ? key.id
+          : endpointId;
+      const path = r.path.replace(":merchant", M1).replace(":id", id);
+      const body = BODIES[name];
+      const headers = { ...bearer(ADMIN_KEY), ...(body ? { "content-type": "application/json" } : {}) };
+      const res = await s.app.handle(
+        new Request(`http://localhost${path}`, {
+          method: r.method,
+          headers,
+          body: body ? JSON.stringify(body) : undefined,
+        }),
+      );
+      const json = (await res.json()) as { error?: { code?: string; type?: string; message?: string } };
+      expect(res.status, name).toBe(403);
+      expect(json.error, name).toMatchObject({ type: "permission_error", code: "admin_read_only" });
+      expect(json.error?.message, name).toContain("changes nothing");
+      walked.push(name);
+    }
+    expect(await snapshot()).toBe(before);
+    // Every write route of the API was walked (a new one is walked too, as it appears in app.routes).
+    for (const must of [
+      "POST /v0/webhook_endpoints/:merchant",
+      "PATCH /v0/webhook_endpoints/:merchant/:id",
+      "DELETE /v0/webhook_endpoints/:merchant/:id",
+      "POST /v0/webhook_endpoints/:merchant/:id/rotate_secret",
+      "POST /v0/webhook_endpoints/:merchant/:id/test",
+      "POST /v0/webhook_endpoints/:merchant/:id/replay",
+      "POST /v0/events/:merchant/:id/redeliver",
+      "POST /v0/api_keys/:merchant",
+      "DELETE /v0/api_keys/:merchant/:id",
+      "POST /v0/siwe/logout",
+    ]) {
+      expect(walked).toContain(must);
+    }
+    // The merchant's own credentials still write; the admin key still reads.
+    expect((await send(`/v0/webhook_endpoints/${M1}/${endpointId}`, bearer(ADMIN_KEY))).status).toBe(200);
+    expect((await send("/v0/siwe/me", bearer(session))).status).toBe(200);
+  });
 });

@@ -2,6 +2,7 @@
  * `GET /metrics` on METRICS_PORT: a real service (indexer, keeper, webhooks, API) on a real anvil, scraped and parsed
  * with a Prometheus text-format parser; the values move as the chain does.
  */
+import { networkInterfaces } from "node:os";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { createApiKey } from "../../src/auth/api-keys";
@@ -49,7 +50,7 @@ beforeAll(async () => {
     SIWE_DOMAIN: "localhost",
     KEEPER_PRIVATE_KEY: keys.keeper,
     PORT: String(await freePort()),
-    HOST: "127.0.0.1",
+    HOST: "0.0.0.0",
     METRICS_PORT: String(await freePort()),
     WEBHOOK_ALLOW_PRIVATE_URLS: "1",
     WEBHOOK_POLL_INTERVAL_MS: "100",
@@ -67,6 +68,19 @@ afterAll(async () => {
 describe("GET /metrics", () => {
   test("is served on METRICS_PORT only, never on the API's port; METRICS_PORT = PORT is refused", async () => {
     expect(service.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    // The API listens on every address (HOST=0.0.0.0); metrics only on loopback (METRICS_HOST's default).
+    const outside = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && !i.internal && i.family === "IPv4")?.address;
+    expect(outside).toBeDefined();
+    const port = new URL(service.metricsUrl!).port;
+    expect((await fetch(`http://${outside}:${service.port}/healthz`)).status).toBe(200);
+    expect(
+      await fetch(`http://${outside}:${port}/metrics`).then(
+        () => "served",
+        () => "refused",
+      ),
+    ).toBe("refused");
     expect(new URL(service.metricsUrl!).port).not.toBe(String(service.port));
     expect((await fetch(`${service.url}/metrics`)).status).toBe(404);
     expect(() => loadConfig({ PORT: "9100", METRICS_PORT: "9100" })).toThrow(ConfigError);

@@ -1,7 +1,10 @@
 /**
  * Credential macros. `merchantReader: true` authenticates the request (Bearer API key or SIWE session, or the
- * session cookie), checks it may read the `:merchant` of the path on the `chain_id` of the query, and puts the
- * `principal` in the context; `siweSession: true` requires a SIWE session. Both mark the response
+ * session cookie), checks it may read the `:merchant` of the path on the `chain_id` of the query (default: the
+ * default chain), and puts the `principal` in the context; `merchantReader: "anyChain"` checks the `chain_id` only
+ * when the query names one (routes that span chains, where a chain-scoped credential is narrowed to its own).
+ * `merchantWriter` is the same for changes: the `Authorization` header only, and never the admin key (403
+ * `admin_read_only`). `siweSession: true` requires a SIWE session. Both mark the response
  * `Cache-Control: private, no-store`. Every authenticated request spends a token of its credential's own bucket
  * (RATE_LIMIT_PER_KEY_PER_MINUTE, kept under the key's or session's id); a client whose credential is refused (401)
  * spends a token of its address's rate limit, so guessing keys is rate limited; a client with no tokens left is
@@ -14,8 +17,15 @@ import { Elysia } from "elysia";
 import type { Server } from "bun";
 import type { Sql } from "../../db/client";
 import type { Config } from "../../common/config";
-import { assertCanRead, authenticate, principalId, type Principal } from "../../auth/principal";
-import { InvalidCredentialError } from "../../auth/errors";
+import {
+  ADMIN_READ_ONLY,
+  assertCanRead,
+  assertCanWrite,
+  authenticate,
+  principalId,
+  type Principal,
+} from "../../auth/principal";
+import { InvalidCredentialError, ReadOnlyCredentialError } from "../../auth/errors";
 import type { ClientLimiter, KeyLimiter } from "../rate-limit";
 import { parseAddress, parseChainId, type RawParams } from "../params";
 
@@ -59,29 +69,37 @@ export function createAuthenticator(deps: Omit<AuthPluginDeps, "defaultChainId">
 export function authPlugin(deps: AuthPluginDeps) {
   const principalOf = createAuthenticator(deps);
 
+  /** The chain a request names: `chain_id` or the default chain; with "anyChain", only what the query names. */
+  const chainOf = (query: unknown, mode: ChainMode): number | undefined =>
+    mode === "anyChain" && (query as RawParams).chain_id === undefined
+      ? undefined
+      : parseChainId(query as RawParams, deps.defaultChainId);
+
   return new Elysia().macro({
-    merchantReader: {
+    merchantReader: (mode: ChainMode) => ({
       async resolve(ctx) {
         const merchant = parseAddress(ctx.params as RawParams, "merchant");
-        const chainId = parseChainId(ctx.query as RawParams, deps.defaultChainId);
+        const chainId = chainOf(ctx.query, mode);
         const principal = await principalOf(ctx);
         assertCanRead(principal, merchant, chainId);
         return { principal };
       },
-    },
-    /** As `merchantReader`, from the `Authorization` header only: a cross-site request cannot carry it. */
-    merchantWriter: {
+    }),
+    /** As `merchantReader` for a change, from the `Authorization` header only: a cross-site request cannot carry it. */
+    merchantWriter: (mode: ChainMode) => ({
       async resolve(ctx) {
         const merchant = parseAddress(ctx.params as RawParams, "merchant");
-        const chainId = parseChainId(ctx.query as RawParams, deps.defaultChainId);
+        const chainId = chainOf(ctx.query, mode);
         const principal = await principalOf(ctx, false);
-        assertCanRead(principal, merchant, chainId);
+        assertCanWrite(principal, merchant, chainId);
         return { principal };
       },
-    },
+    }),
     siweSession: {
       async resolve(ctx) {
         const principal = await principalOf(ctx);
+        if (principal.kind === "admin" && ctx.request.method !== "GET")
+          throw new ReadOnlyCredentialError(ADMIN_READ_ONLY);
         if (principal.kind !== "session") {
           deps.limiter.hit(ctx.request, ctx.server as Server<unknown> | null);
           throw new InvalidCredentialError("this route needs a SIWE session token or cookie");
@@ -91,3 +109,6 @@ export function authPlugin(deps: AuthPluginDeps) {
     },
   });
 }
+
+/** `true`: the request's chain is its `chain_id` or the default chain; "anyChain": only a `chain_id` it names. */
+type ChainMode = true | "anyChain";

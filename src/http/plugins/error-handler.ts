@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { ValueErrorType } from "@sinclair/typebox/errors";
-import { AuthError, ForbiddenCredentialError } from "../../auth/errors";
+import { AuthError, ForbiddenCredentialError, ReadOnlyCredentialError } from "../../auth/errors";
 import { ApiKeyLimitError } from "../../auth/api-keys";
 import { EndpointLimitError, InvalidFieldError } from "../../webhooks/errors";
 import { createLogger, type Logger } from "../../common/log";
@@ -92,8 +92,9 @@ function validationError(err: ValidationLike, request: Request): ApiError {
 
 const newRequestId = () => `req_${crypto.randomUUID().replaceAll("-", "")}`;
 
-/** The API error of an auth failure: 403 for a credential reading what it may not, else 401 (same message). */
+/** The API error of an auth failure: 403 for a credential reading (or the admin key writing) what it may not, else 401. */
 function authError(err: AuthError): ApiError {
+  if (err instanceof ReadOnlyCredentialError) return new ForbiddenError(err.message, "admin_read_only");
   return err instanceof ForbiddenCredentialError
     ? new ForbiddenError(err.message)
     : new UnauthenticatedError(err.message);

@@ -6,9 +6,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { hashSecret } from "../../../src/auth/hash";
 import { createApiKey } from "../../../src/auth/api-keys";
-import { SESSION_COOKIE } from "../../../src/auth/sessions";
+import { createSession, SESSION_COOKIE } from "../../../src/auth/sessions";
 import { accounts } from "../../../testkit/accounts";
-import { M1, M2 } from "../../../testkit/seed";
+import { CHAIN_A, CHAIN_B, M1, M2 } from "../../../testkit/seed";
 import { ADMIN_KEY, startSeededApp, type SeededApp } from "../../../testkit/app";
 import { signIn } from "../../../testkit/siwe";
 
@@ -49,8 +49,8 @@ describe("a wallet session manages its merchant's keys", () => {
     const res = await call("POST", `/v0/api_keys/${M1}`, bearer(session), { label: "  production server " });
     expect(res.status).toBe(201);
     expect(res.headers.get("cache-control")).toBe("no-store");
-    expect(Object.keys(res.body).sort()).toEqual(["created_at", "id", "key", "label", "merchant"]);
-    expect(res.body).toMatchObject({ merchant: M1, label: "production server" });
+    expect(Object.keys(res.body).sort()).toEqual(["chain_id", "created_at", "id", "key", "label", "merchant"]);
+    expect(res.body).toMatchObject({ merchant: M1, label: "production server", chain_id: CHAIN_A });
     expect(res.body.key).toMatch(/^sk_live_[1-9A-HJ-NP-Za-km-z]{40,}$/);
     expect(res.body.id).toMatch(/^key_[0-9a-f]{20}$/);
     expect(Math.abs(Date.parse(res.body.created_at) - Date.now())).toBeLessThan(60_000);
@@ -59,6 +59,28 @@ describe("a wallet session manages its merchant's keys", () => {
     expect(row!.prefix).toBe(res.body.key.slice(0, 12));
     expect((await s.get(`/v0/subscriptions/${M1}?limit=1`, bearer(res.body.key))).status).toBe(200);
     expect((await s.get(`/v0/subscriptions/${M2}?limit=1`, bearer(res.body.key))).status).toBe(403);
+  });
+
+  test("a key made with a session reads only the session's chain, as the session does; a CLI key reads every chain", async () => {
+    // The seeded app serves one chain for sign-in; a session of chain B is as /v0/siwe/verify would store it.
+    const { token: onB } = await s.db.sql.begin((tx) =>
+      createSession(tx, { address: M1, chainId: CHAIN_B, ttlSeconds: 600 }),
+    );
+    const made = await call("POST", `/v0/api_keys/${M1}`, bearer(onB), { label: "chain B" });
+    expect(made.body.chain_id).toBe(CHAIN_B);
+    for (const cred of [onB, made.body.key]) {
+      expect((await s.get(`/v0/subscriptions/${M1}?chain_id=${CHAIN_B}`, bearer(cred))).status).toBe(200);
+      const other = await s.get(`/v0/subscriptions/${M1}?chain_id=${CHAIN_A}`, bearer(cred));
+      expect(other.status).toBe(403);
+      expect(other.body.error.message).toContain(`chain ${CHAIN_B}`);
+    }
+    const cli = await createApiKey(s.db.sql, { merchant: M1 });
+    expect(cli.chain_id).toBeNull();
+    expect((await s.get(`/v0/subscriptions/${M1}?chain_id=${CHAIN_A}`, bearer(cli.key))).status).toBe(200);
+    expect((await s.get(`/v0/subscriptions/${M1}?chain_id=${CHAIN_B}`, bearer(cli.key))).status).toBe(200);
+    const listed = (await call("GET", `/v0/api_keys/${M1}`, bearer(onB))).body;
+    expect(listed.find((k: { id: string }) => k.id === made.body.id).chain_id).toBe(CHAIN_B);
+    expect(listed.find((k: { id: string }) => k.id === cli.id).chain_id).toBeNull();
   });
 
   test("create without a body or label: label null; bad labels are 400s that create nothing", async () => {
@@ -85,7 +107,15 @@ describe("a wallet session manages its merchant's keys", () => {
     expect(ids).toContain(mine.body.id);
     expect(ids).not.toContain(theirs.id);
     for (const k of res.body) {
-      expect(Object.keys(k).sort()).toEqual(["created_at", "id", "label", "last_used_at", "prefix", "revoked_at"]);
+      expect(Object.keys(k).sort()).toEqual([
+        "chain_id",
+        "created_at",
+        "id",
+        "label",
+        "last_used_at",
+        "prefix",
+        "revoked_at",
+      ]);
     }
     expect(JSON.stringify(res.body)).not.toContain(mine.body.key);
     const times = res.body.map((k: { created_at: string }) => Date.parse(k.created_at));
@@ -133,8 +163,10 @@ describe("only a SIWE session of that merchant, sent as a Bearer token for write
       ] as const) {
         const res = await call(method, path, bearer(cred));
         expect(res.status, `${method} ${path}`).toBe(403);
-        expect(res.body.error.code).toBe("forbidden");
-        expect(res.body.error.message).toContain("an API key cannot mint");
+        // The admin key is read only: its writes say so with their own code.
+        const adminWrite = cred === ADMIN_KEY && method !== "GET";
+        expect(res.body.error.code).toBe(adminWrite ? "admin_read_only" : "forbidden");
+        expect(res.body.error.message).toContain(adminWrite ? "changes nothing" : "an API key cannot mint");
       }
     }
     expect(await keysOf(M1)).toBe(before);

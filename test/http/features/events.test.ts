@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createApiKey } from "../../../src/auth/api-keys";
+import { createSession } from "../../../src/auth/sessions";
 import { startSeededApp, type SeededApp } from "../../../testkit/app";
 
 const M1 = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -175,5 +176,47 @@ describe("GET /v0/events/:merchant/:id", () => {
     expect((await get(`/v0/events/${M1}/evt_ffff`)).status).toBe(404);
     expect((await get(`/v0/events/${M1}/evt_0`)).status).toBe(404);
     expect((await get(`/v0/events/${M1}/nope`)).status).toBe(400);
+  });
+});
+
+describe("a chain-scoped credential (a SIWE session, or a key it made) reads only its chain's events", () => {
+  const sessionOn = async (chainId: number) =>
+    (await s.db.sql.begin((tx) => createSession(tx, { address: M1, chainId, ttlSeconds: 600 }))).token;
+
+  test("the list filters to the chain; another chain_id is a 403 as on the other read routes", async () => {
+    for (const chainId of [10, 31337]) {
+      const session = await sessionOn(chainId);
+      const made = await s.app.handle(
+        new Request(`http://localhost/v0/api_keys/${M1}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${session}` },
+        }),
+      );
+      const scopedKey = ((await made.json()) as { key: string }).key;
+      for (const cred of [session, scopedKey]) {
+        const res = await get(`/v0/events/${M1}`, cred);
+        expect(res.status).toBe(200);
+        expect(res.body.map((e: any) => e.id)).toEqual(ids.filter((_, i) => (i % 2 ? 31337 : 10) === chainId));
+        const paged = await get(`/v0/events/${M1}?limit=2&order=desc`, cred);
+        expect(paged.body.every((e: any) => e.chain_id === chainId)).toBe(true);
+        const own = await get(`/v0/events/${M1}?chain_id=${chainId}`, cred);
+        expect(own.body.length).toBe(6);
+        const other = await get(`/v0/events/${M1}?chain_id=${chainId === 10 ? 31337 : 10}`, cred);
+        expect(other.status).toBe(403);
+        expect(other.body.error.code).toBe("forbidden");
+      }
+    }
+    // A CLI key reads every chain.
+    expect((await get(`/v0/events/${M1}`)).body.length).toBe(12);
+  });
+
+  test("one event of another chain is a 404, as an unknown id (its chain is not named in the request)", async () => {
+    const session = await sessionOn(10);
+    expect((await get(`/v0/events/${M1}/${ids[0]}`, session)).status).toBe(200);
+    const other = await get(`/v0/events/${M1}/${ids[1]}`, session);
+    expect(other.status).toBe(404);
+    expect(other.body.error.code).toBe("not_found");
+    expect((await get(`/v0/events/${M1}?starting_after=${ids[1]}`, session)).status).toBe(400);
+    expect((await get(`/v0/events/${M1}/${ids[1]}`)).status).toBe(200);
   });
 });

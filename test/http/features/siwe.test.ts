@@ -164,13 +164,48 @@ describe("POST /v0/siwe/verify with a plain wallet", () => {
     expect(row).toEqual({ address: body.address, chain_id: "31337", revoked_at: null });
   });
 
-  test("the cookie is Secure over https, directly or behind a proxy", async () => {
+  test("over https the cookie is __Host-siwe_session and Secure; X-Forwarded-Proto counts only behind a configured proxy", async () => {
     const direct = await verify(await signedSignIn(app, accounts.alice), {}, "https://localhost");
     expect(direct.status).toBe(200);
-    expect(direct.headers.get("set-cookie")).toContain("; Secure");
-    const proxied = await verify(await signedSignIn(app, accounts.alice), { "x-forwarded-proto": "https" });
-    expect(proxied.status).toBe(200);
-    expect(proxied.headers.get("set-cookie")).toContain("; Secure");
+    const token = ((await direct.json()) as { token: string }).token;
+    const cookie = direct.headers.get("set-cookie")!;
+    expect(cookie).toStartWith(`__Host-siwe_session=${token}; Path=/;`);
+    expect(cookie).toContain("; Secure");
+    expect(cookie).not.toContain("Domain=");
+    // The __Host- cookie is a credential like the plain one.
+    const me = await get(app, "/v0/siwe/me", { cookie: `siwe_session=sess_unknown; ${cookie.split(";")[0]}` });
+    expect(me.status).toBe(200);
+    // Without a proxy configured, the header is the client's own word: ignored.
+    const spoofed = await verify(await signedSignIn(app, accounts.alice), { "x-forwarded-proto": "https" });
+    expect(spoofed.status).toBe(200);
+    expect(spoofed.headers.get("set-cookie")).toStartWith("siwe_session=");
+    expect(spoofed.headers.get("set-cookie")).not.toContain("Secure");
+    for (const env of [{ TRUSTED_PROXY_HOPS: "1" }, { CLIENT_IP_HEADER: "Fly-Client-IP" }] as Record<
+      string,
+      string
+    >[]) {
+      const proxiedApp = apps({ env });
+      const signed = await signedSignIn(proxiedApp, accounts.alice);
+      const headers = {
+        "x-forwarded-proto": "https",
+        "x-forwarded-for": "203.0.113.9",
+        "fly-client-ip": "203.0.113.9",
+      };
+      const proxied = await postJson(proxiedApp, "/v0/siwe/verify", signed, headers);
+      expect(proxied.status, JSON.stringify(env)).toBe(200);
+      expect(proxied.headers.get("set-cookie")).toStartWith("__Host-siwe_session=");
+      expect(proxied.headers.get("set-cookie")).toContain("; Secure");
+      const out = await postJson(
+        proxiedApp,
+        "/v0/siwe/logout",
+        {},
+        {
+          ...headers,
+          cookie: proxied.headers.get("set-cookie")!.split(";")[0]!,
+        },
+      );
+      expect(out.headers.get("set-cookie")).toMatch(/^__Host-siwe_session=; .*Max-Age=0;.*Secure/);
+    }
   });
 
   test("a replayed nonce is refused", async () => {

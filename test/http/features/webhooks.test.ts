@@ -5,7 +5,8 @@ import { createEndpoint } from "../../../src/webhooks/endpoints";
 import { recordOutcomes } from "../../../src/webhooks/queries";
 import type { AttemptOutcome } from "../../../src/webhooks/send";
 import { startSeededApp, type SeededApp } from "../../../testkit/app";
-import { CHAIN_A } from "../../../testkit/seed";
+import { CHAIN_A, CHAIN_B } from "../../../testkit/seed";
+import { createSession } from "../../../src/auth/sessions";
 import { startReceiver, type Receiver } from "../../../testkit/webhooks";
 
 const M1 = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -600,5 +601,106 @@ describe("caps (issue 18): endpoints per merchant, replay of pending events, tes
     expect(receiver.received.length).toBe(sent);
     expect((await s.db.sql`select count(*)::int as n from webhook_deliveries`)[0]!.n).toBe(deliveries);
     expect((await test(b.id)).status).toBe(200);
+  });
+});
+
+describe("chain scopes: an endpoint made by a chain-scoped credential receives and shows only that chain", () => {
+  const M4 = "0x00000000000000000000000000000000000000c4";
+  let s: SeededApp;
+  let cliKey: string;
+  let onB: string; // a session signed on chain B
+  let onA: string; // a session signed on chain A
+  let receiver: Receiver;
+  const evt = (chainId: number, n: number) => `evt_${(chainId * 1000 + n).toString(16).padStart(40, "0")}`;
+
+  beforeAll(async () => {
+    s = await startSeededApp({ WEBHOOK_ALLOW_PRIVATE_URLS: "1" });
+    cliKey = (await createApiKey(s.db.sql, { merchant: M4 })).key;
+    // Sessions as /v0/siwe/verify stores them (the seeded app serves one chain for sign-in).
+    const session = async (chainId: number) =>
+      (await s.db.sql.begin((tx) => createSession(tx, { address: M4, chainId, ttlSeconds: 600 }))).token;
+    onA = await session(CHAIN_A);
+    onB = await session(CHAIN_B);
+    receiver = startReceiver();
+    for (const chainId of [CHAIN_A, CHAIN_B]) {
+      for (let n = 0; n < 2; n++) {
+        await s.db.sql`
+          insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts, data)
+          values (${evt(chainId, n)}, ${chainId}, ${M4}, 'charge.succeeded', ${100 + n}, 0, now(), '{"object":{}}')`;
+      }
+    }
+  });
+  afterAll(async () => {
+    await receiver?.stop();
+    await s?.close();
+  });
+
+  const create = (cred: string) => call(s, "POST", `/v0/webhook_endpoints/${M4}`, cred, { url: receiver.url });
+
+  test("chain_id is the creator's chain (session or a key it made), null for a CLI key, and shown in every read", async () => {
+    const bySession = await create(onB);
+    expect(bySession.status).toBe(201);
+    expect(bySession.body.chain_id).toBe(CHAIN_B);
+    const madeKey = (await call(s, "POST", `/v0/api_keys/${M4}`, onB)).body.key;
+    expect((await create(madeKey)).body.chain_id).toBe(CHAIN_B);
+    const byCli = await create(cliKey);
+    expect(byCli.body.chain_id).toBeNull();
+    const listed = await call(s, "GET", `/v0/webhook_endpoints/${M4}`, cliKey);
+    expect(listed.body.map((e: any) => e.chain_id)).toEqual([CHAIN_B, CHAIN_B, null]);
+    expect((await call(s, "GET", `/v0/webhook_endpoints/${M4}/${bySession.body.id}`, cliKey)).body.chain_id).toBe(
+      CHAIN_B,
+    );
+  });
+
+  test("a session sees its chain's endpoints and the all-chain ones, never another chain's (404)", async () => {
+    const onAEndpoint = (await create(onA)).body;
+    expect(onAEndpoint.chain_id).toBe(CHAIN_A);
+    const seenByB = (await call(s, "GET", `/v0/webhook_endpoints/${M4}`, onB)).body;
+    expect(seenByB.map((e: any) => e.chain_id)).not.toContain(CHAIN_A);
+    expect(seenByB.length).toBe(3);
+    for (const [method, suffix] of [
+      ["GET", ""],
+      ["PATCH", ""],
+      ["POST", "/rotate_secret"],
+      ["POST", "/test"],
+      ["GET", "/deliveries"],
+      ["DELETE", ""],
+    ] as const) {
+      const res = await call(s, method, `/v0/webhook_endpoints/${M4}/${onAEndpoint.id}${suffix}`, onB);
+      expect(res.status, `${method} ${suffix}`).toBe(404);
+    }
+    expect((await call(s, "GET", `/v0/webhook_endpoints/${M4}/${onAEndpoint.id}`, onA)).status).toBe(200);
+    await call(s, "DELETE", `/v0/webhook_endpoints/${M4}/${onAEndpoint.id}`, onA);
+  });
+
+  test("replay to a chain-scoped endpoint enqueues only its chain's events; redeliver never crosses chains", async () => {
+    const scoped = (await create(onB)).body.id;
+    const all = (await create(cliKey)).body.id;
+    expect(
+      (await call(s, "POST", `/v0/webhook_endpoints/${M4}/${scoped}/replay`, cliKey, { since: "2000-01-01T00:00:00Z" }))
+        .body,
+    ).toEqual({ enqueued: 2 });
+    // A chain-B session replaying to an all-chain endpoint replays chain B only: it acts on its chain.
+    expect(
+      (await call(s, "POST", `/v0/webhook_endpoints/${M4}/${all}/replay`, onB, { since: "2000-01-01T00:00:00Z" })).body,
+    ).toEqual({ enqueued: 2 });
+    expect(
+      (await call(s, "POST", `/v0/webhook_endpoints/${M4}/${all}/replay`, cliKey, { since: "2000-01-01T00:00:00Z" }))
+        .body,
+    ).toEqual({ enqueued: 4 });
+    const rows = await s.db.sql<{ event_id: string }[]>`
+      select event_id from webhook_deliveries where endpoint_id = ${scoped} and origin = 'replay' order by event_seq`;
+    expect(rows.map((r) => r.event_id)).toEqual([evt(CHAIN_B, 0), evt(CHAIN_B, 1)]);
+    // Another chain's event is a 404 to a chain-B session; named to a chain-B endpoint it is a 400.
+    expect((await call(s, "POST", `/v0/events/${M4}/${evt(CHAIN_A, 0)}/redeliver`, onB)).status).toBe(404);
+    const crossed = await call(s, "POST", `/v0/events/${M4}/${evt(CHAIN_A, 0)}/redeliver`, cliKey, {
+      endpoint_id: scoped,
+    });
+    expect(crossed.status).toBe(400);
+    expect(crossed.body.error.param).toBe("endpoint_id");
+    const before = await s.db.sql`select count(*)::int as n from webhook_deliveries where endpoint_id = ${scoped}`;
+    await call(s, "POST", `/v0/events/${M4}/${evt(CHAIN_A, 0)}/redeliver`, cliKey);
+    const after = await s.db.sql`select count(*)::int as n from webhook_deliveries where endpoint_id = ${scoped}`;
+    expect(after[0]!.n).toBe(before[0]!.n);
   });
 });

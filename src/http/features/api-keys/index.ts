@@ -19,10 +19,10 @@ export function apiKeyRoutes(deps: RouteDeps) {
         const { params, body, set } = ctx;
         const merchant = parseAddress(params as RawParams, "merchant");
         const label = parseLabel(body);
-        await requireMerchantSession(principalOf, ctx, merchant, true);
+        const session = await requireMerchantSession(principalOf, ctx, merchant, true);
         set.status = 201;
         set.headers["cache-control"] = "no-store";
-        return createKey(deps.sql, merchant, label);
+        return createKey(deps.sql, merchant, label, session.chainId);
       },
       { params: KeysParamsDoc, detail: createDetail },
     )

@@ -4,6 +4,12 @@ import type { OpenAPIV3 } from "openapi-types";
 import { documented, ParamDocs } from "../../params";
 import { jsonSchema, responses } from "../docs";
 
+/** The one chain a key reads: the chain of the session that made it; null (a key of `bun run apikey`): every chain. */
+const ChainScope = t.Union([t.Integer(), t.Null()], {
+  description:
+    "The only chain the key reads: the chain the session that made it was signed for (null: every chain, a key of `bun run apikey`)",
+});
+
 /** Body of `POST /v0/api_keys/:merchant`. */
 export const CreateKeyBody = t.Object({
   label: t.Optional(t.String({ maxLength: 200, description: "A name to tell the key apart (at most 200 characters)" })),
@@ -14,6 +20,7 @@ export const CreatedKey = t.Object({
   id: t.String({ description: "Key id (`key_…`), used to revoke it" }),
   key: t.String({ description: "The secret (`sk_live_…`): shown once, stored only as a hash" }),
   merchant: t.String({ description: "The merchant the key reads (lowercase)" }),
+  chain_id: ChainScope,
   label: t.Union([t.String(), t.Null()], { description: "The label, or null" }),
   created_at: t.String({ format: "date-time" }),
 });
@@ -26,6 +33,7 @@ export const KeyRecord = t.Object({
   id: t.String({ description: "Key id (`key_…`)" }),
   prefix: t.String({ description: "The key's first 12 characters, to recognize it" }),
   label: t.Union([t.String(), t.Null()]),
+  chain_id: ChainScope,
   created_at: t.String({ format: "date-time" }),
   last_used_at: t.Union([t.String({ format: "date-time" }), t.Null()], {
     description: "Last authenticated request (written at most once a minute); null when never used",
@@ -58,6 +66,7 @@ const listed: KeyRecord = {
   id: "key_9f2c4a1b7d3e5f60a8b2c4d6",
   prefix: "sk_live_4Hq2",
   label: "production server",
+  chain_id: 8453,
   created_at: "2026-11-20T10:00:00.000Z",
   last_used_at: "2026-11-21T08:12:00.000Z",
   revoked_at: null,
@@ -81,6 +90,7 @@ export const createdExample: CreatedKey = {
   id: listed.id,
   key: "sk_live_4Hq2vX9bN7mK3pR8sT1wY6zC5dF0gJ2hL4nQ8rU3",
   merchant: MERCHANT,
+  chain_id: 8453,
   label: "production server",
   created_at: listed.created_at,
 };
@@ -92,7 +102,8 @@ export const createDetail = {
   description:
     "Creates an API key for the merchant signed in with its wallet. Only a SIWE session of that merchant, sent as " +
     "`Authorization: Bearer <session token>` (never the cookie alone, so no cross-site request can mint a key), " +
-    "may call it. The secret is in this response only. A merchant holds at most 100 active keys: one more is a 400 " +
+    "may call it. The key reads only the chain the session was signed for (`chain_id`), as the session does. " +
+    "The secret is in this response only. A merchant holds at most 100 active keys: one more is a 400 " +
     "`api_key_limit_reached` (revoke one first).",
   security: [{ bearer: [] }],
   requestBody: {

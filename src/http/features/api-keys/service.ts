@@ -1,6 +1,6 @@
 /** Self-serve API keys of a merchant signed in with its wallet (the same hashing as the CLI: src/auth/api-keys.ts). */
 import type { Sql } from "../../../db/client";
-import type { Principal } from "../../../auth/principal";
+import { ADMIN_READ_ONLY, type Principal } from "../../../auth/principal";
 import { createApiKey, InvalidLabelError, listApiKeys, revokeMerchantApiKey } from "../../../auth/api-keys";
 import type { Authenticator, RequestCtx } from "../../plugins/auth";
 import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
@@ -28,6 +28,7 @@ export async function requireMerchantSession(
     );
   }
   const principal = await principalOf(ctx, !write);
+  if (principal.kind === "admin" && write) throw new ForbiddenError(ADMIN_READ_ONLY, "admin_read_only");
   if (principal.kind !== "session") throw new ForbiddenError(SESSION_ONLY_MESSAGE);
   if (principal.merchant !== merchant) throw new ForbiddenError("this session cannot manage another merchant's keys");
   return principal;
@@ -45,11 +46,16 @@ export function parseLabel(body: unknown): string | undefined {
   return label;
 }
 
-/** Creates a key for the merchant; the response is the only copy of the secret. */
-export async function createKey(sql: Sql, merchant: string, label: string | undefined): Promise<CreatedKey> {
+/** Creates a key for the merchant reading only the session's chain; the response is the only copy of the secret. */
+export async function createKey(
+  sql: Sql,
+  merchant: string,
+  label: string | undefined,
+  chainId: number,
+): Promise<CreatedKey> {
   let created;
   try {
-    created = await withDeadline(createApiKey(sql, { merchant, label }), DEADLINE_FAST_MS);
+    created = await withDeadline(createApiKey(sql, { merchant, label, chainId }), DEADLINE_FAST_MS);
   } catch (err) {
     if (err instanceof InvalidLabelError) throw new InvalidParameterError("label", err.message);
     throw err;

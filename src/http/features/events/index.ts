@@ -10,6 +10,7 @@ import { details, EVENT_TYPES, EventParamsDoc, EventsParamsDoc, EventsQueryDoc }
 import { eventsResponse, findEvent, type EventQuery } from "./service";
 import { parseFormat } from "../../stream";
 import { EVENT_ID_PATTERN } from "../../../events/ids";
+import { chainScope, type Principal } from "../../../auth/principal";
 
 /** `type`: one known type or several, comma-separated. */
 function parseTypes(q: RawParams): string[] | undefined {
@@ -72,17 +73,19 @@ export function eventRoutes(deps: RouteDeps) {
     .get(
       "/v0/events/:merchant",
       async (ctx) => {
-        const { input } = ctx as unknown as ReturnType<typeof parseList>;
-        const chain = await resolveChain(deps, input.chainId ?? deps.chains.defaultChainId);
+        const { input, principal } = ctx as unknown as ReturnType<typeof parseList> & { principal: Principal };
+        // A chain-scoped credential (a session, or a key one made) reads its own chain's events only.
+        const chainId = input.chainId ?? chainScope(principal) ?? undefined;
+        const chain = await resolveChain(deps, chainId ?? deps.chains.defaultChainId);
         freshnessHeaders(ctx.set.headers as Record<string, string>, chain);
         let afterSeq: string | undefined;
         if (input.startingAfter) {
-          const cursor = await findEvent(deps.readSql, input.merchant, input.startingAfter);
+          const cursor = await findEvent(deps.readSql, input.merchant, input.startingAfter, chainId);
           if (!cursor)
             throw new InvalidParameterError("starting_after", "starting_after names no event of this merchant");
           afterSeq = cursor.seq;
         }
-        const q: EventQuery = { ...input, afterSeq };
+        const q: EventQuery = { ...input, chainId, afterSeq };
         return eventsResponse(deps.readSql, q, {
           format: input.format,
           headers: ctx.set.headers as Record<string, string>,
@@ -92,7 +95,7 @@ export function eventRoutes(deps: RouteDeps) {
       },
       {
         resolve: parseList,
-        merchantReader: true,
+        merchantReader: "anyChain",
         params: EventsParamsDoc,
         query: EventsQueryDoc,
         detail: details.list,
@@ -101,12 +104,13 @@ export function eventRoutes(deps: RouteDeps) {
     .get(
       "/v0/events/:merchant/:id",
       async (ctx) => {
-        const { input } = ctx as unknown as ReturnType<typeof parseOne>;
-        const event = await findEvent(deps.readSql, input.merchant, input.id);
+        const { input, principal } = ctx as unknown as ReturnType<typeof parseOne> & { principal: Principal };
+        // Another chain's event is outside what a chain-scoped credential reads: a 404, as an unknown id.
+        const event = await findEvent(deps.readSql, input.merchant, input.id, chainScope(principal) ?? undefined);
         if (!event) throw new NotFoundError(`no event ${input.id}`);
         const { seq: _seq, revertedBy: _revertedBy, ...body } = event;
         return body;
       },
-      { resolve: parseOne, merchantReader: true, params: EventParamsDoc, detail: details.one },
+      { resolve: parseOne, merchantReader: "anyChain", params: EventParamsDoc, detail: details.one },
     );
 }

@@ -81,17 +81,19 @@ export async function eventsResponse(
   });
 }
 
-/** One event of the merchant, or undefined. */
+/** One event of the merchant (on `chainId` when given), or undefined. */
 export async function findEvent(
   sql: Sql,
   merchant: string,
   id: string,
+  chainId?: number,
 ): Promise<(EventEnvelope & { seq: string; revertedBy: string | null }) | undefined> {
   // An activity event's id names its row; any other id is a stored event's (`data` set), found by its unique index.
   const key = activityEventKey(id);
   const [row] = await withDeadline(
     sql<(EventRow & { reverted_by: string | null })[]>`
       select ${sql.unsafe(EVENT_COLUMNS)}, e.reverted_by from event_log e where e.id = ${id} and e.merchant = ${merchant}
+      ${chainId !== undefined ? sql`and e.chain_id = ${chainId}` : sql``}
       ${key ? sql`and e.chain_id = ${key.chainId} and e.block_number = ${key.blockNumber.toString()} and e.log_index = ${key.logIndex}` : sql`and e.data is not null`}`,
     DEADLINE_FAST_MS,
   );

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { Hex } from "viem";
 import type { AppDeps } from "../../deps";
 import { createAppLimiter, createCredentialLimiter } from "../../deps";
-import { requireApi } from "../../../common/config";
+import { requireApi, type Config } from "../../../common/config";
 import { clearedSessionCookie, revokeSession, sessionCookie } from "../../../auth/sessions";
 import { InvalidParameterError, MissingParameterError } from "../../errors";
 import { createClientLimiter, type ClientLimiter, type KeyLimiter } from "../../rate-limit";
@@ -27,9 +27,14 @@ const PURGE_INTERVAL_MS = 60_000;
 /** Nonces a client may take per minute (each is a row until it is spent or purged). */
 export const NONCE_PER_MINUTE = 60;
 
-/** True when the client reached the service over https (directly or through a proxy that says so). */
-function isHttps(request: Request): boolean {
+/**
+ * True when the client reached the service over https: the request itself, or `X-Forwarded-Proto: https` when the
+ * service is configured to sit behind a proxy (TRUSTED_PROXY_HOPS or CLIENT_IP_HEADER); otherwise that header is the
+ * client's own word and is ignored.
+ */
+export function isHttps(request: Request, config: Pick<Config, "TRUSTED_PROXY_HOPS" | "CLIENT_IP_HEADER">): boolean {
   if (new URL(request.url).protocol === "https:") return true;
+  if (config.TRUSTED_PROXY_HOPS === 0 && !config.CLIENT_IP_HEADER) return false;
   return request.headers.get("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https";
 }
 
@@ -85,7 +90,7 @@ export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credential
           { message: body.message, signature: body.signature as Hex, domain },
         );
         const maxAgeSeconds = (Date.parse(session.expiresAt) - Date.now()) / 1000;
-        set.headers["set-cookie"] = sessionCookie(token, { maxAgeSeconds, secure: isHttps(request) });
+        set.headers["set-cookie"] = sessionCookie(token, { maxAgeSeconds, secure: isHttps(request, config) });
         set.headers["cache-control"] = "private, no-store";
         return { token, address: session.address, expires_at: session.expiresAt };
       },
@@ -106,7 +111,7 @@ export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credential
       "/logout",
       async ({ request, set, session }) => {
         await revokeSession(sql, session.sessionId);
-        set.headers["set-cookie"] = clearedSessionCookie({ secure: isHttps(request) });
+        set.headers["set-cookie"] = clearedSessionCookie({ secure: isHttps(request, config) });
         return { ok: true as const };
       },
       { siweSession: true, response: LogoutResponse, detail: logoutDetail },

@@ -13,6 +13,7 @@ import { replayToEndpoint } from "../../../webhooks/resend";
 import { sendTest } from "../../../webhooks/test-delivery";
 import { deliveriesPage, endpointPath, redeliver, replayRequest, requireEndpoint } from "./service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
+import { chainScope, type Principal } from "../../../auth/principal";
 
 /** `POST …/test` calls allowed per endpoint per minute (each sends a request to the merchant's server at once). */
 export const TESTS_PER_MINUTE = 10;
@@ -22,7 +23,11 @@ type Ctx = {
   query?: unknown;
   request: Request;
   set: { status?: number | string; headers: Record<string, unknown> };
+  principal: Principal;
 };
+
+/** The chain a chain-scoped credential acts on (undefined: every chain): it sees endpoints of that chain or all. */
+const scope = (ctx: { principal: Principal }) => chainScope(ctx.principal) ?? undefined;
 
 /** The context of a route with the `fields` option: its body's fields. */
 type BodyCtx = Ctx & { fields: Record<string, unknown> };
@@ -61,64 +66,68 @@ function endpointRoutes({ sql, config, auth }: Shared) {
     .use(auth)
     .post(
       "/:merchant",
-      async ({ params, fields, set }: BodyCtx) => {
-        const endpoint = await createFromBody(sql, merchantOf(params), fields, config);
+      async ({ params, fields, set, principal }: BodyCtx) => {
+        // Made by a chain-scoped credential, the endpoint receives that chain's events only.
+        const endpoint = await createFromBody(sql, merchantOf(params), fields, config, [], chainScope(principal));
         set.status = 201;
         return endpoint;
       },
       {
         fields: ["url", "event_types", "description"],
-        merchantWriter: true,
+        merchantWriter: "anyChain",
         params: MerchantParamsDoc,
         detail: details.create,
       },
     )
-    .get("/:merchant", ({ params }: Ctx) => listEndpoints(sql, merchantOf(params)), {
-      merchantReader: true,
+    .get("/:merchant", (ctx: Ctx) => listEndpoints(sql, merchantOf(ctx.params), scope(ctx)), {
+      merchantReader: "anyChain",
       params: MerchantParamsDoc,
       detail: details.list,
     })
     .get(
       "/:merchant/:id",
-      ({ params }: Ctx) => {
-        const { merchant, id } = endpointPath(params);
-        return requireEndpoint(sql, merchant, id);
+      (ctx: Ctx) => {
+        const { merchant, id } = endpointPath(ctx.params);
+        return requireEndpoint(sql, merchant, id, scope(ctx));
       },
-      { merchantReader: true, params: EndpointParamsDoc, detail: details.get },
+      { merchantReader: "anyChain", params: EndpointParamsDoc, detail: details.get },
     )
     .patch(
       "/:merchant/:id",
-      async ({ params, fields }: BodyCtx) => {
-        const { merchant, id } = endpointPath(params);
-        const updated = await updateFromBody(sql, merchant, id, fields, config);
+      async (ctx: BodyCtx) => {
+        const { merchant, id } = endpointPath(ctx.params);
+        await requireEndpoint(sql, merchant, id, scope(ctx));
+        const updated = await updateFromBody(sql, merchant, id, ctx.fields, config);
         if (!updated) throw notFound(id);
         return updated;
       },
       {
         fields: ["url", "event_types", "description", "enabled"],
-        merchantWriter: true,
+        merchantWriter: "anyChain",
         params: EndpointParamsDoc,
         detail: details.update,
       },
     )
     .delete(
       "/:merchant/:id",
-      async ({ params }: Ctx) => {
-        const { merchant, id } = endpointPath(params);
+      async (ctx: Ctx) => {
+        const { merchant, id } = endpointPath(ctx.params);
+        await requireEndpoint(sql, merchant, id, scope(ctx));
         if (!(await deleteEndpoint(sql, merchant, id))) throw notFound(id);
         return { id, deleted: true as const };
       },
-      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.remove },
+      { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.remove },
     )
     .post(
       "/:merchant/:id/rotate_secret",
-      async ({ params }: Ctx) => {
-        const { merchant, id } = endpointPath(params);
+      async (ctx: Ctx) => {
+        const { merchant, id } = endpointPath(ctx.params);
+        await requireEndpoint(sql, merchant, id, scope(ctx));
         const rotated = await rotateSecret(sql, merchant, id, config.secretKey);
         if (!rotated) throw notFound(id);
         return rotated;
       },
-      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.rotate },
+      { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.rotate },
     );
 }
 
@@ -130,31 +139,39 @@ function endpointActionRoutes({ deps, sql, config, auth }: Shared) {
     .use(auth)
     .post(
       "/:merchant/:id/test",
-      async ({ params }: Ctx) => {
-        const { merchant, id } = endpointPath(params);
-        await requireEndpoint(sql, merchant, id);
+      async (ctx: Ctx) => {
+        const { merchant, id } = endpointPath(ctx.params);
+        const endpoint = await requireEndpoint(sql, merchant, id, scope(ctx));
         tests.hit(id);
-        return sendTest(sql, { id, merchant, chainId: deps.chains.defaultChainId }, config);
+        const chainId = endpoint.chain_id ?? scope(ctx) ?? deps.chains.defaultChainId;
+        return sendTest(sql, { id, merchant, chainId }, config);
       },
-      { fields: [], merchantWriter: true, params: EndpointParamsDoc, detail: details.test },
+      { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.test },
     )
     .get(
       "/:merchant/:id/deliveries",
-      async ({ params, query, request, set }: Ctx) => {
-        const { page, link } = await deliveriesPage(sql, request.url, params, query);
+      async (ctx: Ctx) => {
+        const { params, query, request, set } = ctx;
+        const { page, link } = await deliveriesPage(sql, request.url, params, query, scope(ctx));
         if (link) set.headers["link"] = link;
         return page;
       },
-      { merchantReader: true, params: EndpointParamsDoc, query: DeliveriesQueryDoc, detail: details.deliveries },
+      { merchantReader: "anyChain", params: EndpointParamsDoc, query: DeliveriesQueryDoc, detail: details.deliveries },
     )
     .post(
       "/:merchant/:id/replay",
-      async ({ params, fields }: BodyCtx) => {
-        const { merchant, id } = endpointPath(params);
-        const req = replayRequest(fields);
-        return replayToEndpoint(sql, merchant, await requireEndpoint(sql, merchant, id), req);
+      async (ctx: BodyCtx) => {
+        const { merchant, id } = endpointPath(ctx.params);
+        const req = replayRequest(ctx.fields);
+        const endpoint = await requireEndpoint(sql, merchant, id, scope(ctx));
+        return replayToEndpoint(sql, merchant, endpoint, req, endpoint.chain_id ?? scope(ctx));
       },
-      { fields: ["since", "until", "types"], merchantWriter: true, params: EndpointParamsDoc, detail: details.replay },
+      {
+        fields: ["since", "until", "types"],
+        merchantWriter: "anyChain",
+        params: EndpointParamsDoc,
+        detail: details.replay,
+      },
     );
 }
 
@@ -163,9 +180,9 @@ function redeliverRoute({ sql, auth }: Shared) {
   return new Elysia({ name: "event-redeliver" })
     .use(bodyFields)
     .use(auth)
-    .post("/v0/events/:merchant/:id/redeliver", ({ params, fields }: BodyCtx) => redeliver(sql, params, fields), {
+    .post("/v0/events/:merchant/:id/redeliver", (ctx: BodyCtx) => redeliver(sql, ctx.params, ctx.fields, scope(ctx)), {
       fields: ["endpoint_id"],
-      merchantWriter: true,
+      merchantWriter: "anyChain",
       params: EventParamsDoc,
       detail: details.redeliver,
     });

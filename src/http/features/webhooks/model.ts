@@ -15,6 +15,12 @@ export const EndpointObject = t.Object({
   description: nullable(t.String({ description: "Free text" })),
   enabled: t.Boolean({ description: "False once disabled (by PATCH or after WEBHOOK_DISABLE_AFTER_S of failures)" }),
   disabled_reason: nullable(t.String({ description: "Why it was disabled automatically" })),
+  chain_id: nullable(
+    t.Integer({
+      description:
+        "The only chain whose events it receives: set when a SIWE session (or a key one made) created it; null: every chain",
+    }),
+  ),
   created_at: iso("Creation time"),
   updated_at: iso("Last change"),
 });
@@ -46,6 +52,7 @@ const endpoint = {
   description: "production",
   enabled: true,
   disabled_reason: null,
+  chain_id: null,
   created_at: "2026-11-20T10:00:00.000Z",
   updated_at: "2026-11-20T10:00:00.000Z",
 };

@@ -22,9 +22,9 @@ export function endpointPath(params: unknown): { merchant: string; id: string } 
   return { merchant, id };
 }
 
-/** The merchant's endpoint `id`, or a 404. */
-export async function requireEndpoint(sql: Sql, merchant: string, id: string) {
-  const endpoint = await getEndpoint(sql, merchant, id);
+/** The merchant's endpoint `id` (of `chainId` or of every chain, when given), or a 404. */
+export async function requireEndpoint(sql: Sql, merchant: string, id: string, chainId?: number) {
+  const endpoint = await getEndpoint(sql, merchant, id, chainId);
   if (!endpoint) throw new NotFoundError(`no endpoint ${id}`, "id");
   return endpoint;
 }
@@ -55,7 +55,7 @@ export function replayRequest(b: Record<string, unknown>): ReplayRequest {
 }
 
 /** One page of an endpoint's delivery log (`status`, `limit`, `starting_after`) and the `Link` of the next one. */
-export async function deliveriesPage(sql: Sql, url: string, params: unknown, query: unknown) {
+export async function deliveriesPage(sql: Sql, url: string, params: unknown, query: unknown, chainId?: number) {
   const { merchant, id } = endpointPath(params);
   const q = query as RawParams;
   const status = parseEnum(q, "status", ["pending", "succeeded", "failed"] as const, undefined);
@@ -64,7 +64,7 @@ export async function deliveriesPage(sql: Sql, url: string, params: unknown, que
   if (startingAfter !== undefined && !DELIVERY_ID.test(startingAfter)) {
     throw new InvalidParameterError("starting_after", "starting_after must be a delivery id (wd_…)");
   }
-  await requireEndpoint(sql, merchant, id);
+  await requireEndpoint(sql, merchant, id, chainId);
   const after = startingAfter ? await findDelivery(sql, id, startingAfter) : undefined;
   if (startingAfter && !after) throw new InvalidParameterError("starting_after", "no such delivery of this endpoint");
   const rows = await listDeliveries(sql, id, {
@@ -78,9 +78,14 @@ export async function deliveriesPage(sql: Sql, url: string, params: unknown, que
 
 /**
  * `POST /v0/events/:merchant/:id/redeliver` `{endpoint_id?}`: the event again to that endpoint, or to every enabled
- * endpoint it matches; a 409 for an event a reorg withdrew.
+ * endpoint it matches; a 409 for an event a reorg withdrew. `chainId`: a chain-scoped credential's chain.
  */
-export async function redeliver(sql: Sql, params: unknown, b: Record<string, unknown>): Promise<{ enqueued: number }> {
+export async function redeliver(
+  sql: Sql,
+  params: unknown,
+  b: Record<string, unknown>,
+  chainId?: number,
+): Promise<{ enqueued: number }> {
   const p = params as RawParams;
   const merchant = parseAddress(p, "merchant");
   const eventId = String(p.id ?? "");
@@ -89,12 +94,19 @@ export async function redeliver(sql: Sql, params: unknown, b: Record<string, unk
   if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
     throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");
   }
-  const event = await findEvent(sql, merchant, eventId);
+  const event = await findEvent(sql, merchant, eventId, chainId);
   if (!event) throw new NotFoundError(`no event ${eventId}`, "id");
   if (event.revertedBy) throw new EventWithdrawnError(eventId, event.revertedBy);
-  const targets = endpointId
-    ? [await requireEndpoint(sql, merchant, endpointId)]
-    : await redeliverTargets(sql, merchant, event);
+  // An endpoint of one chain never gets another chain's event.
+  const ofChain = (w: { chain_id: number | null }) => w.chain_id === null || w.chain_id === event.chain_id;
+  const named = endpointId ? await requireEndpoint(sql, merchant, endpointId, chainId) : undefined;
+  if (named && !ofChain(named)) {
+    throw new InvalidParameterError(
+      "endpoint_id",
+      `endpoint ${endpointId} receives only chain ${named.chain_id}'s events`,
+    );
+  }
+  const targets = named ? [named] : (await redeliverTargets(sql, merchant, event, chainId)).filter(ofChain);
   return { enqueued: await redeliverTo(sql, merchant, event, targets) };
 }
 

@@ -36,8 +36,8 @@ export type SdkStack = {
   synced: () => Promise<void>;
   /** A webhook endpoint of the merchant at `url`; returns its secret. */
   endpoint: (url: string) => Promise<string>;
-  /** A proxy to the API that can be stopped. */
-  forward: () => { url: string; stop: () => void };
+  /** A proxy to the API that counts the requests it forwards and can be stopped. */
+  forward: () => { url: string; requests: () => number; stop: () => void };
   stop: () => Promise<void>;
 };
 
@@ -98,15 +98,17 @@ export async function startSdkStack(subscribers: WalletName[]): Promise<SdkStack
     synced,
     endpoint: async (url) => (await endpointForAll(service.db.sql, merchant, url)).secret,
     forward: () => {
+      let requests = 0;
       const server = Bun.serve({
         port: 0,
         hostname: "127.0.0.1",
         fetch: (req) => {
+          requests++;
           const u = new URL(req.url);
           return fetch(service.url + u.pathname + u.search, { method: req.method, headers: req.headers });
         },
       });
-      return { url: `http://127.0.0.1:${server.port}`, stop: () => void server.stop(true) };
+      return { url: `http://127.0.0.1:${server.port}`, requests: () => requests, stop: () => void server.stop(true) };
     },
     stop: async () => {
       await service.stop();

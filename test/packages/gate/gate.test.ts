@@ -176,6 +176,50 @@ describe.each(FRAMEWORKS)("%s", (fw) => {
   });
 });
 
+describe("cache", () => {
+  const gateVia = (proxyUrl: string, extra: Partial<Parameters<typeof createGate>[0]> = {}) =>
+    createGate({ baseUrl: proxyUrl, module: stack.module, plans: [7, 8], ...extra });
+
+  test("one request in flight per wallet", async () => {
+    const proxy = stack.forward();
+    const gate = gateVia(proxy.url);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => gate.check(addr(PAID))));
+    expect(proxy.requests()).toBe(1);
+    expect(answers.every((a) => a.authorized && a.source === "api")).toBe(true);
+    expect((await gate.check(addr(PAID))).source).toBe("cache");
+    proxy.stop();
+  });
+
+  test("a negative answer is kept 5 s", async () => {
+    const proxy = stack.forward();
+    const clock = { t: 1_000_000 };
+    const gate = gateVia(proxy.url, { now: () => clock.t });
+    expect((await gate.check(addr(UNKNOWN))).authorized).toBe(false);
+    clock.t += 4_999;
+    expect(await gate.check(addr(UNKNOWN))).toMatchObject({ authorized: false, source: "cache", validUntil: null });
+    expect(proxy.requests()).toBe(1);
+    clock.t += 1;
+    expect((await gate.check(addr(UNKNOWN))).source).toBe("api");
+    expect(proxy.requests()).toBe(2);
+    proxy.stop();
+  });
+
+  test("at most cacheSize wallets, the least recently used dropped first", async () => {
+    const proxy = stack.forward();
+    const gate = gateVia(proxy.url, { cacheSize: 2 });
+    const [a, b, c] = (["erin", "merchant2", "deployer"] as const).map(addr);
+    await gate.check(a!);
+    await gate.check(b!);
+    await gate.check(a!); // a is now the most recent
+    await gate.check(c!); // drops b
+    expect(proxy.requests()).toBe(3);
+    expect((await gate.check(a!)).source).toBe("cache");
+    expect((await gate.check(c!)).source).toBe("cache");
+    expect((await gate.check(b!)).source).toBe("api");
+    proxy.stop();
+  });
+});
+
 describe("validUntil", () => {
   test("after the allocation expires with no event, each framework's cached answer ends exactly at validUntil", async () => {
     const clock = { t: Date.now() };

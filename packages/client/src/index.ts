@@ -41,8 +41,11 @@ export type ListItem<P extends ListPath> = paths[P] extends {
   ? T
   : never;
 
-/** The client: openapi-fetch's typed `GET`/`POST`/`PATCH`/`DELETE` (errors thrown), plus {@link Client.paginate}. */
-export type Client = FetchClient<paths> & {
+/**
+ * The client: openapi-fetch's typed `GET`/`POST`/`PATCH`/`DELETE` (non-2xx answers thrown as {@link ApiError}), typed
+ * for JSON answers (a CSV export: pass `parseAs: "text"`), plus {@link Client.paginate}.
+ */
+export type Client = FetchClient<paths, "application/json"> & {
   /**
    * Every element of a list, page after page: follows `Link: <…>; rel="next"` until a page has none. Only the next
    * page's query is taken from the link; it is always requested from `baseUrl`, so the credential never goes to
@@ -67,7 +70,7 @@ export function nextLink(link: string | null): URL | undefined {
 export function createClient(opts: ClientOptions): Client {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
-  const client = createFetchClient<paths>({
+  const client = createFetchClient<paths, "application/json">({
     baseUrl: opts.baseUrl.replace(/\/+$/, ""),
     headers,
     fetch: retryingFetch(opts.fetch ?? globalThis.fetch, opts.retry),

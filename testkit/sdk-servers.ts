@@ -84,7 +84,14 @@ export async function startMerchantServer(
   if (framework === "elysia") {
     const app = new Elysia()
       .get("/free", () => ({ free: true }))
-      .post("/webhooks", ({ request }) => onWebhook(request), { parse: "none" })
+      .post(
+        "/webhooks",
+        async (ctx) => {
+          const type = typeOf(await ctx.request.clone().text());
+          return record((await hook(ctx)) as Response, type);
+        },
+        { parse: "none" },
+      )
       .use(gate.elysia({ wallet: ({ request }: { request: Request }) => request.headers.get("x-wallet") }))
       .get("/premium", ({ subscription }) => subscription)
       .listen({ port, hostname: "127.0.0.1" });

@@ -59,6 +59,9 @@ export async function decide(
 
 type Decide = (wallet: string | null | undefined) => Promise<Verdict>;
 
+/** The synchronous cached answer of a wallet, when there is one (no promise on the hot path). */
+export type Peek = (wallet: string) => CheckResult | undefined;
+
 const json = (v: Extract<Verdict, { ok: false }>) =>
   new Response(JSON.stringify(v.body), {
     status: v.status,
@@ -66,19 +69,34 @@ const json = (v: Extract<Verdict, { ok: false }>) =>
   });
 
 /** Hono middleware: `c.get("subscription")` in the route. */
-export function honoAdapter(run: Decide, wallet: (c: any) => MaybeWallet): MiddlewareHandler {
-  return async (c, next) => {
-    const v = await run(await wallet(c));
-    if (!v.ok) return json(v);
-    c.set("subscription", v.subscription);
-    await next();
+export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWallet): MiddlewareHandler {
+  return (c, next) => {
+    const w = wallet(c);
+    // Hot path: a cached positive answer passes with no promise of ours.
+    const hit = typeof w === "string" ? peek(w) : undefined;
+    if (hit?.authorized) {
+      c.set("subscription", hit);
+      return next();
+    }
+    return (async () => {
+      const v = await run(await w);
+      if (!v.ok) return json(v);
+      c.set("subscription", v.subscription);
+      await next();
+    })();
   };
 }
 
 /** Express middleware: `req.subscription` in the route. */
-export function expressAdapter(run: Decide, wallet: (req: any) => MaybeWallet): RequestHandler {
+export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => MaybeWallet): RequestHandler {
   return (req, res, next) => {
-    Promise.resolve(wallet(req))
+    const w = wallet(req);
+    const hit = typeof w === "string" ? peek(w) : undefined;
+    if (hit?.authorized) {
+      (req as { subscription?: CheckResult }).subscription = hit;
+      return next();
+    }
+    Promise.resolve(w)
       .then(run)
       .then((v) => {
         if (v.ok) {
@@ -107,11 +125,15 @@ export function elysiaAdapter(run: Decide, wallet: (ctx: any) => MaybeWallet) {
 /** A fetch handler (Bun.serve, Next.js route handlers, workers) that runs `handler` only for a paid-up wallet. */
 export function fetchAdapter<A extends unknown[]>(
   run: Decide,
+  peek: Peek,
   wallet: (req: Request, ...args: A) => MaybeWallet,
   handler: (req: Request, subscription: CheckResult, ...args: A) => Response | Promise<Response>,
 ): (req: Request, ...args: A) => Promise<Response> {
   return async (req, ...args) => {
-    const v = await run(await wallet(req, ...args));
+    const w = wallet(req, ...args);
+    const hit = typeof w === "string" ? peek(w) : undefined;
+    if (hit?.authorized) return handler(req, hit, ...args);
+    const v = await run(await w);
     return v.ok ? handler(req, v.subscription, ...args) : json(v);
   };
 }

@@ -75,6 +75,8 @@ type Entry = {
 /** What the checker does. */
 export type Checker = {
   check: (wallet: string) => Promise<CheckResult>;
+  /** The cached answer when still valid, synchronously (the adapters' hot path); undefined otherwise. */
+  peek: (wallet: string) => CheckResult | undefined;
   /** Drops a wallet's cached answer; an answer being fetched for it is not stored. */
   evict: (wallet: string) => boolean;
   /** Drops every cached answer. */
@@ -167,6 +169,11 @@ export function createChecker(opts: CheckerOptions): Checker {
     return flight;
   };
 
+  const peek = (wallet: string): Entry | undefined => {
+    const e = cache.get(wallet);
+    return e && now() < e.freshUntil ? e : undefined;
+  };
+
   return {
     check: (raw) => {
       const wallet = raw.toLowerCase();
@@ -174,6 +181,7 @@ export function createChecker(opts: CheckerOptions): Checker {
       if (e && now() < e.freshUntil) return Promise.resolve(e.cached);
       return flights.get(wallet) ?? load(wallet, e);
     },
+    peek: (raw) => peek(raw.toLowerCase())?.cached,
     evict: (raw) => {
       const wallet = raw.toLowerCase();
       evictions++;

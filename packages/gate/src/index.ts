@@ -55,10 +55,10 @@ export function createGate(opts: GateOptions): Gate {
   return {
     check: checker.check,
     evict: checker.evict,
-    hono: (o) => honoAdapter(run, o.wallet),
-    express: (o) => expressAdapter(run, o.wallet),
+    hono: (o) => honoAdapter(run, checker.peek, o.wallet),
+    express: (o) => expressAdapter(run, checker.peek, o.wallet),
     elysia: (o) => elysiaAdapter(run, o.wallet),
-    fetch: (o, handler) => fetchAdapter(run, o.wallet, handler),
+    fetch: (o, handler) => fetchAdapter(run, checker.peek, o.wallet, handler),
     webhooks: (o) => webhookHandler(webhookReceiver(checker, o)),
   };
 }

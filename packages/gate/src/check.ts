@@ -62,6 +62,8 @@ export class GateRequestError extends Error {
   }
 }
 
+const ADDRESS = /^0x[0-9a-f]{40}$/;
+
 type Entry = {
   /** The answer as served from the cache (source "cache"), built once. */
   cached: CheckResult;
@@ -178,6 +180,10 @@ export function createChecker(opts: CheckerOptions): Checker {
     check: (raw) => {
       const wallet = raw.toLowerCase();
       const e = cache.get(wallet);
+      // Only addresses reach the URL: a crafted string must not add or override query parameters.
+      if (!e && !ADDRESS.test(wallet)) {
+        return Promise.reject(new GateRequestError("wallet must be an address (0x and 40 hex digits)", 400));
+      }
       if (e && now() < e.freshUntil) return Promise.resolve(e.cached);
       return flights.get(wallet) ?? load(wallet, e);
     },

@@ -6,25 +6,18 @@
 import { createChecker, type CheckerOptions, type CheckResult } from "./check.js";
 import { elysiaAdapter, expressAdapter, fetchAdapter, honoAdapter, decide, type MaybeWallet } from "./adapters.js";
 import { webhookReceiver, type WebhookOptions } from "./webhooks.js";
+import { webhookHandler, type WebhookHandler } from "./webhook-handler.js";
 
 export { GateRequestError, GateUnavailableError, type CheckMode, type CheckResult } from "./check.js";
 export type { MaybeWallet, Verdict } from "./adapters.js";
 export type { WebhookOptions } from "./webhooks.js";
+export type { WebhookHandler } from "./webhook-handler.js";
 
 /** Options of {@link createGate}. */
 export type GateOptions = CheckerOptions;
 
 /** A wallet source of a framework: reads the signed-in wallet from the request (session, verified token…). */
 export type WalletOf<C> = { wallet: (ctx: C) => MaybeWallet };
-
-/**
- * The webhook endpoint, usable as it is by each framework: `app.post(path, handler)` in Hono and Elysia (give the
- * Elysia route `{ parse: "none" }`), `app.post(path, handler)` in Express (before any body parser, or after
- * `express.raw`/`express.text`), and `handler.fetch` as a fetch handler. Signatures are checked on the raw body.
- */
-export type WebhookHandler = ((ctx: any, res?: any, next?: any) => Promise<Response | void>) & {
-  fetch: (req: Request) => Promise<Response>;
-};
 
 /** The gate. */
 export type Gate = {
@@ -61,51 +54,4 @@ export function createGate(opts: GateOptions): Gate {
     fetch: (o, handler) => fetchAdapter(run, checker.peek, o.wallet, handler),
     webhooks: (o) => webhookHandler(webhookReceiver(checker, o)),
   };
-}
-
-function webhookHandler(receive: ReturnType<typeof webhookReceiver>): WebhookHandler {
-  const onRequest = async (req: Request): Promise<Response> => {
-    const out = receive(await req.text(), req.headers);
-    return Response.json(out.body, { status: out.status });
-  };
-  const handler = async (ctx: any, res?: any, next?: any): Promise<Response | void> => {
-    if (ctx instanceof Request) return onRequest(ctx);
-    if (ctx?.req?.raw instanceof Request) return onRequest(ctx.req.raw); // Hono
-    if (ctx?.request instanceof Request) return onRequest(ctx.request); // Elysia
-    if (res && typeof res.status === "function") {
-      // Express: the raw body from express.raw/text, else from the stream itself.
-      try {
-        const raw = await expressBody(ctx);
-        const headers = new Headers();
-        for (const k of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {
-          const v = ctx.headers?.[k];
-          if (typeof v === "string") headers.set(k, v);
-        }
-        if (raw === undefined) {
-          res
-            .status(400)
-            .json({ error: "raw_body_required", message: "mount the webhook route before express.json()" });
-          return;
-        }
-        const out = receive(raw, headers);
-        res.status(out.status).json(out.body);
-      } catch (err) {
-        next?.(err);
-      }
-      return;
-    }
-    throw new TypeError("gate.webhooks: unsupported request object");
-  };
-  return Object.assign(handler, { fetch: onRequest });
-}
-
-async function expressBody(req: any): Promise<string | undefined> {
-  if (typeof req.body === "string") return req.body;
-  if (req.body instanceof Uint8Array) return new TextDecoder().decode(req.body);
-  if (req.body !== undefined && req.body !== null && Object.keys(req.body).length > 0) return undefined;
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of req as AsyncIterable<Uint8Array | string>) {
-    chunks.push(typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk);
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks));
 }

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
-import { createGate, type Gate } from "../../../packages/gate/src/index";
+import { createGate, GateRequestError, type Gate } from "../../../packages/gate/src/index";
 import { startSdkStack, type SdkStack } from "../../../testkit/sdk-stack";
 import { FRAMEWORKS, startMerchantServer, type Framework, type MerchantServer } from "../../../testkit/sdk-servers";
 import { freePort } from "../../../testkit/cli";
@@ -138,6 +138,8 @@ describe.each(FRAMEWORKS)("%s", (fw) => {
     const tampered = body.replace("CANCELLED", "PAUSED");
     expect((await post(tampered, signed(secret, body))).status).toBe(401);
     expect((await post(body, {})).status).toBe(401);
+    // Over 1 MiB: refused before any verification.
+    expect((await post("x".repeat(2 * 1024 * 1024), signed(secret, body))).status).toBe(413);
     const old = signed(secret, body);
     old["webhook-timestamp"] = String(Math.floor(Date.now() / 1000) - 3600);
     expect((await post(body, old)).status).toBe(401);
@@ -201,6 +203,16 @@ describe("cache", () => {
     clock.t += 1;
     expect((await gate.check(addr(UNKNOWN))).source).toBe("api");
     expect(proxy.requests()).toBe(2);
+    proxy.stop();
+  });
+
+  test("only an address reaches the service: a crafted wallet cannot add or override query parameters", async () => {
+    const proxy = stack.forward();
+    const gate = gateVia(proxy.url);
+    for (const wallet of [`${addr(PAID)}&module_address=${stack.module}`, `${addr(UNKNOWN)}&plan_ids=1`, "", "0x12"]) {
+      await expect(gate.check(wallet)).rejects.toBeInstanceOf(GateRequestError);
+    }
+    expect(proxy.requests()).toBe(0);
     proxy.stop();
   });
 

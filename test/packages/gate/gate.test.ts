@@ -216,6 +216,32 @@ describe("cache", () => {
     proxy.stop();
   });
 
+  test("an answer fetched while a webhook evicted the wallet is not cached, and later checks do not join it", async () => {
+    let requests = 0;
+    const slow = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(req) {
+        requests++;
+        await Bun.sleep(150);
+        const u = new URL(req.url);
+        return fetch(stack.url + u.pathname + u.search);
+      },
+    });
+    const gate = gateVia(`http://127.0.0.1:${slow.port}`);
+    const inFlight = gate.check(addr(PAID));
+    await Bun.sleep(50);
+    gate.evict(addr(PAID)); // what a cancellation's webhook does while the answer is on its way
+    const after = gate.check(addr(PAID));
+    expect((await inFlight).source).toBe("api");
+    expect((await after).source).toBe("api");
+    expect(requests).toBe(2);
+    // The second answer (fetched after the eviction) is cached; the first was not stored over it.
+    expect((await gate.check(addr(PAID))).source).toBe("cache");
+    expect(requests).toBe(2);
+    slow.stop(true);
+  });
+
   test("at most cacheSize wallets, the least recently used dropped first", async () => {
     const proxy = stack.forward();
     const gate = gateVia(proxy.url, { cacheSize: 2 });

@@ -268,6 +268,13 @@ describe("validUntil", () => {
     await stack.chain.testClient.increaseTime({ seconds: 3_700 });
     await stack.chain.testClient.mine({ blocks: 1 });
     await stack.synced();
+    // The service's own cache follows the batch notification (asynchronous on Postgres): wait until it says so.
+    const direct = `${stack.url}/v0/auth/check?module_address=${stack.module}&wallet=${addr(PAID)}&plan_ids=7,8`;
+    const deadline = Date.now() + 10_000;
+    while (((await (await fetch(direct)).json()) as { authorized: boolean }).authorized) {
+      if (Date.now() > deadline) throw new Error("the service still says authorized after the expiry");
+      await Bun.sleep(50);
+    }
     clock.t = end - 1;
     for (const { server } of gated) {
       const r = await get(server, "/premium", PAID);

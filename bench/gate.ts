@@ -121,9 +121,8 @@ async function main() {
       `gated / ungated: ${vsOpen.toFixed(3)} (target ≥ 0.8); gated / empty middleware: ${vsEmpty.toFixed(3)}`,
     );
   } finally {
-    await seeded.app.stop(true);
-    // The app's cache unsubscribes from the notifier after stop() returns; let it before the database goes.
-    await Bun.sleep(200);
+    // The listener only: the app's onStop would unsubscribe from the notifier after the database is gone.
+    seeded.app.server?.stop(true);
     await seeded.close();
   }
 }

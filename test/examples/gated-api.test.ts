@@ -37,7 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   server?.stop(true);
   await anvil?.stop();
-  await seeded?.app.stop(true);
+  seeded?.app.server?.stop(true);
   await seeded?.close();
 });
 

@@ -5,7 +5,7 @@
  * client's answer and ApiError, the gate's check and cache, its fetch adapter's 402 and its webhook endpoint.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Webhook } from "standardwebhooks";
@@ -35,7 +35,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  await seeded?.app.stop(true);
+  seeded?.app.server?.stop(true);
   await seeded?.close();
   if (work) rmSync(work, { recursive: true, force: true });
 });
@@ -109,6 +109,48 @@ console.log(JSON.stringify({
     project,
   );
   const result = JSON.parse(out);
+
+  // The published declarations resolve through `exports` and type a consumer's code (NodeNext, strict).
+  writeFileSync(
+    join(project, "typed.ts"),
+    `
+import { ApiError, createClient } from "@subscription-indexer/client";
+import { createGate, type CheckResult } from "@subscription-indexer/gate";
+const api = createClient({ baseUrl: "http://localhost:3000" });
+const { data } = await api.GET("/v0/auth/check", { params: { query: { module_address: "0x", wallet: "0x", plan_ids: "1" } } });
+const until: string | null | undefined = data?.indexed?.valid_until;
+const gate = createGate({ baseUrl: "http://localhost:3000", module: "0x", plans: [1] });
+const r: CheckResult = await gate.check("0x");
+const e: ApiError | undefined = undefined;
+export { until, r, e };
+`,
+  );
+  writeFileSync(
+    join(project, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        module: "nodenext",
+        moduleResolution: "nodenext",
+        target: "es2022",
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        lib: ["es2022", "dom"],
+        types: [],
+      },
+      files: ["typed.ts"],
+    }),
+  );
+  await run([join(ROOT, "node_modules", ".bin", "tsc"), "-p", "tsconfig.json"], project);
+  // And a wrong use is an error: the generated types know valid_until is a string or null.
+  writeFileSync(
+    join(project, "typed.ts"),
+    readFileSync(join(project, "typed.ts"), "utf8").replace("string | null | undefined", "number | undefined"),
+  );
+  await expect(run([join(ROOT, "node_modules", ".bin", "tsc"), "-p", "tsconfig.json"], project)).rejects.toThrow(
+    /valid_until|not assignable/,
+  );
+
   const validUntil = (await seeded.get(`/v0/auth/check?module_address=${MOD.a1}&wallet=${W.alice}&plan_ids=1`, {})).body
     .indexed.valid_until;
   expect(result).toEqual({

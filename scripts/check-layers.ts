@@ -43,6 +43,8 @@ for (const f of files) {
   const deps: string[] = [];
   for (const m of text.matchAll(importRe)) {
     const spec = m[1] ?? m[2]!;
+    if (spec.startsWith("@subscription-indexer/"))
+      problems.push(`src/${f} imports ${spec}: the service never depends on the SDK packages`);
     if (!spec.startsWith(".")) continue;
     const target = resolve(f, spec);
     if (!target) {

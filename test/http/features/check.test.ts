@@ -69,6 +69,8 @@ describe("GET /v0/auth/check (indexed)", () => {
           },
         ],
         indexed_block: String(INDEXED_BLOCK_A),
+        // Plan 1 of a1 has a 30-day interval and 3 days of grace; alice paid 10 days before NOW_A.
+        valid_until: new Date((NOW_A - 10 * 86_400 + 33 * 86_400 + 1) * 1000).toISOString(),
       },
     });
     expect(res.body.onchain).toBeUndefined();
@@ -150,7 +152,13 @@ describe("GET /v0/auth/check (indexed)", () => {
     expect(bobB.body.indexed.details[0].status).toBe("EXPIRED");
     const fresh = await check(q(W.alice, "1", `&chain_id=${DEAD_CHAIN}`));
     expect(fresh.status).toBe(200);
-    expect(fresh.body.indexed).toEqual({ authorized: false, matching_plan_ids: [], details: [], indexed_block: null });
+    expect(fresh.body.indexed).toEqual({
+      authorized: false,
+      matching_plan_ids: [],
+      details: [],
+      indexed_block: null,
+      valid_until: null,
+    });
     expect(fresh.headers.get("x-indexed-block")).toBeNull();
     const unknown = await check(q(W.alice, "1", "&chain_id=999"));
     expect(unknown.status).toBe(400);
@@ -189,6 +197,7 @@ describe("GET /v0/auth/check (onchain and both, RPC down)", () => {
       matching_plan_ids: [],
       details: [],
       indexed_block: null,
+      valid_until: null,
     });
   });
 });

@@ -31,6 +31,14 @@ export const IndexedResult = t.Object({
   indexed_block: t.Union([t.String(), t.Null()], {
     description: "Newest block of the chain the index had committed when it answered (null before the first batch)",
   }),
+  valid_until: t.Union([t.String({ format: "date-time" }), t.Null()], {
+    description:
+      "The instant this answer stops being true with no new event: the earliest expiry " +
+      "(last_paid_at + interval + grace_period + 1 s) of the ACTIVE allocations among the requested plans. A cache " +
+      "may keep the answer until then, unless a webhook (subscription.*, event.reverted) says otherwise. Null when " +
+      "no allocation is ACTIVE.",
+    examples: ["2026-12-21T10:00:01.000Z"],
+  }),
 });
 
 /** The contract's answer. */
@@ -135,6 +143,7 @@ const example: CheckResult = {
       },
     ],
     indexed_block: "1042",
+    valid_until: "2026-12-21T10:00:01.000Z",
   },
   onchain: { authorized: true, method: "isActiveAny" },
 };

@@ -36,6 +36,8 @@ type CheckRow = {
   status: SubscriptionStatus;
   /** Seconds from the statement's "now" until the row stops being ACTIVE with no event (numeric, as a string). */
   active_left_s: string | null;
+  /** Last unix second the row is ACTIVE with no event (service.md: EXPIRED from the next second on). */
+  paid_until: string | null;
 };
 
 /** The indexed answer plus the chain's freshness row as the same statement saw it. */
@@ -63,7 +65,7 @@ export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnsw
       select n.known_chain_id, n.indexed_block, n.indexed_time,
         s.chain_id, s.module, s.subscription_id, s.plan_id, s.times_executed, s.next_charge_at, s.max_executions,
         s.paused, s.cancelled, coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status,
-        ${activeLeft(sql)} as active_left_s
+        ${activeLeft(sql)} as active_left_s, ${paidUntilSql(sql)} as paid_until
       from ${chainNow(sql, q.chainId)}
       left join subscriptions s on s.chain_id = ${q.chainId} and s.module = ${q.module}
         and s.subscriber = ${q.wallet} and s.plan_id = any(${q.planIds}::bigint[])
@@ -76,7 +78,9 @@ export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnsw
     chain_id: string;
     subscription_id: string;
   })[];
-  const left = allocations.filter((r) => r.status === "ACTIVE").map((r) => Number(r.active_left_s) * 1000);
+  const active = allocations.filter((r) => r.status === "ACTIVE");
+  const left = active.map((r) => Number(r.active_left_s) * 1000);
+  const expiresS = active.map((r) => Number(r.paid_until) + 1);
   const matching = q.planIds.filter((p) => allocations.some((r) => r.plan_id === p && r.status === "ACTIVE"));
   return {
     chainIndexed: head?.known_chain_id != null,
@@ -93,6 +97,8 @@ export async function indexedCheck(sql: Sql, q: CheckQuery): Promise<IndexedAnsw
         times_executed: Number(r.times_executed),
       })),
       indexed_block: head?.indexed_block ?? null,
+      // Computed once per answer (per cache entry): the first instant an ACTIVE row turns EXPIRED with no event.
+      valid_until: expiresS.length ? new Date(Math.min(...expiresS) * 1000).toISOString() : null,
     },
     validForMs: Math.min(Infinity, ...left),
   };

@@ -1,0 +1,131 @@
+/**
+ * `bun run bench/gate.ts`: the gate's overhead. Starts the real API over the seeded test fixture (PGlite, or
+ * DATABASE_URL), then measures (1) cached `gate.check` calls per second in-process (target ≥ 1,000,000/s) and (2)
+ * the throughput of a Hono route behind `gate.hono()` against the same route ungated (target ≥ 0.8) and behind an
+ * empty Hono middleware (what any middleware costs), each served by Bun.serve in a child process, with wrk when installed (2 threads, 64 connections, BENCH_DURATION s each, default 3;
+ * BENCH_ROUNDS rounds, default 5, the ratios taken within each round and their median printed), else an in-process
+ * loop of real HTTP requests.
+ */
+import { spawn, spawnSync } from "bun";
+import { Hono } from "hono";
+import { createGate } from "../packages/gate/src/index";
+import { startSeededApp } from "../testkit/app";
+import { MOD, W } from "../testkit/seed";
+
+const DURATION = Number(process.env.BENCH_DURATION ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const CHECKS = 5_000_000;
+
+/** The route ungated, behind an empty Hono middleware (the floor of any middleware), and gated. */
+type Kind = "open" | "empty" | "gated";
+
+/** Child mode: serves the Hono route (gated or not) on a free port and prints the port. */
+async function serveRoute(api: string, kind: Kind) {
+  const app = new Hono();
+  if (kind === "gated") {
+    const gate = createGate({ baseUrl: api, module: MOD.a1, plans: [1] });
+    app.use("/premium", gate.hono({ wallet: (c) => c.req.header("x-wallet") }));
+  }
+  if (kind === "empty") app.use("/premium", (_c, next) => next());
+  app.get("/premium", (c) => c.json({ ok: true }));
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: app.fetch });
+  console.log(server.port);
+}
+
+async function checksPerSecond(api: string): Promise<number> {
+  const gate = createGate({ baseUrl: api, module: MOD.a1, plans: [1] });
+  const first = await gate.check(W.alice);
+  if (!first.authorized) throw new Error("the fixture's wallet is not authorized");
+  let best = 0;
+  for (let round = 0; round < 3; round++) {
+    const started = performance.now();
+    for (let i = 0; i < CHECKS; i++) await gate.check(W.alice);
+    best = Math.max(best, CHECKS / ((performance.now() - started) / 1000));
+  }
+  return best;
+}
+
+async function routeUrl(api: string, kind: Kind) {
+  const child = spawn([process.execPath, import.meta.path, "--serve", api, kind], {
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const reader = child.stdout.getReader();
+  const { value } = await reader.read();
+  const port = Number(new TextDecoder().decode(value).trim());
+  const url = `http://127.0.0.1:${port}/premium`;
+  // Warm-up (the gated one fills its cache).
+  for (let i = 0; i < 200; i++) await (await fetch(url, { headers: { "x-wallet": W.alice } })).text();
+  return { url, stop: () => child.kill() };
+}
+
+function wrkRate(url: string): number {
+  const out = spawnSync(["wrk", "-t2", "-c64", `-d${DURATION}s`, "-H", `x-wallet: ${W.alice}`, url]);
+  const text = new TextDecoder().decode(out.stdout);
+  const m = /Requests\/sec:\s+([\d.]+)/.exec(text);
+  if (!m) throw new Error(`wrk failed: ${text}${new TextDecoder().decode(out.stderr)}`);
+  if (/Non-2xx/.test(text)) throw new Error(`non-2xx answers:\n${text}`);
+  return Number(m[1]);
+}
+
+async function loopRate(url: string): Promise<number> {
+  const end = performance.now() + DURATION * 1000;
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (performance.now() < end) {
+        const res = await fetch(url, { headers: { "x-wallet": W.alice } });
+        if (res.status !== 200) throw new Error(`status ${res.status}`);
+        await res.text();
+        n++;
+      }
+    }),
+  );
+  return n / DURATION;
+}
+
+async function main() {
+  const seeded = await startSeededApp();
+  seeded.app.listen({ port: 0, hostname: "127.0.0.1" });
+  const api = `http://127.0.0.1:${seeded.app.server!.port}`;
+  try {
+    const perSecond = await checksPerSecond(api);
+    console.log(`cached gate.check: ${Math.round(perSecond).toLocaleString("en")}/s (target ≥ 1,000,000/s)`);
+
+    const hasWrk = spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
+    const kinds: Kind[] = ["open", "empty", "gated"];
+    const routes = await Promise.all(kinds.map((k) => routeUrl(api, k)));
+    const rate = hasWrk ? wrkRate : loopRate;
+    // Each round measures the three back to back, in a rotating order; the ratios are taken within a round (the
+    // machine's load moves between rounds) and their median is reported.
+    const runs: number[][] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const r = [0, 0, 0];
+      for (let k = 0; k < 3; k++) {
+        const i = (k + round) % 3;
+        r[i] = await rate(routes[i]!.url);
+      }
+      runs.push(r);
+    }
+    for (const r of routes) r.stop();
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const fmt = (n: number) => Math.round(n).toLocaleString("en");
+    const tool = hasWrk ? "wrk -t2 -c64" : "in-process loop, 64 in flight";
+    console.log(`Hono route, ${tool}, ${DURATION} s × ${ROUNDS} rounds (median req/s):`);
+    console.log(`  ungated:                ${fmt(median(runs.map((r) => r[0]!)))}`);
+    console.log(`  empty middleware:       ${fmt(median(runs.map((r) => r[1]!)))}`);
+    console.log(`  gated (cached answer):  ${fmt(median(runs.map((r) => r[2]!)))}`);
+    const vsOpen = median(runs.map((r) => r[2]! / r[0]!));
+    const vsEmpty = median(runs.map((r) => r[2]! / r[1]!));
+    console.log(
+      `gated / ungated: ${vsOpen.toFixed(3)} (target ≥ 0.8); gated / empty middleware: ${vsEmpty.toFixed(3)}`,
+    );
+  } finally {
+    // The listener only: the app's onStop would unsubscribe from the notifier after the database is gone.
+    seeded.app.server?.stop(true);
+    await seeded.close();
+  }
+}
+
+if (process.argv[2] === "--serve") await serveRoute(process.argv[3]!, process.argv[4] as Kind);
+else await main();

@@ -1,0 +1,99 @@
+/**
+ * `@subscription-indexer/client`: a typed client of the Subscription Payments Indexer API. Routes, parameters and
+ * answers are the types openapi-typescript generated from the service's OpenAPI document (`./generated/openapi.ts`);
+ * calls go through openapi-fetch. A non-2xx answer is thrown as an {@link ApiError}; 429 and 503 are retried after
+ * `Retry-After`; {@link Client.paginate} walks a list through its `Link` headers.
+ */
+import createFetchClient, { type Client as FetchClient, type FetchOptions } from "openapi-fetch";
+import type { paths } from "./generated/openapi.js";
+import { ApiError } from "./errors.js";
+import { retryingFetch, type RetryOptions } from "./retry.js";
+
+export { ApiError } from "./errors.js";
+export { retryAfterMs, type RetryOptions } from "./retry.js";
+export type { paths, components, operations } from "./generated/openapi.js";
+
+/** Options of {@link createClient}. */
+export type ClientOptions = {
+  /** The service's base URL, e.g. `https://subs.example.com`. */
+  baseUrl: string;
+  /** An API key (`sk_live_…`) or a SIWE session token (`sess_…`); omit for the public routes. */
+  apiKey?: string;
+  /** Retries of 429 and 503 (see {@link RetryOptions}). */
+  retry?: RetryOptions;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+  /** Extra headers sent on every request. */
+  headers?: Record<string, string>;
+};
+
+/** GET routes whose 200 answer is a JSON array (the pageable lists). */
+export type ListPath = {
+  [P in keyof paths]: paths[P] extends { get: { responses: { 200: { content: { "application/json": unknown[] } } } } }
+    ? P
+    : never;
+}[keyof paths];
+
+/** One element of the list a {@link ListPath} answers. */
+export type ListItem<P extends ListPath> = paths[P] extends {
+  get: { responses: { 200: { content: { "application/json": (infer T)[] } } } };
+}
+  ? T
+  : never;
+
+/**
+ * The client: openapi-fetch's typed `GET`/`POST`/`PATCH`/`DELETE` (non-2xx answers thrown as {@link ApiError}), typed
+ * for JSON answers (a CSV export: pass `parseAs: "text"`), plus {@link Client.paginate}.
+ */
+export type Client = FetchClient<paths, "application/json"> & {
+  /**
+   * Every element of a list, page after page: follows `Link: <…>; rel="next"` until a page has none. Only the next
+   * page's query is taken from the link; it is always requested from `baseUrl`, so the credential never goes to
+   * another origin.
+   */
+  paginate: <P extends ListPath>(path: P, init: FetchOptions<paths[P]["get"]>) => AsyncIterableIterator<ListItem<P>>;
+};
+
+/** The `rel="next"` URL of a `Link` header, if any. */
+export function nextLink(link: string | null): URL | undefined {
+  if (!link) return undefined;
+  for (const part of link.split(",")) {
+    const m = /^\s*<([^>]*)>\s*;(.*)$/.exec(part);
+    if (m && /(^|;)\s*rel\s*=\s*"?next"?\s*(;|$)/i.test(m[2]!) && URL.canParse(m[1]!, "http://x")) {
+      return new URL(m[1]!, "http://x");
+    }
+  }
+  return undefined;
+}
+
+/** Creates a client of the service at `baseUrl`. */
+export function createClient(opts: ClientOptions): Client {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
+  const client = createFetchClient<paths, "application/json">({
+    baseUrl: opts.baseUrl.replace(/\/+$/, ""),
+    headers,
+    fetch: retryingFetch(opts.fetch ?? globalThis.fetch, opts.retry),
+  });
+  client.use({
+    async onResponse({ response }) {
+      if (!response.ok) throw await ApiError.from(response);
+      return undefined;
+    },
+  });
+
+  async function* paginate<P extends ListPath>(path: P, init: FetchOptions<paths[P]["get"]>) {
+    let options = init as { params?: { path?: unknown; query?: Record<string, unknown> } };
+    for (;;) {
+      const { data, response } = await (
+        client.GET as (p: string, i: unknown) => Promise<{ data?: unknown; response: Response }>
+      )(path, options);
+      for (const item of (data ?? []) as ListItem<P>[]) yield item;
+      const next = nextLink(response.headers.get("link"));
+      if (!next) return;
+      options = { ...options, params: { ...options.params, query: Object.fromEntries(next.searchParams) } };
+    }
+  }
+
+  return Object.assign(client, { paginate }) as Client;
+}

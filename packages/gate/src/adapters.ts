@@ -1,0 +1,139 @@
+/** Framework adapters: the same decision (401, 402, 503 or pass with the result) for Hono, Express, Elysia and fetch. */
+import type { MiddlewareHandler } from "hono";
+import type { RequestHandler } from "express";
+import type { Elysia } from "elysia";
+import { GateUnavailableError, type CheckResult } from "./check.js";
+
+/** A wallet source's answer: an address, or nothing when the request carries no signed-in wallet. */
+export type MaybeWallet = string | null | undefined | Promise<string | null | undefined>;
+
+/** The gate's verdict on one request: pass with the result, or an answer to send. */
+export type Verdict =
+  | { ok: true; subscription: CheckResult }
+  | { ok: false; status: number; body: Record<string, unknown>; headers: Record<string, string> };
+
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+
+/** Decides a request from the wallet it carries (shared by every adapter). */
+export async function decide(
+  check: (wallet: string) => Promise<CheckResult>,
+  describe: { module: string; plans: string[]; chainId?: number },
+  wallet: string | null | undefined,
+): Promise<Verdict> {
+  if (!wallet || !ADDRESS.test(wallet)) {
+    return {
+      ok: false,
+      status: 401,
+      body: { error: "wallet_required", message: "sign in with a wallet to use this route" },
+      headers: {},
+    };
+  }
+  try {
+    const subscription = await check(wallet);
+    if (subscription.authorized) return { ok: true, subscription };
+    return {
+      ok: false,
+      status: 402,
+      body: {
+        error: "subscription_required",
+        message: "an active subscription to one of these plans is required",
+        wallet: wallet.toLowerCase(),
+        module: describe.module,
+        plans: describe.plans,
+        ...(describe.chainId === undefined ? {} : { chain_id: describe.chainId }),
+      },
+      headers: {},
+    };
+  } catch (err) {
+    if (err instanceof GateUnavailableError) {
+      return {
+        ok: false,
+        status: 503,
+        body: { error: "subscription_check_unavailable", message: "the subscription status cannot be checked now" },
+        headers: { "retry-after": "5" },
+      };
+    }
+    throw err;
+  }
+}
+
+type Decide = (wallet: string | null | undefined) => Promise<Verdict>;
+
+/** The synchronous cached answer of a wallet, when there is one (no promise on the hot path). */
+export type Peek = (wallet: string) => CheckResult | undefined;
+
+const json = (v: Extract<Verdict, { ok: false }>) =>
+  new Response(JSON.stringify(v.body), {
+    status: v.status,
+    headers: { "content-type": "application/json", ...v.headers },
+  });
+
+/** Hono middleware: `c.get("subscription")` in the route. */
+export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWallet): MiddlewareHandler {
+  return (c, next) => {
+    const w = wallet(c);
+    // Hot path: a cached positive answer passes with no promise of ours.
+    const hit = typeof w === "string" ? peek(w) : undefined;
+    if (hit?.authorized) {
+      c.set("subscription", hit);
+      return next();
+    }
+    return (async () => {
+      const v = await run(await w);
+      if (!v.ok) return json(v);
+      c.set("subscription", v.subscription);
+      await next();
+    })();
+  };
+}
+
+/** Express middleware: `req.subscription` in the route. */
+export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => MaybeWallet): RequestHandler {
+  return (req, res, next) => {
+    const w = wallet(req);
+    const hit = typeof w === "string" ? peek(w) : undefined;
+    if (hit?.authorized) {
+      (req as { subscription?: CheckResult }).subscription = hit;
+      return next();
+    }
+    Promise.resolve(w)
+      .then(run)
+      .then((v) => {
+        if (v.ok) {
+          (req as { subscription?: CheckResult }).subscription = v.subscription;
+          return next();
+        }
+        res.status(v.status).set(v.headers).json(v.body);
+      })
+      .catch(next);
+  };
+}
+
+/** An Elysia plugin (`app.use(...)`): routes registered after it get `subscription` in their context. */
+export function elysiaAdapter(run: Decide, wallet: (ctx: any) => MaybeWallet) {
+  return (app: Elysia) =>
+    app.resolve(async (ctx) => {
+      const v = await run(await wallet(ctx));
+      if (!v.ok) {
+        Object.assign(ctx.set.headers, v.headers);
+        return ctx.status(v.status as 402, v.body);
+      }
+      return { subscription: v.subscription };
+    });
+}
+
+/** A fetch handler (Bun.serve, Next.js route handlers, workers) that runs `handler` only for a paid-up wallet. */
+export function fetchAdapter<A extends unknown[]>(
+  run: Decide,
+  peek: Peek,
+  wallet: (req: Request, ...args: A) => MaybeWallet,
+  handler: (req: Request, subscription: CheckResult, ...args: A) => Response | Promise<Response>,
+): (req: Request, ...args: A) => Promise<Response> {
+  return async (req, ...args) => {
+    const w = wallet(req, ...args);
+    const hit = typeof w === "string" ? peek(w) : undefined;
+    if (hit?.authorized) return handler(req, hit, ...args);
+    const v = await run(await w);
+    return v.ok ? handler(req, v.subscription, ...args) : json(v);
+  };
+}

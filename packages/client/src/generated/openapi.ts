@@ -319,7 +319,7 @@ export interface paths {
         put?: never;
         /**
          * Create an endpoint
-         * @description Creates an endpoint; the response carries its signing secret, shown only here. Takes the credential in the `Authorization` header only (never the session cookie alone).
+         * @description Creates an endpoint; the response carries its signing secret, shown only here. A merchant has at most 16 endpoints: one more is a 400 `webhook_endpoint_limit_reached`. Takes the credential in the `Authorization` header only (never the session cookie alone).
          */
         post: operations["postV0Webhook_endpointsByMerchant"];
         delete?: never;
@@ -387,7 +387,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test event
-         * @description Delivers a `webhook.test` event to the endpoint now (one attempt) and answers with that attempt. No body (an empty one or `{}` is fine; any field is a 400). Takes the credential in the `Authorization` header only (never the session cookie alone).
+         * @description Delivers a `webhook.test` event to the endpoint now (one attempt) and answers with that attempt. At most 10 a minute per endpoint: one more is a 429 with `Retry-After`. No body (an empty one or `{}` is fine; any field is a 400). Takes the credential in the `Authorization` header only (never the session cookie alone).
          */
         post: operations["postV0Webhook_endpointsByMerchantByIdTest"];
         delete?: never;
@@ -427,7 +427,7 @@ export interface paths {
         put?: never;
         /**
          * Replay events
-         * @description Enqueues every event of the merchant in [since, until) (ISO 8601 date-times, as the event log's `since`) of the endpoint's `event_types` (narrowed by `types`) again: only events still on the canonical chain, never one a reorg withdrew, an `event.reverted` or a `webhook.test`. Takes the credential in the `Authorization` header only (never the session cookie alone).
+         * @description Enqueues every event of the merchant in [since, until) (ISO 8601 date-times, as the event log's `since`) of the endpoint's `event_types` (narrowed by `types`) again: only events still on the canonical chain, never one a reorg withdrew, an `event.reverted` or a `webhook.test`. An event that already has a pending delivery to this endpoint is skipped (counted in `skipped`), so the same replay twice enqueues nothing the second time. Takes the credential in the `Authorization` header only (never the session cookie alone).
          */
         post: operations["postV0Webhook_endpointsByMerchantByIdReplay"];
         delete?: never;
@@ -471,7 +471,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key
-         * @description Creates an API key for the merchant signed in with its wallet. Only a SIWE session of that merchant, sent as `Authorization: Bearer <session token>` (never the cookie alone, so no cross-site request can mint a key), may call it. The secret is in this response only.
+         * @description Creates an API key for the merchant signed in with its wallet. Only a SIWE session of that merchant, sent as `Authorization: Bearer <session token>` (never the cookie alone, so no cross-site request can mint a key), may call it. The key reads only the chain the session was signed for (`chain_id`), as the session does. The secret is in this response only. A merchant holds at most 100 active keys: one more is a 400 `api_key_limit_reached` (revoke one first).
          */
         post: operations["postV0Api_keysByMerchant"];
         delete?: never;
@@ -3817,6 +3817,7 @@ export interface operations {
                      *         "description": "production",
                      *         "enabled": true,
                      *         "disabled_reason": null,
+                     *         "chain_id": null,
                      *         "created_at": "2026-11-20T10:00:00.000Z",
                      *         "updated_at": "2026-11-20T10:00:00.000Z"
                      *       }
@@ -3833,6 +3834,7 @@ export interface operations {
                         /** @description False once disabled (by PATCH or after WEBHOOK_DISABLE_AFTER_S of failures) */
                         enabled: boolean;
                         disabled_reason: string | null;
+                        chain_id: number | null;
                         /**
                          * Format: date-time
                          * @description Creation time
@@ -4074,6 +4076,7 @@ export interface operations {
                      *       "description": "production",
                      *       "enabled": true,
                      *       "disabled_reason": null,
+                     *       "chain_id": null,
                      *       "created_at": "2026-11-20T10:00:00.000Z",
                      *       "updated_at": "2026-11-20T10:00:00.000Z",
                      *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -4090,6 +4093,7 @@ export interface operations {
                         /** @description False once disabled (by PATCH or after WEBHOOK_DISABLE_AFTER_S of failures) */
                         enabled: boolean;
                         disabled_reason: string | null;
+                        chain_id: number | null;
                         /**
                          * Format: date-time
                          * @description Creation time
@@ -4320,6 +4324,7 @@ export interface operations {
                      *       "description": "production",
                      *       "enabled": true,
                      *       "disabled_reason": null,
+                     *       "chain_id": null,
                      *       "created_at": "2026-11-20T10:00:00.000Z",
                      *       "updated_at": "2026-11-20T10:00:00.000Z"
                      *     }
@@ -4335,6 +4340,7 @@ export interface operations {
                         /** @description False once disabled (by PATCH or after WEBHOOK_DISABLE_AFTER_S of failures) */
                         enabled: boolean;
                         disabled_reason: string | null;
+                        chain_id: number | null;
                         /**
                          * Format: date-time
                          * @description Creation time
@@ -4796,6 +4802,7 @@ export interface operations {
                      *       "description": "production",
                      *       "enabled": true,
                      *       "disabled_reason": null,
+                     *       "chain_id": null,
                      *       "created_at": "2026-11-20T10:00:00.000Z",
                      *       "updated_at": "2026-11-20T10:00:00.000Z"
                      *     }
@@ -4811,6 +4818,7 @@ export interface operations {
                         /** @description False once disabled (by PATCH or after WEBHOOK_DISABLE_AFTER_S of failures) */
                         enabled: boolean;
                         disabled_reason: string | null;
+                        chain_id: number | null;
                         /**
                          * Format: date-time
                          * @description Creation time
@@ -5039,6 +5047,7 @@ export interface operations {
                      *       "description": "production",
                      *       "enabled": true,
                      *       "disabled_reason": null,
+                     *       "chain_id": null,
                      *       "created_at": "2026-11-20T10:00:00.000Z",
                      *       "updated_at": "2026-11-20T10:00:00.000Z",
                      *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -5055,6 +5064,7 @@ export interface operations {
                         /** @description False once disabled (by PATCH or after WEBHOOK_DISABLE_AFTER_S of failures) */
                         enabled: boolean;
                         disabled_reason: string | null;
+                        chain_id: number | null;
                         /**
                          * Format: date-time
                          * @description Creation time
@@ -5448,6 +5458,42 @@ export interface operations {
                     };
                 };
             };
+            /** @description Over the per-client rate limit (refused credentials count against it too); `Retry-After` says when to come back. */
+            429: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds until a request is accepted again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "rate_limit_error",
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
             /** @description The database is unreachable; retry shortly. */
             503: {
                 headers: {
@@ -5775,7 +5821,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description How many deliveries were enqueued */
+            /** @description How many deliveries were enqueued and how many events were skipped */
             200: {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
@@ -5785,12 +5831,15 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "enqueued": 12
+                     *       "enqueued": 12,
+                     *       "skipped": 3
                      *     }
                      */
                     "application/json": {
                         /** @description Deliveries created */
                         enqueued: number;
+                        /** @description Matching events left out: they already have a pending delivery to this endpoint */
+                        skipped: number;
                     };
                 };
             };
@@ -6262,6 +6311,7 @@ export interface operations {
                      *         "id": "key_9f2c4a1b7d3e5f60a8b2c4d6",
                      *         "prefix": "sk_live_4Hq2",
                      *         "label": "production server",
+                     *         "chain_id": 8453,
                      *         "created_at": "2026-11-20T10:00:00.000Z",
                      *         "last_used_at": "2026-11-21T08:12:00.000Z",
                      *         "revoked_at": null
@@ -6274,6 +6324,8 @@ export interface operations {
                         /** @description The key's first 12 characters, to recognize it */
                         prefix: string;
                         label: string | null;
+                        /** @description The only chain the key reads: the chain the session that made it was signed for (null: every chain, a key of `bun run apikey`) */
+                        chain_id: number | null;
                         /** Format: date-time */
                         created_at: string;
                         /** @description Last authenticated request (written at most once a minute); null when never used */
@@ -6466,6 +6518,7 @@ export interface operations {
                      *       "id": "key_9f2c4a1b7d3e5f60a8b2c4d6",
                      *       "key": "sk_live_4Hq2vX9bN7mK3pR8sT1wY6zC5dF0gJ2hL4nQ8rU3",
                      *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                     *       "chain_id": 8453,
                      *       "label": "production server",
                      *       "created_at": "2026-11-20T10:00:00.000Z"
                      *     }
@@ -6477,6 +6530,8 @@ export interface operations {
                         key: string;
                         /** @description The merchant the key reads (lowercase) */
                         merchant: string;
+                        /** @description The only chain the key reads: the chain the session that made it was signed for (null: every chain, a key of `bun run apikey`) */
+                        chain_id: number | null;
                         /** @description The label, or null */
                         label: string | null;
                         /** Format: date-time */

@@ -7,7 +7,7 @@ import { createChainRegistry, type RpcObserver } from "../chain/clients";
 import { createMetrics, startMetricsListener, type Metrics } from "../metrics";
 import type { Db } from "../db/client";
 import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
-import { createLogger } from "../common/log";
+import { createLogger, resolveLogFormat } from "../common/log";
 import { createDb } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
@@ -35,7 +35,7 @@ function startMetrics(config: Config, db: Db, service: Service, stoppers: (() =>
 
 /** Opens the database, migrates it and starts the configured roles. Throws ConfigError on a bad setup. */
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
-  const log = opts.log ?? createLogger(config.LOG_LEVEL);
+  const log = opts.log ?? createLogger(config.LOG_LEVEL, undefined, resolveLogFormat(config.LOG_FORMAT));
   const wanted = new Set<string>(config.ROLES);
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
   if (wanted.has("api")) requireApi(config);

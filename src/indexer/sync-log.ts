@@ -12,7 +12,7 @@ import {
   windowRate,
   type SyncRate,
   type SyncSample,
-} from "./progress";
+} from "../domain/progress";
 
 /** Options of {@link createSyncLog}. */
 export type SyncLogOptions = {

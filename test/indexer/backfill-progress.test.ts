@@ -8,7 +8,8 @@ import { publicClientFor } from "../../src/chain/clients";
 import type { Logger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
 import { createIndexer } from "../../src/indexer";
-import { SYNC_LAG_BLOCKS } from "../../src/indexer/progress";
+import { SYNC_LAG_BLOCKS } from "../../src/domain/progress";
+import { readiness } from "../../src/http/features/health/service";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
 import { startRpcProxy, type RpcProxy } from "../../testkit/rpc-proxy";
@@ -54,12 +55,15 @@ test("a throttled backfill logs growing progress, an ETA within 2x at halfway, a
     log,
     tuning: { progressIntervalMs: 1_000, initialRange: 8, retry: { attempts: 3, baseMs: 10, maxMs: 50 } },
   });
-  const rates: (number | null)[] = [];
+  // What /readyz says meanwhile (any API process reads the same row).
+  const ready: { progress: number | null; eta_s: number | null }[] = [];
   const sampler = setInterval(async () => {
-    const [row] = await db.sql<{ r: number | null }[]>`
-      select sync_blocks_per_s as r from chains where chain_id = ${chain.chainId}`.catch(() => []);
-    if (row) rates.push(row.r);
-  }, 200);
+    const verdict = await readiness(db.sql, { READY_MAX_LAG_BLOCKS: 20, POLL_INTERVAL_MS: 50 }, chain.chainId).catch(
+      () => null,
+    );
+    const c = verdict?.chains.find((x) => x.chain_id === chain.chainId);
+    if (c) ready.push({ progress: c.progress, eta_s: c.eta_s });
+  }, 150);
   try {
     await indexer.start();
     await indexer.waitForBlock(head, 120_000);
@@ -106,6 +110,10 @@ test("a throttled backfill logs growing progress, an ETA within 2x at halfway, a
   expect(eta).toBeGreaterThanOrEqual(real / 2);
   expect(eta).toBeLessThanOrEqual(real * 2);
 
-  // The rate went to the database while it backfilled (for /readyz in any process).
-  expect(rates.some((r) => r !== null && r > 0)).toBe(true);
+  // /readyz carried the same: a growing progress, an ETA while behind, 1 and 0 once caught up.
+  const seen = ready.map((r) => r.progress ?? 0);
+  for (let i = 1; i < seen.length; i++) expect(seen[i]!).toBeGreaterThanOrEqual(seen[i - 1]!);
+  expect(ready.some((r) => r.progress! > 0 && r.progress! < 1 && r.eta_s !== null && r.eta_s > 0)).toBe(true);
+  const final = await readiness(db.sql, { READY_MAX_LAG_BLOCKS: 20, POLL_INTERVAL_MS: 50 }, chain.chainId);
+  expect(final.chains[0]).toMatchObject({ progress: 1, eta_s: 0 });
 });

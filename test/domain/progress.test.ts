@@ -9,7 +9,7 @@ import {
   syncRate,
   windowRate,
   type SyncSample,
-} from "../../src/indexer/progress";
+} from "../../src/domain/progress";
 import { createSyncLog } from "../../src/indexer/sync-log";
 
 describe("progress arithmetic", () => {

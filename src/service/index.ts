@@ -16,6 +16,7 @@ import { apiRole } from "./roles/api";
 import { indexerRole } from "./roles/indexer";
 import { keeperRole } from "./roles/keeper";
 import { webhooksRole } from "./roles/webhooks";
+import { logStartup } from "./summary";
 
 export type { Service, ServiceOptions } from "./context";
 
@@ -104,6 +105,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       stoppers.push(stopRole);
       service.roles.push(role.name);
     }
+    await logStartup(log, config, chains, service).catch((err) => log("warn", "start-up summary failed", { err }));
     log("info", "service started", {
       roles: service.roles,
       chainId,

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { createLogger, prettyLine, resolveLogFormat, type LogFormat } from "../../src/common/log";
 import { loadConfig } from "../../src/common/config";
+import { freePort, spawnBun } from "../../testkit/cli";
 
 /** Every line a logger of `format` writes for the given records. */
 function lines(format: LogFormat, records: [string, Record<string, unknown>][]): string[] {
@@ -93,4 +94,36 @@ describe("log format", () => {
     expect(resolveLogFormat(undefined, false)).toBe("json");
     expect(resolveLogFormat("json", true)).toBe("json");
   });
+});
+
+describe("bun start", () => {
+  test("LOG_FORMAT=pretty: the start-up summary and every record as short lines, no secret", async () => {
+    const port = await freePort();
+    const admin = "admin-key-0123456789-abcdef";
+    const child = spawnBun(["src/main.ts"], {
+      ROLES: "api",
+      DATA_DIR: "memory://",
+      CHAIN_ID: "31337",
+      SIWE_DOMAIN: "localhost",
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      ADMIN_API_KEY: admin,
+      LOG_FORMAT: "pretty",
+      NO_COLOR: "1",
+    });
+    try {
+      await child.waitFor(/ INFO  service started /, 60_000);
+      const out = child.output();
+      expect(out).toMatch(
+        new RegExp(
+          `\\d\\d:\\d\\d:\\d\\d\\.\\d{3} INFO  api: http://127\\.0\\.0\\.1:${port} · docs .* role=api url=http://127\\.0\\.0\\.1:${port}`,
+        ),
+      );
+      expect(out).not.toContain('{"time"');
+      expect(out).not.toContain(admin);
+    } finally {
+      child.proc.kill("SIGTERM");
+      await child.exited;
+    }
+  }, 90_000);
 });

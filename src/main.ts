@@ -1,6 +1,6 @@
 /** `bun start`: the service from the environment (roles from ROLES); wiring lives in `service/`. */
 import { loadConfig, type Config } from "./common/config";
-import { createLogger } from "./common/log";
+import { createLogger, resolveLogFormat } from "./common/log";
 import { exitOnSignals, startErrorMessage, startService } from "./service";
 
 if (import.meta.main) {
@@ -11,7 +11,7 @@ if (import.meta.main) {
     console.error(startErrorMessage(err));
     process.exit(1);
   }
-  const log = createLogger(config.LOG_LEVEL);
+  const log = createLogger(config.LOG_LEVEL, undefined, resolveLogFormat(config.LOG_FORMAT));
   try {
     const service = await startService(config, { log });
     exitOnSignals(

@@ -51,6 +51,7 @@ const EnvSchema = {
   RPC_TIMEOUT_MS: Uint(100),
   ONCHAIN_CHECK_CONCURRENCY: T.Integer({ minimum: 1, default: 32, description: "an integer >= 1" }),
   LOG_LEVEL: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")]),
+  LOG_FORMAT: T.Optional(T.Union([T.Literal("json"), T.Literal("pretty")])),
   KEEPER_MAX_ATTEMPTS: T.Optional(Uint(1)),
   KEEPER_RECHECK_INTERVAL_S: Uint(1),
   KEEPER_TX_DEADLINE_MS: Uint(100),

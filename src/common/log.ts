@@ -45,16 +45,52 @@ function clean(value: unknown, depth = 0): unknown {
   return out;
 }
 
-/** A logger writing JSON lines to stdout at or above `level`; credential-looking fields are redacted. */
+/** How records are written: JSON lines (machines) or one short coloured line (a person at a terminal). */
+export type LogFormat = "json" | "pretty";
+
+/** LOG_FORMAT when set; otherwise pretty on a terminal and JSON lines when stdout is a pipe or file. */
+export function resolveLogFormat(configured?: LogFormat, isTty = Boolean(process.stdout.isTTY)): LogFormat {
+  return configured ?? (isTty ? "pretty" : "json");
+}
+
+const COLOR: Record<LogLevel, string> = { debug: "\x1b[90m", info: "\x1b[36m", warn: "\x1b[33m", error: "\x1b[31m" };
+const DIM = "\x1b[2m";
+const RESET = "\x1b[0m";
+const BARE = /^[^\s"=[{][^\s"=]*$/;
+
+/** A field value as `k=v` shows it: a string bare unless it has spaces or quotes or looks like JSON; else JSON. */
+function prettyValue(v: unknown): string {
+  if (typeof v === "string") return BARE.test(v) ? v : JSON.stringify(v);
+  if (v === undefined) return "undefined";
+  return typeof v === "object" && v !== null ? JSON.stringify(v) : String(v);
+}
+
+/** One record as a terminal line: `12:00:01.042 INFO  message k=v k=v` (ANSI colours unless `color` is false). */
+export function prettyLine(record: Record<string, unknown>, color = true): string {
+  const { time, level, msg, ...fields } = record as { time: string; level: LogLevel; msg: string };
+  const paint = (code: string, text: string) => (color ? `${code}${text}${RESET}` : text);
+  const clock = paint(DIM, String(time).slice(11, 23));
+  const lvl = paint(COLOR[level] ?? "", level.toUpperCase().padEnd(5));
+  const kv = Object.entries(fields).map(([k, v]) => `${paint(DIM, `${k}=`)}${prettyValue(v)}`);
+  return [clock, lvl, msg, ...kv].join(" ");
+}
+
+/**
+ * A logger writing to stdout at or above `level`: JSON lines, or pretty lines (`format`). Both forms are built from
+ * the same scrubbed record, so credential-looking fields are redacted in either.
+ */
 export function createLogger(
   level: LogLevel = "info",
   write: (line: string) => void = (line) => process.stdout.write(line + "\n"),
+  format: LogFormat = "json",
 ): Logger {
   const min = rank[level];
+  const color = format === "pretty" && !process.env.NO_COLOR;
   return (lvl, msg, fields) => {
     if (rank[lvl] < min) return;
     const extra = fields ? (clean(fields) as Record<string, unknown>) : {};
-    write(JSON.stringify({ time: new Date().toISOString(), level: lvl, msg: scrubString(msg), ...extra }));
+    const record = { time: new Date().toISOString(), level: lvl, msg: scrubString(msg), ...extra };
+    write(format === "pretty" ? prettyLine(record, color) : JSON.stringify(record));
   };
 }
 

@@ -171,19 +171,41 @@ async function signOut(c: Credential): Promise<void> {
   signInView("You are signed out.");
 }
 
-type Ready = {
-  chains: { chain_id: number; indexed_block: string | null; head_seen_at: string | null; lag_blocks: string | null }[];
+type ReadyChain = {
+  chain_id: number;
+  indexed_block: string | null;
+  head_seen_at: string | null;
+  lag_blocks: string | null;
+  progress?: number | null;
+  eta_s?: number | null;
 };
+/** /readyz: the chains at the top when ready, inside the error envelope when not (503). */
+type Ready = { chains?: ReadyChain[]; error?: { chains?: ReadyChain[] } };
 
-/** The badge: indexed block and how long ago the indexer last saw the chain; refreshed every few seconds. */
+/** "Syncing 42 % · ETA 3 min" while the index backfills (progress below 1); null otherwise. */
+function syncingText(c: ReadyChain | undefined): string | null {
+  if (!c || c.progress === null || c.progress === undefined || c.progress >= 1) return null;
+  const eta = c.eta_s === null || c.eta_s === undefined ? "" : ` · ETA ${formatAge(c.eta_s * 1000)}`;
+  return `Syncing ${Math.floor(c.progress * 100)} %${eta}`;
+}
+
+/**
+ * The badge: indexed block and how long ago the indexer last saw the chain, or the backfill's progress and ETA;
+ * refreshed every few seconds.
+ */
 function freshnessBadge(): HTMLElement {
   const badge = h("span", { class: "badge", dataset: { state: "unknown" }, title: "Index freshness" }, "Index …");
-  let last: { ready: boolean; chain: Ready["chains"][number] | undefined } | null = null;
+  let last: { ready: boolean; chain: ReadyChain | undefined } | null = null;
   const draw = () => {
     if (!last) return;
     const c = last.chain;
-    badge.dataset.state = last.ready ? "ok" : "late";
+    const syncing = syncingText(c);
+    badge.dataset.state = last.ready ? "ok" : syncing ? "syncing" : "late";
     badge.dataset.block = c?.indexed_block ?? "";
+    if (syncing) {
+      badge.textContent = syncing;
+      return;
+    }
     const age = c?.head_seen_at ? ` · ${formatAge(Date.now() - Date.parse(c.head_seen_at))} ago` : "";
     const lag = c?.lag_blocks && c.lag_blocks !== "0" ? ` · ${c.lag_blocks} behind` : "";
     badge.textContent = c?.indexed_block
@@ -194,7 +216,7 @@ function freshnessBadge(): HTMLElement {
     try {
       const res = await fetch("/readyz", { credentials: "omit" });
       const body = (await res.json()) as Ready;
-      last = { ready: res.ok, chain: body.chains?.[0] };
+      last = { ready: res.ok, chain: (body.chains ?? body.error?.chains)?.[0] };
     } catch {
       last = { ready: false, chain: last?.chain };
     }

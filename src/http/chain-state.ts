@@ -18,6 +18,14 @@ export type ChainRow = {
   headSeenAt: Date | null;
   /** Since when the indexer suspects a reorg deeper than its stored window (not yet acted on); null when not. */
   deepReorgSuspectedAt: Date | null;
+  startBlock: string;
+  /** Blocks per second over the indexer's last progress interval while it backfills; null otherwise. */
+  syncBlocksPerSec: number | null;
+  /** When the indexer last committed (a batch or a rollback). */
+  updatedAt: Date | null;
+  lastReorgAt: Date | null;
+  /** Indexed blocks the last rollback removed. */
+  lastReorgDepth: string | null;
 };
 
 /** Cached view of the `chains` table. */
@@ -47,9 +55,16 @@ export async function readChains(sql: Sql): Promise<ChainRow[]> {
         head_block: string | null;
         head_seen_at: Date | null;
         deep_reorg_suspected_at: Date | null;
+        start_block: string;
+        sync_blocks_per_s: number | null;
+        updated_at: Date | null;
+        last_reorg_at: Date | null;
+        last_reorg_depth: string | null;
       }[]
     >`
-      select chain_id, indexed_block, indexed_time, head_block, head_seen_at, deep_reorg_suspected_at from chains`,
+      select chain_id, indexed_block, indexed_time, head_block, head_seen_at, deep_reorg_suspected_at, start_block,
+        sync_blocks_per_s, updated_at, last_reorg_at, last_reorg_depth
+      from chains`,
     DEADLINE_FAST_MS,
   );
   return rows.map((r) => ({
@@ -59,6 +74,11 @@ export async function readChains(sql: Sql): Promise<ChainRow[]> {
     headBlock: r.head_block,
     headSeenAt: r.head_seen_at,
     deepReorgSuspectedAt: r.deep_reorg_suspected_at,
+    startBlock: r.start_block,
+    syncBlocksPerSec: r.sync_blocks_per_s === null ? null : Number(r.sync_blocks_per_s),
+    updatedAt: r.updated_at,
+    lastReorgAt: r.last_reorg_at,
+    lastReorgDepth: r.last_reorg_depth,
   }));
 }
 

@@ -6,6 +6,7 @@ import type { Notifier } from "../db/notify";
 import type { IndexerHook } from "./hooks";
 import type { IndexerObserver, IndexerOptions } from "./options";
 import { createIndexerState, type IndexerState } from "./state";
+import { createSyncLog, type SyncLog } from "./sync-log";
 import { createTokenBook } from "./token-book";
 
 /** What the pipeline (and the rollback) work with. */
@@ -29,6 +30,8 @@ export type IndexerContext = {
   notifier?: Notifier;
   log: Logger;
   state: IndexerState;
+  /** The backfill progress log, and the rate stored with each batch. */
+  sync: SyncLog;
   /** Transactions in flight during a backfill, and whether rows go in by COPY (set at start). */
   io: { depth: number; useCopy: boolean };
   stopping: () => boolean;
@@ -53,12 +56,14 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     log,
   });
   const stallAfterMs = t.stallAfterMs ?? Math.max(120_000, pollMs * 30);
+  const startBlock = BigInt(config.START_BLOCK ?? 0);
+  const sync = createSyncLog({ chainId, startBlock, confirmations, log, intervalMs: t.progressIntervalMs });
   return {
     sql: opts.sql,
     client,
     chainId,
     processor: config.PROCESSOR_ADDRESS?.toLowerCase() ?? "",
-    startBlock: BigInt(config.START_BLOCK ?? 0),
+    startBlock,
     confirmations,
     pollMs,
     window: confirmations > 64n ? confirmations : 64n,
@@ -71,6 +76,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     notifier: opts.notifier,
     log,
     state: createIndexerState({ chainId, stallAfterMs, tokens, log }),
+    sync,
     io: { depth: 1, useCopy: false },
     stopping,
   };

@@ -33,6 +33,8 @@ export type IndexerTuning = {
   tokenRetryMs?: number;
   /** Longest pause between reads of such a token (default 5 min). */
   tokenMaxRetryMs?: number;
+  /** Between backfill progress lines, and the window their rate is measured over (default 10 s). */
+  progressIntervalMs?: number;
 };
 
 /** Options of `createIndexer`. */

@@ -232,9 +232,10 @@ async function writeBatch(
     await verifyCursor(ctx, tx, expected);
     await runBatchHooks(ctx, tx, bctx);
     await writeState(tx, chainId, rows, ctx.window);
-    await moveCursor(tx, chainId, next, head);
+    await moveCursor(tx, chainId, next, head, { blocksPerSec: ctx.sync.blocksPerSec() });
   });
   ctx.state.setCursor(next);
+  ctx.sync.committed(batch.to, batch.events.length, head);
   announce(ctx, rows, batch.from, batch.to, false, performance.now() - started);
 }
 

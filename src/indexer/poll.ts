@@ -64,6 +64,7 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
   }
   const head = await getHead(client, policy);
   state.observeHead(head);
+  ctx.sync.observe(state.cursor?.block ?? null, head);
   const target = head - ctx.confirmations;
   const check = await checkChain({ sql, client, chainId, cursor: state.cursor, head, window: ctx.window, policy });
   if (check.kind !== "deep") {
@@ -121,6 +122,7 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
         state.needReload = true;
       } else if (!(await opts.lock.check())) {
         state.leader = false;
+        ctx.sync.reset();
         throw new LeadershipLostError("the session holding the indexer lock was lost");
       }
       state.notice = null;

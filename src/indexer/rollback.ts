@@ -78,12 +78,14 @@ export async function applyReorg(
       await writeState(tx, chainId, batchRows, window);
     }
     if (refill.length > 0) await saveBlocks(tx, chainId, refill, (next?.block ?? 0n) - window);
-    await moveCursor(tx, chainId, next, head);
+    const depth = (old?.block ?? startBlock - 1n) - (ancestor?.block ?? startBlock - 1n);
+    await moveCursor(tx, chainId, next, head, { reorgDepth: depth });
   });
   for (const m of metas) state.tokens.known.add(m.address);
   state.needReload = false;
   state.setCursor(next);
   state.resetHead(head);
+  if (next) ctx.sync.committed(next.block, batch?.events.length ?? 0, head);
   announce(ctx, batchRows, from, batch?.to ?? next?.block ?? startBlock - 1n, true, performance.now() - started);
 }
 

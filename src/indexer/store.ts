@@ -295,11 +295,20 @@ export async function saveBlocks(q: Q, chainId: number, headers: Header[], keepA
 }
 
 /** Moves the cursor (and records the head seen) in the batch's transaction. */
-export async function moveCursor(q: Q, chainId: number, cursor: Cursor | null, head: bigint): Promise<void> {
+export async function moveCursor(
+  q: Q,
+  chainId: number,
+  cursor: Cursor | null,
+  head: bigint,
+  also: { blocksPerSec?: number | null; reorgDepth?: bigint } = {},
+): Promise<void> {
+  const rate = also.blocksPerSec === undefined ? q`` : q`, sync_blocks_per_s = ${also.blocksPerSec}`;
+  const reorg =
+    also.reorgDepth === undefined ? q`` : q`, last_reorg_at = now(), last_reorg_depth = ${str(also.reorgDepth)}`;
   await q`update chains set
       indexed_block = ${cursor ? str(cursor.block) : null}, indexed_hash = ${cursor?.hash ?? null},
       indexed_time = ${cursor ? iso(cursor.time) : null}, head_block = ${str(head)}, head_seen_at = now(),
-      updated_at = now()
+      updated_at = now() ${rate} ${reorg}
     where chain_id = ${chainId}`;
 }
 

@@ -7,7 +7,7 @@ import { createChainRegistry, type RpcObserver } from "../chain/clients";
 import { createMetrics, startMetricsListener, type Metrics } from "../metrics";
 import type { Db } from "../db/client";
 import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
-import { createLogger, maskInLogs } from "../common/log";
+import { createLogger, maskInLogs, resolveLogFormat } from "../common/log";
 import { createDb } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
@@ -17,6 +17,7 @@ import { apiRole } from "./roles/api";
 import { indexerRole } from "./roles/indexer";
 import { keeperRole } from "./roles/keeper";
 import { webhooksRole } from "./roles/webhooks";
+import { logStartup } from "./summary";
 
 export type { Service, ServiceOptions } from "./context";
 
@@ -38,7 +39,7 @@ function startMetrics(config: Config, db: Db, service: Service, stoppers: (() =>
 export async function startService(config: Config, opts: ServiceOptions = {}): Promise<Service> {
   maskInLogs(config.ADMIN_API_KEY);
   maskInLogs(config.WEBHOOK_SECRET_KEY);
-  const log = opts.log ?? createLogger(config.LOG_LEVEL);
+  const log = opts.log ?? createLogger(config.LOG_LEVEL, undefined, resolveLogFormat(config.LOG_FORMAT));
   const wanted = new Set<string>(config.ROLES);
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
   if (wanted.has("api")) requireApi(config);
@@ -112,6 +113,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       stoppers.push(stopRole);
       service.roles.push(role.name);
     }
+    await logStartup(log, config, chains, service).catch((err) => log("warn", "start-up summary failed", { err }));
     log("info", "service started", {
       roles: service.roles,
       chainId,

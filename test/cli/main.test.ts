@@ -154,6 +154,33 @@ describe("startService in process", () => {
     expect(all).not.toContain(keys.keeper.slice(2));
   });
 
+  test("the start-up summary: one line per role with what it will do", () => {
+    const logs = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    const byRole = (role: string) => logs.filter((l) => l.role === role);
+    for (const role of ["indexer", "keeper", "webhooks", "api"]) expect(byRole(role)).toHaveLength(1);
+    const rpcHost = new URL(chain.rpcUrl).host;
+    expect(byRole("indexer")[0]!.msg).toBe(
+      `indexer: 1 chain: ${chain.chainId} from block ${chain.startBlock} via ${rpcHost}`,
+    );
+    const keeper = byRole("keeper")[0]!;
+    expect(keeper.address).toBe(service.keeper!.address);
+    expect(keeper.msg).toMatch(
+      new RegExp(
+        `^keeper: ${service.keeper!.address} charges due subscriptions on ${chain.chainId} balance \\d+(\\.\\d+)?$`,
+      ),
+    );
+    expect(byRole("webhooks")[0]!.msg).toBe(
+      "webhooks: dispatcher delivers with 64 requests in flight (4 per endpoint), retries after 5,300,1800,7200,18000,36000,36000,86400,86400 s",
+    );
+    expect(byRole("api")[0]!.msg).toBe(
+      `api: ${service.url} · docs ${service.url}/docs · dashboard ${service.url}/dashboard`,
+    );
+    // In role order, before "service started".
+    const at = (m: (l: Record<string, unknown>) => boolean) => logs.findIndex(m);
+    expect(at((l) => l.role === "indexer")).toBeLessThan(at((l) => l.role === "api"));
+    expect(at((l) => l.role === "api")).toBeLessThan(at((l) => l.msg === "service started"));
+  });
+
   test("a new subscription turns ACTIVE through keeper, indexer and API", async () => {
     await chain.fund("alice", token, 10_000_000n);
     const id = await chain.subscribe("alice", module, 1);

@@ -403,6 +403,40 @@ describe("signed in with a wallet (SIWE through window.ethereum)", () => {
   }, 60_000);
 });
 
+describe("the block badge while the index backfills", () => {
+  test("reads 'Syncing 42 % · ETA 4 min' from /readyz's progress and eta_s (a 503 while behind)", async () => {
+    const sql = service.db.sql;
+    await service.indexer!.stop(); // it would move the row back to the chain's real state
+    const [saved] = await sql`select * from chains where chain_id = ${anvil.chainId}`;
+    // Its own context: the 503 of /readyz is the one console error expected here.
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const consoleErrors: string[] = [];
+    try {
+      // 4,200 of 10,000 blocks, 20 blocks/s: 290 s left.
+      await sql`update chains set start_block = 1000, indexed_block = 5199, head_block = 10999, head_seen_at = now(),
+        sync_blocks_per_s = 20, updated_at = now() where chain_id = ${anvil.chainId}`;
+      const page = await context.newPage();
+      page.on("request", (r) => requests.push(r.url()));
+      page.on("console", (m) => void (m.type() === "error" && consoleErrors.push(m.text())));
+      page.on("pageerror", (e) => errors.push(e.message));
+      await page.goto(`${origin}/dashboard#key=${apiKey}&merchant=${merchant}`);
+      await page.waitForSelector(".badge[data-state=syncing]", { timeout: 30_000 });
+      expect(await page.textContent(".badge")).toBe("Syncing 42 % · ETA 4 min");
+      await page.screenshot({ path: `${SHOTS}/badge-syncing.png`, clip: { x: 0, y: 0, width: 1280, height: 80 } });
+      // Caught up again: the block number and freshness come back.
+      await sql`update chains set indexed_block = 10999, sync_blocks_per_s = null where chain_id = ${anvil.chainId}`;
+      await page.waitForSelector(".badge[data-state=ok]", { timeout: 30_000 });
+      expect(await page.textContent(".badge")).toMatch(/^Block 10,999 · \d+ s ago$/);
+      expect(consoleErrors.every((e) => e.includes("503"))).toBe(true);
+    } finally {
+      await context.close();
+      await sql`delete from chains where chain_id = ${anvil.chainId}`;
+      await sql`insert into chains ${sql(saved!)}`;
+      await service.indexer!.start();
+    }
+  }, 60_000);
+});
+
 describe("over every page above", () => {
   test("no request left the origin and nothing was logged as an error", () => {
     expect(requests.length).toBeGreaterThan(20);

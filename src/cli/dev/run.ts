@@ -115,6 +115,7 @@ function devEnv(demos: Demo[], dataDir: string, apiPort: number, logLevel?: LogL
     PORT: String(apiPort),
     HOST: host,
     LOG_LEVEL: logLevel ?? process.env.LOG_LEVEL ?? "warn",
+    LOG_FORMAT: process.env.LOG_FORMAT || "pretty",
   });
 }
 
@@ -190,7 +191,10 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
     );
     const [{ anvil, seeded }] = demos as [Demo];
     const config = loadConfig(devEnv(demos, dataDir, apiPort, opts.logLevel));
-    service = await startService(config, { db: await dbReady, log: createLogger(config.LOG_LEVEL) });
+    service = await startService(config, {
+      db: await dbReady,
+      log: createLogger(config.LOG_LEVEL, undefined, config.LOG_FORMAT),
+    });
     for (const d of demos) {
       const head = await createPublicClient({ transport: http(d.anvil.rpcUrl), cacheTime: 0 }).getBlockNumber();
       await service.indexers.get(d.anvil.chainId)!.waitForBlock(head);

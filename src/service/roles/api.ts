@@ -45,6 +45,7 @@ export const apiRole: Role = {
         log,
         webhooks: dispatcherConfig(config),
         defaultChainId: chains.defaultChainId,
+        config,
       });
       const removeControlFile = writeControlFile(db.dataDir, { pid: process.pid, url: control.url, token });
       stopControl = async () => {

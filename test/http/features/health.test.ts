@@ -56,6 +56,38 @@ describe("/healthz and /readyz", () => {
   });
 });
 
+describe("/readyz progress and eta_s", () => {
+  test("a backfilling chain: the share of [START_BLOCK, head] indexed and the seconds left at the stored rate", async () => {
+    const sql = s.db.sql;
+    const [saved] = await sql`select * from chains where chain_id = ${CHAIN_A}`;
+    const chainOf = (body: { chains?: unknown[]; error?: { chains?: unknown[] } }) =>
+      (body.chains ?? body.error?.chains ?? []).find((c) => (c as { chain_id: number }).chain_id === CHAIN_A) as
+        { progress: number | null; eta_s: number | null } | undefined;
+    try {
+      // 4,200 of 10,000 blocks indexed, 100 blocks/s: 5,800 s left.
+      await sql`update chains set start_block = 1000, indexed_block = 5199, head_block = 10999, head_seen_at = now(),
+        sync_blocks_per_s = 100, updated_at = now() where chain_id = ${CHAIN_A}`;
+      let res = await s.get("/readyz", {});
+      expect(res.status).toBe(503);
+      expect(chainOf(res.body)).toMatchObject({ progress: 0.42, eta_s: 58 });
+      // The indexer stopped committing: the stored rate no longer says anything.
+      await sql`update chains set updated_at = now() - interval '10 minutes' where chain_id = ${CHAIN_A}`;
+      expect(chainOf((await s.get("/readyz", {})).body)).toMatchObject({ progress: 0.42, eta_s: null });
+      // Nothing indexed yet.
+      await sql`update chains set indexed_block = null, updated_at = now() where chain_id = ${CHAIN_A}`;
+      expect(chainOf((await s.get("/readyz", {})).body)).toMatchObject({ progress: 0, eta_s: 100 });
+      // Within a few blocks of the head: caught up.
+      await sql`update chains set indexed_block = 10990, sync_blocks_per_s = null where chain_id = ${CHAIN_A}`;
+      res = await s.get("/readyz", {});
+      expect(chainOf(res.body)).toMatchObject({ progress: 1, eta_s: 0 });
+    } finally {
+      await sql`delete from chains where chain_id = ${CHAIN_A}`;
+      await sql`insert into chains ${sql(saved!)}`;
+    }
+    expect((await s.get("/readyz", {})).status).toBe(200);
+  });
+});
+
 describe("/docs", () => {
   test("the Swagger UI page loads its viewer from this server, not a CDN", async () => {
     const res = await s.get("/docs", {});

@@ -11,9 +11,17 @@ import type { DispatcherConfig } from "../../../webhooks/dispatcher";
 import { deleteEndpoint, endpointMerchant, listAllEndpoints } from "../../../webhooks/endpoints";
 import { sendTest } from "../../../webhooks/test-delivery";
 import { bodyObject, createFromBody, stringField } from "../../../webhooks/input";
+import type { Config } from "../../../common/config";
+import { gatherStatus } from "./status";
 
-/** What the control routes need: the database, the token, and the webhook rules of the process. */
-export type ControlDeps = { sql: Sql; token: string; webhooks: DispatcherConfig; defaultChainId: number };
+/** What the control routes need: the database, the token, the webhook rules and (for the status) the config. */
+export type ControlDeps = {
+  sql: Sql;
+  token: string;
+  webhooks: DispatcherConfig;
+  defaultChainId: number;
+  config?: Config;
+};
 
 /** A running control listener. */
 export type ControlListener = { url: string; stop: () => Promise<void> };
@@ -29,6 +37,7 @@ export function startControlListener(deps: ControlDeps & { log: Logger }): Contr
     .use(nulGuard())
     .use(controlRoutes(deps))
     .use(webhookControlRoutes(deps))
+    .use(statusControlRoute(deps))
     .listen({ hostname: "127.0.0.1", port: 0 });
   return {
     url: `http://127.0.0.1:${app.server!.port}`,
@@ -119,4 +128,16 @@ function webhookControlRoutes(deps: ControlDeps) {
       },
       { detail: { hide: true } },
     );
+}
+
+/** `bun run status` against the process that holds the embedded database: the report computed here. */
+function statusControlRoute(deps: ControlDeps) {
+  return new Elysia({ prefix: "/internal/status", name: "control-status" }).onBeforeHandle(guard(deps.token)).get(
+    "/",
+    () => {
+      if (!deps.config) throw new NotFoundError("this control endpoint has no status");
+      return gatherStatus(deps.sql, deps.config);
+    },
+    { detail: { hide: true } },
+  );
 }

@@ -18,6 +18,16 @@ const ChainReadiness = t.Object({
       "Since when the chain disagrees with every stored block: a reorg deeper than the stored window, which the " +
       "indexer acts on only once several polls confirm it (null when not suspected)",
   }),
+  progress: t.Union([t.Number({ minimum: 0, maximum: 1 }), t.Null()], {
+    description:
+      "Share of the blocks from START_BLOCK to head_block - CONFIRMATIONS that are indexed, a fraction from 0 to 1 " +
+      "(4 decimals, rounded down); 1 once the index is within 20 blocks of that target; null before the head is seen",
+  }),
+  eta_s: t.Union([t.Integer({ minimum: 0 }), t.Null()], {
+    description:
+      "Seconds until caught up at the indexer's rate over its last 10 s: 0 when caught up; null when unknown (no " +
+      "rate measured yet, or the indexer has not committed within the head-staleness window)",
+  }),
 });
 
 const chainExample = {
@@ -28,6 +38,8 @@ const chainExample = {
   head_seen_at: "2026-11-20T10:00:00.512Z",
   lag_blocks: "0",
   deep_reorg_suspected_at: null,
+  progress: 1,
+  eta_s: 0,
 };
 
 /** OpenAPI detail of /healthz. */
@@ -79,7 +91,7 @@ export const readyDetail = {
       message: "not ready",
       extra: {
         reasons: ["chain 31337 is 57 blocks behind the head (at most 20)"],
-        chains: [{ ...chainExample, indexed_block: "985", lag_blocks: "57" }],
+        chains: [{ ...chainExample, indexed_block: "985", lag_blocks: "57", progress: 0.9453, eta_s: 12 }],
       },
       schema: errorEnvelopeWith(
         {

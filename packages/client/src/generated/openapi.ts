@@ -573,7 +573,9 @@ export interface operations {
                      *           "head_block": "1042",
                      *           "head_seen_at": "2026-11-20T10:00:00.512Z",
                      *           "lag_blocks": "0",
-                     *           "deep_reorg_suspected_at": null
+                     *           "deep_reorg_suspected_at": null,
+                     *           "progress": 1,
+                     *           "eta_s": 0
                      *         }
                      *       ]
                      *     }
@@ -600,6 +602,10 @@ export interface operations {
                             lag_blocks: string | null;
                             /** @description Since when the chain disagrees with every stored block: a reorg deeper than the stored window, which the indexer acts on only once several polls confirm it (null when not suspected) */
                             deep_reorg_suspected_at: string | null;
+                            /** @description Share of the blocks from START_BLOCK to head_block - CONFIRMATIONS that are indexed, a fraction from 0 to 1 (4 decimals, rounded down); 1 once the index is within 20 blocks of that target; null before the head is seen */
+                            progress: number | null;
+                            /** @description Seconds until caught up at the indexer's rate over its last 10 s: 0 when caught up; null when unknown (no rate measured yet, or the indexer has not committed within the head-staleness window) */
+                            eta_s: number | null;
                         }[];
                     };
                 };
@@ -631,7 +637,9 @@ export interface operations {
                      *             "head_block": "1042",
                      *             "head_seen_at": "2026-11-20T10:00:00.512Z",
                      *             "lag_blocks": "57",
-                     *             "deep_reorg_suspected_at": null
+                     *             "deep_reorg_suspected_at": null,
+                     *             "progress": 0.9453,
+                     *             "eta_s": 12
                      *           }
                      *         ],
                      *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
@@ -668,6 +676,10 @@ export interface operations {
                                 lag_blocks: string | null;
                                 /** @description Since when the chain disagrees with every stored block: a reorg deeper than the stored window, which the indexer acts on only once several polls confirm it (null when not suspected) */
                                 deep_reorg_suspected_at: string | null;
+                                /** @description Share of the blocks from START_BLOCK to head_block - CONFIRMATIONS that are indexed, a fraction from 0 to 1 (4 decimals, rounded down); 1 once the index is within 20 blocks of that target; null before the head is seen */
+                                progress: number | null;
+                                /** @description Seconds until caught up at the indexer's rate over its last 10 s: 0 when caught up; null when unknown (no rate measured yet, or the indexer has not committed within the head-staleness window) */
+                                eta_s: number | null;
                             }[];
                         };
                     };

@@ -11,7 +11,7 @@ import {
   setUnauthenticatedHandler,
   type Credential,
 } from "./api";
-import { h, replace } from "./dom";
+import { h, replace, type Attrs, type Child } from "./dom";
 import { formatAge, shortHex } from "./format";
 import { errorBox } from "./pages/errors";
 import { pages } from "./pages";
@@ -64,27 +64,31 @@ async function confirmLinkView(c: Credential): Promise<void> {
     { class: "button secondary wide", type: "button", onclick: () => signInView() },
     "No, cancel",
   );
+  signinPage(
+    { class: "card", dataset: { linkConfirm: "" } },
+    h("h1", null, "Sign in with this link?"),
+    h("p", null, "The link signs you in with an API key of the merchant"),
+    h("p", { class: "mono", dataset: { linkMerchant: c.merchant } }, c.merchant),
+    h(
+      "p",
+      { class: "muted small" },
+      "Continue only if this is your merchant address. Someone else's link would show you their data, " +
+        "and what you change would change their account.",
+    ),
+    confirm,
+    cancel,
+  );
+}
+
+/** The signed-out page: the brand above one card of `children`. */
+function signinPage(card: Attrs, ...children: Child[]): void {
   replace(
     app,
     h(
       "main",
       { class: "signin" },
       h("div", { class: "brand" }, h("span", { class: "logo" }), "Payments"),
-      h(
-        "section",
-        { class: "card", dataset: { linkConfirm: "" } },
-        h("h1", null, "Sign in with this link?"),
-        h("p", null, "The link signs you in with an API key of the merchant"),
-        h("p", { class: "mono", dataset: { linkMerchant: c.merchant } }, c.merchant),
-        h(
-          "p",
-          { class: "muted small" },
-          "Continue only if this is your merchant address. Someone else's link would show you their data, " +
-            "and what you change would change their account.",
-        ),
-        confirm,
-        cancel,
-      ),
+      h("section", card, ...children),
     ),
   );
 }
@@ -144,23 +148,14 @@ function signInView(notice?: string): void {
     },
     "Sign in with Ethereum",
   );
-  replace(
-    app,
-    h(
-      "main",
-      { class: "signin" },
-      h("div", { class: "brand" }, h("span", { class: "logo" }), "Payments"),
-      h(
-        "section",
-        { class: "card" },
-        h("h1", null, "Sign in to your dashboard"),
-        message,
-        wallet,
-        provider ? null : h("p", { class: "muted small" }, "No browser wallet found: use an API key."),
-        h("div", { class: "or" }, "or"),
-        keyForm,
-      ),
-    ),
+  signinPage(
+    { class: "card" },
+    h("h1", null, "Sign in to your dashboard"),
+    message,
+    wallet,
+    provider ? null : h("p", { class: "muted small" }, "No browser wallet found: use an API key."),
+    h("div", { class: "or" }, "or"),
+    keyForm,
   );
 }
 

@@ -420,6 +420,7 @@ describe("the block badge while the index backfills", () => {
       page.on("console", (m) => void (m.type() === "error" && consoleErrors.push(m.text())));
       page.on("pageerror", (e) => errors.push(e.message));
       await page.goto(`${origin}/dashboard#key=${apiKey}&merchant=${merchant}`);
+      await page.click("[data-confirm-link]", { timeout: 30_000 });
       await page.waitForSelector(".badge[data-state=syncing]", { timeout: 30_000 });
       expect(await page.textContent(".badge")).toBe("Syncing 42 % · ETA 4 min");
       await page.screenshot({ path: `${SHOTS}/badge-syncing.png`, clip: { x: 0, y: 0, width: 1280, height: 80 } });

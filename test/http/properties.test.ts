@@ -382,7 +382,13 @@ const ROUTES: Route[] = [
   {
     name: "subscription by id (id)",
     method: "GET",
-    path: (id) => `/v0/subscriptions/${M1}/${id}`,
+    path: (_, id) => `/v0/subscriptions/${M1}/${id}`,
+    id: fc.oneof(
+      fc.constant(null).map(() => subscriptionId),
+      hugeNumber.map(encodeURIComponent),
+      fc.nat().map(String),
+      encoded,
+    ),
     query: Q.subscription,
   },
   { name: "stats", method: "GET", path: (m) => `/v0/stats/${m}`, query: Q.stats },

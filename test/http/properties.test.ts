@@ -280,6 +280,17 @@ const headers = fc.record(
       fc.array(fc.ipV4(), { maxLength: 4 }).map((a) => a.join(", ")),
       fc.array(fc.ipV6(), { maxLength: 3 }).map((a) => a.join(",")),
     ),
+    // Of a request with a body: JSON mostly (absent means JSON), else another or a broken type.
+    "content-type": fc.constantFrom(
+      "application/json; charset=utf-8",
+      "application/json; charset=latin1",
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data",
+      "multipart/form-data; boundary=x",
+      "application/octet-stream",
+      "",
+    ),
   },
   { requiredKeys: [] },
 );
@@ -503,7 +514,7 @@ async function probe(
   }
   let init: RequestInit = { method, headers: hdrs };
   if (method !== "GET" && b !== undefined) {
-    hdrs.set("content-type", "application/json");
+    if (h["content-type"] === undefined) hdrs.set("content-type", "application/json");
     init = { ...init, body: typeof b === "string" ? b : JSON.stringify(b) };
   }
   const url = `http://localhost${path}${qs ? `?${qs}` : ""}`;

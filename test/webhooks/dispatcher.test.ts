@@ -290,7 +290,7 @@ describe("dispatching rules", () => {
 
 describe("failed attempts: WEBHOOK_TIMEOUT_MS, redirects, WEBHOOK_RETRY_SCHEDULE and its jitter", () => {
   /** How long the slow receiver holds its answer: far longer than the timeout. */
-  const HELD_MS = 10_000;
+  const HELD_MS = 30_000;
   let db: Db;
   let receiver: Receiver;
 
@@ -362,7 +362,7 @@ describe("failed attempts: WEBHOOK_TIMEOUT_MS, redirects, WEBHOOK_RETRY_SCHEDULE
     expect(receiver.received.filter((r) => r.id === id)).toHaveLength(3);
     expect(await deliveryOf(ep.id)).toMatchObject({ status: "failed", attempts: 3, error: "timeout after 300 ms" });
     await deleteEndpoint(db.sql, null, ep.id);
-  }, 30_000);
+  }, 60_000);
 
   test("a receiver answering 302 to another server (a private address): each attempt fails as a redirect not followed, the target never gets a request, and the delivery ends failed", async () => {
     let targetHits = 0;
@@ -462,7 +462,6 @@ describe("two dispatcher processes on one database", () => {
       await endpointForAll(db.sql, MERCHANT, receiver.url);
       // Each answer is held a while, and at random lengths, so the processes' sends overlap in many ways.
       receiver.respond(() => ({ status: 200, delayMs: 40 + Math.floor(Math.random() * 80) }));
-      const ids = await emit(db, 60);
       const ports = [await freePort(), await freePort()];
       for (const port of ports) {
         const child = spawnBun(["src/main.ts"], {
@@ -470,7 +469,7 @@ describe("two dispatcher processes on one database", () => {
           CHAIN_ID: "31337",
           ROLES: "webhooks",
           METRICS_PORT: String(port),
-          LOG_LEVEL: "warn",
+          LOG_LEVEL: "info",
           WEBHOOK_ALLOW_PRIVATE_URLS: "1",
           WEBHOOK_POLL_INTERVAL_MS: "20",
           WEBHOOK_TIMEOUT_MS: "5000",
@@ -480,6 +479,9 @@ describe("two dispatcher processes on one database", () => {
         });
         children.push(child);
       }
+      // Both run before there is work, so that neither finds it all done.
+      await Promise.all(children.map((c) => c.waitFor(/"msg":"service started"/, 60_000)));
+      const ids = await emit(db, 60);
       await until("every delivery", async () => (await pending(db)) === 0, 60_000);
       const counted = await Promise.all(
         ports.map(async (port) => attemptsCounted(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text())),

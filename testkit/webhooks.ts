@@ -14,6 +14,9 @@ export type Received = {
   headers: Record<string, string>;
 };
 
+/** How the receiver answers one request. */
+export type Answer = { status: number; delayMs?: number; headers?: Record<string, string> };
+
 /** A running receiver. */
 export type Receiver = {
   url: string;
@@ -23,8 +26,8 @@ export type Receiver = {
   /** Requests in flight now, and the most ever seen at once. */
   inflight: () => number;
   maxInflight: () => number;
-  /** Sets how the receiver answers the next requests: a status, a delay, or a function of the request number. */
-  respond: (fn: (r: Received, n: number) => { status: number; delayMs?: number }) => void;
+  /** Sets how the receiver answers the next requests: a status, a delay, headers, from the request and its number. */
+  respond: (fn: (r: Received, n: number) => Answer) => void;
   stop: () => Promise<void>;
 };
 
@@ -32,7 +35,7 @@ export type Receiver = {
 export function startReceiver(): Receiver {
   const received: Received[] = [];
   const ok = new Set<string>();
-  let answer: (r: Received, n: number) => { status: number; delayMs?: number } = () => ({ status: 200 });
+  let answer: (r: Received, n: number) => Answer = () => ({ status: 200 });
   let now = 0;
   let max = 0;
   const server = Bun.serve({
@@ -55,7 +58,7 @@ export function startReceiver(): Receiver {
         const a = answer(r, received.length);
         if (a.delayMs) await Bun.sleep(a.delayMs);
         if (a.status >= 200 && a.status < 300) ok.add(r.id);
-        return new Response("ok", { status: a.status });
+        return new Response("ok", { status: a.status, headers: a.headers });
       } finally {
         now--;
       }

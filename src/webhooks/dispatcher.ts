@@ -48,6 +48,8 @@ export type DispatcherOptions = {
   config: DispatcherConfig;
   /** Told of each attempt's outcome (metrics). */
   onAttempt?: (ok: boolean) => void;
+  /** The source of the retry delays' jitter, in [0, 1); `Math.random` by default. */
+  random?: () => number;
 };
 
 /** A running dispatcher. */
@@ -78,16 +80,16 @@ export function activeSecrets(
 export const leaseMs = (config: Pick<DispatcherConfig, "timeoutMs">) => config.timeoutMs + 5_000;
 
 /** Sends one claimed delivery; its outcome, with the delay before a retry (a thrown error is a failed attempt). */
-async function attempt(c: Claimed, config: DispatcherConfig): Promise<Outcome> {
+async function attempt(c: Claimed, config: DispatcherConfig, random: () => number): Promise<Outcome> {
   try {
     const result = await sendAttempt(c.url, c.id, JSON.stringify(toEnvelope(c)), activeSecrets(c, config.secretKey), {
       timeoutMs: config.timeoutMs,
       allowPrivate: config.allowPrivate,
     });
-    const retryInS = result.ok || c.origin === "test" ? null : retryDelay(config.retrySchedule, c.attempts);
+    const retryInS = result.ok || c.origin === "test" ? null : retryDelay(config.retrySchedule, c.attempts, random);
     return { deliveryId: c.delivery_id, attempt: c.attempts, ...result, retryInS };
   } catch (err) {
-    const retryInS = retryDelay(config.retrySchedule, c.attempts);
+    const retryInS = retryDelay(config.retrySchedule, c.attempts, random);
     const error = describeError(err, 300);
     return {
       deliveryId: c.delivery_id,
@@ -163,7 +165,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   let unsubscribe: (() => Promise<void>) | null = null;
 
   const deliver = async (c: Claimed) => {
-    const outcome = await attempt(c, config);
+    const outcome = await attempt(c, config, opts.random ?? Math.random);
     buffer.push(outcome);
     opts.onAttempt?.(outcome.ok);
   };

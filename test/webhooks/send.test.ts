@@ -20,18 +20,31 @@ const rssMb = () => {
 };
 
 describe("the outcome of an attempt", () => {
+  const HELD_MS = 10_000;
   let server: Server<undefined>;
+  let target: Server<undefined>;
+  let targetHits = 0;
   let closer: net.Server;
   let base: string;
 
   beforeAll(async () => {
+    // Where the redirects point: another real server on a private address, which counts what reaches it.
+    target = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.2",
+      fetch() {
+        targetHits++;
+        return new Response("followed");
+      },
+    });
     server = Bun.serve({
       port: 0,
       hostname: "127.0.0.1",
       async fetch(req) {
         const path = new URL(req.url).pathname;
-        if (path === "/slow") await Bun.sleep(1500);
-        if (path === "/moved") return new Response(null, { status: 302, headers: { location: "http://127.0.0.1/" } });
+        if (path === "/slow") await Bun.sleep(HELD_MS);
+        const moved = path.match(/^\/moved\/(\d+)$/);
+        if (moved) return new Response(null, { status: Number(moved[1]), headers: { location: target.url.href } });
         return new Response("x", { status: path === "/fail" ? 500 : 200 });
       },
     });
@@ -42,19 +55,37 @@ describe("the outcome of an attempt", () => {
   });
   afterAll(() => {
     server?.stop(true);
+    target?.stop(true);
     closer?.close();
   });
 
-  test("2xx: delivered; another status or a redirect: rejected", async () => {
+  test("2xx: delivered; another status: rejected", async () => {
     expect(await send(`${base}/ok`)).toMatchObject({ ok: true, outcome: "delivered", status: 200 });
     expect(await send(`${base}/fail`)).toMatchObject({ ok: false, outcome: "rejected", status: 500 });
-    expect(await send(`${base}/moved`)).toMatchObject({ ok: false, outcome: "rejected", status: 302 });
   });
 
-  test("a timeout, or a connection lost after the request went out: unknown", async () => {
+  test("a redirect to another server is never followed: rejected, and no request reaches the target", async () => {
+    expect(await fetch(target.url).then((r) => r.text())).toBe("followed"); // the target does answer
+    const before = targetHits;
+    for (const status of [301, 302, 303, 307, 308]) {
+      const r = await send(`${base}/moved/${status}`);
+      expect(r).toMatchObject({ ok: false, outcome: "rejected", status, error: "redirect (not followed)" });
+    }
+    expect(targetHits).toBe(before);
+  });
+
+  test("a receiver holding its answer far longer than the timeout: the attempt ends at the timeout, unknown", async () => {
+    const started = performance.now();
     const slow = await send(`${base}/slow`, { timeoutMs: 300 });
-    expect(slow).toMatchObject({ ok: false, outcome: "unknown", status: null });
-    expect(slow.error).toContain("timeout after 300 ms");
+    const took = performance.now() - started;
+    expect(slow).toMatchObject({ ok: false, outcome: "unknown", status: null, error: "timeout after 300 ms" });
+    expect(took).toBeGreaterThanOrEqual(290);
+    expect(took).toBeLessThan(HELD_MS / 5);
+    expect(slow.durationMs).toBeGreaterThanOrEqual(290);
+    expect(slow.durationMs).toBeLessThan(HELD_MS / 5);
+  });
+
+  test("a connection lost after the request went out: unknown", async () => {
     const port = (closer.address() as net.AddressInfo).port;
     expect(await send(`http://127.0.0.1:${port}/`)).toMatchObject({ ok: false, outcome: "unknown" });
   });

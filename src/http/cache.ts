@@ -95,6 +95,12 @@ export type CacheStats = {
 export type ResponseCache<V> = {
   /** The cached value of `key` (on `chainId`) when valid, else `load()`'s, stored when no batch committed meanwhile. */
   get: (key: string, chainId: number, load: () => Promise<Loaded<V>>) => Promise<V>;
+  /**
+   * The cached value of `key` when valid (counted as a hit, refreshed ahead with `load` near its end), else
+   * undefined with nothing counted: the synchronous part of `get`, for a hot path that answers a hit without a
+   * promise and calls `get` on undefined.
+   */
+  hit: (key: string, chainId: number, load: () => Promise<Loaded<V>>) => V | undefined;
   /** Counters since creation. */
   stats: () => CacheStats;
   /** Drops every entry. */
@@ -160,33 +166,40 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
     return loaded.value;
   };
 
+  const hit = (key: string, chainId: number, load: () => Promise<Loaded<V>>): V | undefined => {
+    if (!gens.live()) return undefined;
+    const e = entries.get(key);
+    if (!e) return undefined;
+    const t = now();
+    if (e.gen !== gens.of(chainId) || t >= e.expiresAt) {
+      drop(key, e);
+      return undefined;
+    }
+    stats.hits++;
+    entries.delete(key);
+    entries.set(key, e);
+    // Refresh ahead: a key in use is reloaded in the background in the last quarter of its life, so its
+    // requests keep hitting instead of waiting for the database when it ends. The reload follows `fill`'s
+    // rules; until it is stored, this (still valid) entry is served.
+    if (e.expiresAt - t < maxAgeMs / 4 && !refreshing.has(key)) {
+      refreshing.add(key);
+      stats.refreshes++;
+      fill(key, chainId, load)
+        .catch(() => {}) // the next miss reports the error
+        .finally(() => refreshing.delete(key));
+    }
+    return e.value;
+  };
+
   return {
     get: async (key, chainId, load) => {
       if (!gens.live()) return (await load()).value;
-      const e = entries.get(key);
-      if (e) {
-        const t = now();
-        if (e.gen === gens.of(chainId) && t < e.expiresAt) {
-          stats.hits++;
-          entries.delete(key);
-          entries.set(key, e);
-          // Refresh ahead: a key in use is reloaded in the background in the last quarter of its life, so its
-          // requests keep hitting instead of waiting for the database when it ends. The reload follows `fill`'s
-          // rules; until it is stored, this (still valid) entry is served.
-          if (e.expiresAt - t < maxAgeMs / 4 && !refreshing.has(key)) {
-            refreshing.add(key);
-            stats.refreshes++;
-            fill(key, chainId, load)
-              .catch(() => {}) // the next miss reports the error
-              .finally(() => refreshing.delete(key));
-          }
-          return e.value;
-        }
-        drop(key, e);
-      }
+      const value = hit(key, chainId, load);
+      if (value !== undefined) return value;
       stats.misses++;
       return fill(key, chainId, load);
     },
+    hit,
     stats: () => ({ ...stats, entries: entries.size, bytes }),
     clear: () => {
       entries.clear();

@@ -9,7 +9,7 @@ import {
   type ChainGenerations,
   type ResponseCache,
 } from "./cache";
-import type { IndexedAnswer } from "./features/check/service";
+import type { CheckEntry } from "./features/check/service";
 import type { ActivityPage } from "./features/activity/service";
 
 /** Options of the API's caches (code defaults; no environment variable sets them). */
@@ -32,7 +32,7 @@ export type ApiCacheOptions = {
 export type ApiCaches = {
   generations: ChainGenerations;
   /** Indexed authorization answers, by (chain, module, wallet, plan ids in request order). */
-  check: ResponseCache<IndexedAnswer>;
+  check: ResponseCache<CheckEntry>;
   /** Serialized activity pages, by merchant and normalized query. */
   activity: ResponseCache<ActivityPage>;
   /** Stops listening to the notifier. */
@@ -46,13 +46,13 @@ export function createApiCaches(opts: ApiCacheOptions = {}): ApiCaches {
   const activityBytes = opts.activityBytes ?? DEFAULT_ACTIVITY_CACHE_BYTES;
   return {
     generations,
-    check: createResponseCache<IndexedAnswer>({
+    check: createResponseCache<CheckEntry>({
       generations,
       maxEntries: checkEntries,
       maxBytes: checkEntries > 0 ? (opts.checkBytes ?? DEFAULT_CHECK_CACHE_BYTES) : 0,
       maxAgeMs: opts.maxAgeMs,
       // Measured: about 1 KB of heap for an answer with three allocations, its rendered body and headers included.
-      sizeOf: (answer) => 400 + 220 * answer.result.details.length,
+      sizeOf: (entry) => 400 + 220 * entry.answer.result.details.length,
       now: opts.now,
     }),
     activity: createResponseCache<ActivityPage>({

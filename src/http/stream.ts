@@ -64,7 +64,9 @@ export function withCsvContent(responses: OpenAPIV3.ResponsesObject, example: st
 
 /**
  * Batches of a keyset scan: `first` (rows already read, if any), then `read(after, size)` from the last row's
- * position until a chunk comes back short.
+ * position until a chunk comes back short. The next chunk's query starts as soon as a full chunk is handed out, so
+ * the database reads chunk n+1 while the consumer serializes and sends chunk n (at most one chunk ahead: memory
+ * stays flat).
  */
 export async function* keysetBatches<T>(opts: {
   read: (after: Position | undefined, size: number) => Promise<T[]>;
@@ -74,13 +76,19 @@ export async function* keysetBatches<T>(opts: {
   size?: number;
 }): AsyncGenerator<T[]> {
   const size = opts.size ?? STREAM_CHUNK_ROWS;
-  let after = opts.after;
-  let batch = opts.first ?? (await opts.read(after, size));
-  for (;;) {
-    if (batch.length > 0) yield batch;
-    if (batch.length < size) return;
-    after = opts.position(batch[batch.length - 1]);
-    batch = await opts.read(after, size);
+  let batch = opts.first ?? (await opts.read(opts.after, size));
+  let ahead: Promise<T[]> | undefined;
+  try {
+    for (;;) {
+      ahead = batch.length < size ? undefined : opts.read(opts.position(batch[batch.length - 1]), size);
+      if (batch.length > 0) yield batch;
+      if (!ahead) return;
+      batch = await ahead;
+      ahead = undefined;
+    }
+  } finally {
+    // A consumer that stops early (a client gone) leaves the read ahead to finish unobserved.
+    ahead?.catch(() => {});
   }
 }
 
@@ -95,8 +103,10 @@ export async function* jsonArrayChunks<T>(
   let out = "[";
   let first = true;
   for await (const batch of batches) {
-    for (const row of batch) {
-      out += (first ? "" : ",") + JSON.stringify(toRecord(row));
+    if (batch.length > 0) {
+      // One stringify per batch (its array brackets cut): the same bytes as one per record, far fewer calls.
+      const array = JSON.stringify(batch.map(toRecord));
+      out += (first ? "" : ",") + array.slice(1, -1);
       first = false;
     }
     yield out;

@@ -17,6 +17,22 @@ import type { BatchContext } from "./hooks";
 /** A batch whose transaction was started: when its hooks' `beforeBulk` ran (or it failed), and its commit. */
 type Written = { rows: BatchRows; begun: Promise<void>; committed: Promise<void> };
 
+/** Milliseconds a batch spent in each stage, in order (the debug line "indexed batch" carries them). */
+export type StageMs = Record<string, number>;
+
+/** Times consecutive stages: `mark(name)` adds the time since the previous mark to `name`. */
+function stageClock(into: StageMs = {}) {
+  let last = performance.now();
+  return {
+    stages: into,
+    mark(name: string) {
+      const t = performance.now();
+      into[name] = Math.round(((into[name] ?? 0) + t - last) * 10) / 10;
+      last = t;
+    },
+  };
+}
+
 /** One `eth_getLogs` range being fetched. */
 type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs> };
 
@@ -156,16 +172,34 @@ export function batchContext(
 }
 
 /** Writes a batch's append-only rows between the hooks' `beforeBulk` and `afterBulk` (`begun` after `beforeBulk`). */
-export async function writeBatchBulk(ctx: IndexerContext, tx: Tx, bctx: BatchContext, begun?: () => void) {
-  for (const h of ctx.hooks) await h.beforeBulk?.(tx, bctx);
+export async function writeBatchBulk(
+  ctx: IndexerContext,
+  tx: Tx,
+  bctx: BatchContext,
+  begun?: () => void,
+  stages?: StageMs,
+) {
+  const clock = stageClock(stages);
+  for (const h of ctx.hooks) {
+    await h.beforeBulk?.(tx, bctx);
+    clock.mark(`bulk.${h.name}.before`);
+  }
   begun?.();
   await writeBulk(tx, ctx.chainId, bctx.rows, ctx.io.useCopy);
-  for (const h of ctx.hooks) await h.afterBulk?.(tx, bctx);
+  clock.mark("bulk.rows");
+  for (const h of ctx.hooks) {
+    await h.afterBulk?.(tx, bctx);
+    clock.mark(`bulk.${h.name}.after`);
+  }
 }
 
 /** Runs the hooks' `onBatch` inside the batch's transaction. */
-export async function runBatchHooks(ctx: IndexerContext, tx: Tx, bctx: BatchContext) {
-  for (const h of ctx.hooks) await h.onBatch?.(tx, bctx);
+export async function runBatchHooks(ctx: IndexerContext, tx: Tx, bctx: BatchContext, stages?: StageMs) {
+  const clock = stageClock(stages);
+  for (const h of ctx.hooks) {
+    await h.onBatch?.(tx, bctx);
+    clock.mark(`hooks.${h.name}`);
+  }
 }
 
 /** Logs and publishes a committed batch (or rollback, or token metadata update). */
@@ -176,6 +210,7 @@ export function announce(
   toBlock: bigint,
   reorg: boolean,
   ms: number,
+  stages?: StageMs,
 ) {
   const { chainId, log } = ctx;
   const orphans = rows?.derived.orphans ?? 0;
@@ -183,7 +218,7 @@ export function announce(
   const events = rows?.batch.events.length ?? 0;
   if (rows === null && reorg) ctx.observer?.rollback();
   else ctx.observer?.batch(events, ms / 1000);
-  log("debug", "indexed batch", { chainId, fromBlock, toBlock, events, reorg, writeMs: Math.round(ms) });
+  log("debug", "indexed batch", { chainId, fromBlock, toBlock, events, reorg, writeMs: Math.round(ms), stages });
   ctx.notifier
     ?.publish({ chainId, fromBlock: fromBlock.toString(), toBlock: toBlock.toString(), reorg })
     .catch((err) => log("warn", "batch notification failed", { chainId, error: describeError(err) }));
@@ -195,10 +230,17 @@ export function announce(
  * the cursor row and checks that it is the one this batch was built on — so a replayed or concurrent batch aborts
  * instead of applying twice.
  */
-function write(ctx: IndexerContext, rows: BatchRows, expected: Cursor | null, head: bigint, ahead: readonly Written[]) {
+function write(
+  ctx: IndexerContext,
+  rows: BatchRows,
+  expected: Cursor | null,
+  head: bigint,
+  ahead: readonly Written[],
+  stages: StageMs,
+) {
   let markBegun = () => {};
   const begun = new Promise<void>((resolve) => (markBegun = resolve));
-  const committed = writeBatch(ctx, rows, expected, head, ahead, markBegun);
+  const committed = writeBatch(ctx, rows, expected, head, ahead, markBegun, stages);
   committed.then(markBegun, markBegun);
   return { rows, begun, committed };
 }
@@ -210,11 +252,13 @@ async function writeBatch(
   head: bigint,
   ahead: readonly Written[],
   begun: () => void,
+  stages: StageMs,
 ) {
   const { batch } = rows;
   const { chainId } = ctx;
   const next = cursorOf(batch);
   const started = performance.now();
+  const clock = stageClock(stages);
   const prev = ahead.at(-1);
   const bctx = batchContext(
     ctx,
@@ -225,18 +269,30 @@ async function writeBatch(
     ahead.map((w) => w.rows),
   );
   await ctx.sql.begin(async (tx) => {
+    clock.mark("begin");
     if (prev) await prev.begun;
-    await writeBatchBulk(ctx, tx, bctx, begun);
+    clock.mark("waitPrevBulk");
+    const bulk: StageMs = {};
+    await writeBatchBulk(ctx, tx, bctx, begun, bulk);
+    clock.mark("bulk");
+    Object.assign(stages, bulk);
     if (prev)
       await prev.committed.catch(() => Promise.reject(new CursorMovedError("the previous batch did not commit")));
+    clock.mark("waitPrevCommit");
     await verifyCursor(ctx, tx, expected);
-    await runBatchHooks(ctx, tx, bctx);
+    clock.mark("verifyCursor");
+    const hooks: StageMs = {};
+    await runBatchHooks(ctx, tx, bctx, hooks);
+    clock.mark("hooks");
+    Object.assign(stages, hooks);
     await writeState(tx, chainId, rows, ctx.window);
     await moveCursor(tx, chainId, next, head, { blocksPerSec: ctx.sync.blocksPerSec() });
+    clock.mark("state");
   });
+  clock.mark("commit");
   ctx.state.setCursor(next);
   ctx.sync.committed(batch.to, batch.events.length, head);
-  announce(ctx, rows, batch.from, batch.to, false, performance.now() - started);
+  announce(ctx, rows, batch.from, batch.to, false, performance.now() - started, stages);
 }
 
 /** Indexes everything from the cursor up to `target` (head − CONFIRMATIONS); true when it wrote something. */
@@ -251,14 +307,20 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
       const from: bigint = expected ? expected.block + 1n : ctx.startBlock;
       if (from > target) break;
       if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target);
+      const fetchClock = stageClock();
       const fetched = await pending.shift()!.promise;
+      fetchClock.mark("waitFetch");
       // Deep ranges (final by the reorg window) are fetched one ahead while this one is written.
       const nextFrom = fetched.to + 1n;
       if (pending.length === 0 && nextFrom <= target && nextFrom + ctx.sizer.size + ctx.window <= head) {
         pending = fetchAhead(ctx, nextFrom, target);
       }
+      let first = true;
       for (const part of splitFetched(fetched, ctx.batchLogs)) {
         if (part.from !== (expected ? expected.block + 1n : ctx.startBlock)) break; // the batch before ended early
+        // The first batch of a range carries the wait for its logs.
+        const clock = stageClock(first ? { ...fetchClock.stages } : {});
+        first = false;
         const batch = await prepareBatch({
           client: ctx.client,
           fetched: part,
@@ -269,13 +331,20 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
           processor: ctx.processor,
           policy: ctx.policy,
         });
+        clock.mark("prepare");
         const rows = await derive(ctx, batch);
-        const written = write(ctx, rows, expected, head, [...queue]);
+        clock.mark("derive");
+        const written = write(ctx, rows, expected, head, [...queue], clock.stages);
         written.committed.catch(() => {});
         queue.push(written);
         expected = cursorOf(batch);
         // Up to `depth` transactions in flight: the next batch's rows go in while this one commits.
-        while (queue.length >= ctx.io.depth) await queue.shift()!.committed;
+        while (queue.length >= ctx.io.depth) {
+          const waited = stageClock();
+          await queue.shift()!.committed;
+          waited.mark("pipelineFull");
+          clock.stages.pipelineFull = waited.stages.pipelineFull! + (clock.stages.pipelineFull ?? 0);
+        }
         if (ctx.stopping()) break;
       }
     }

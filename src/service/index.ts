@@ -8,7 +8,7 @@ import { createMetrics, startMetricsListener, type Metrics } from "../metrics";
 import type { Db } from "../db/client";
 import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
 import { createLogger, maskInLogs, resolveLogFormat } from "../common/log";
-import { createDb } from "../db/client";
+import { createDb, PGLITE_READER_SHARED_BUFFERS } from "../db/client";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
 import { secureStoredSecrets } from "../webhooks/secrets";
@@ -49,7 +49,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const chainId = chains.defaultChainId;
   // Each chain's indexer and keeper keep a connection for their locks: the pool grows with the chains.
   const max = 8 + 2 * Math.max(1, chains.indexed?.length ?? 0);
-  const db = opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max, log }));
+  // Without the indexer (on PGlite: the API alone) the process only reads the index: a small buffer pool.
+  const sharedBuffers = wanted.has("indexer") ? undefined : PGLITE_READER_SHARED_BUFFERS;
+  const db =
+    opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max, log, sharedBuffers }));
   const stoppers: (() => Promise<void>)[] = [];
   let stopped: Promise<void> | undefined;
   const stop = () =>

@@ -154,6 +154,28 @@ describe("authorization check cache", () => {
     expect(plain.caches.check.stats().stores).toBe(0);
   });
 
+  test("an entry keeps its rendered response: a hit sends the entry's bytes and headers as they are", async () => {
+    const { get, caches } = await mkApp();
+    const path = checkPath(W.alice, "2,1");
+    const miss = await get(path, {});
+    const noReload = async (): Promise<never> => {
+      throw new Error("a fresh entry is not reloaded");
+    };
+    const entry = caches.check.hit(`${CHAIN_A}:${MOD.a1}:${W.alice}:2,1`, CHAIN_A, noReload);
+    expect(entry?.body).toBe(miss.text);
+    expect(entry?.headers).toEqual({
+      "x-indexed-block": miss.headers.get("x-indexed-block")!,
+      "x-indexed-at": miss.headers.get("x-indexed-at")!,
+      "content-type": miss.headers.get("content-type")!,
+    });
+    // What a hit sends is the entry's body, not a new rendering of its answer.
+    entry!.body = entry!.body.replace('"authorized":true', '"authorized":"kept"');
+    const hit = await get(path, {});
+    expect(hit.text).toBe(entry!.body);
+    expect(served(hit)).toEqual(served(miss));
+    expect(caches.check.stats()).toMatchObject({ hits: 2, misses: 1 });
+  });
+
   test("the key holds chain, module, wallet and the plan ids in request order", async () => {
     const { get, caches } = await mkApp();
     await get(checkPath(W.alice, "1,2"), {});

@@ -5,93 +5,151 @@ import { rateLimitPlugin } from "../../plugins/rate-limit";
 import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } from "../../params";
 import { freshnessHeaders, isConfiguredChain } from "../../chain-state";
 import { type RouteDeps } from "../../deps";
-import { CHECK_MODES, CheckQueryDoc, checkDetail, type CheckResult } from "./model";
-import { createOnchainChecker, indexedCheck, type CheckQuery, type IndexedAnswer } from "./service";
+import {
+  CHECK_MODES,
+  CheckQueryDoc,
+  checkDetail,
+  type CheckResult,
+  type IndexedResult,
+  type OnchainResult,
+} from "./model";
+import { createOnchainChecker, indexedCheck, type CheckEntry, type CheckQuery, type IndexedAnswer } from "./service";
 import type { ResponseCache } from "../../cache";
 
+/** A mode of the check. */
+type CheckMode = (typeof CHECK_MODES)[number];
+
+/** A parsed request: the question, the mode and the cache key of its indexed answer. */
+type ParsedCheck = { q: CheckQuery; mode: CheckMode; key: string };
+
+/** Parsed requests kept by raw query string (parsing is a pure function of it): at most this many… */
+const PARSED_MAX_ENTRIES = 10_000;
+/** …of at most this many characters each. */
+const PARSED_MAX_QUERY_LENGTH = 512;
+
+/** The check result (the one place its fields are put together, in this order). */
+function checkResult(
+  mode: CheckMode,
+  q: CheckQuery,
+  indexed: IndexedResult | undefined,
+  onchain: OnchainResult | undefined,
+): CheckResult {
+  const result: CheckResult = {
+    authorized: onchain ? onchain.authorized : indexed!.authorized,
+    mode,
+    wallet: q.wallet,
+    module_address: q.module,
+    chain_id: q.chainId,
+    plan_ids: q.planIds,
+  };
+  if (indexed) result.indexed = indexed;
+  if (onchain) result.onchain = onchain;
+  return result;
+}
+
+/**
+ * The answer with its mode-indexed response rendered once: an entry is only served for its own key, which fixes
+ * every other input of the body (chain, module, wallet, plan ids), so every hit sends these bytes.
+ */
+function checkEntry(q: CheckQuery, answer: IndexedAnswer): CheckEntry {
+  const headers: Record<string, string> = {};
+  freshnessHeaders(headers, answer);
+  headers["content-type"] = "application/json;charset=utf-8";
+  return { answer, body: JSON.stringify(checkResult("indexed", q, answer.result, undefined)), headers };
+}
+
+/** Parses the query (a 400 on any bad value). */
+function parseCheck(raw: RawParams, defaultChainId: number): ParsedCheck {
+  const q: CheckQuery = {
+    module: parseAddress(raw, "module_address"),
+    wallet: parseAddress(raw, "wallet"),
+    planIds: parsePlanIds(raw),
+    chainId: parseChainId(raw, defaultChainId),
+  };
+  const mode = parseEnum(raw, "mode", CHECK_MODES, "indexed");
+  return { q, mode, key: `${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}` };
+}
+
 /** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
-export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<IndexedAnswer>) {
+export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
   const checker = createOnchainChecker({
     chains: deps.chains,
     concurrency: deps.config.ONCHAIN_CHECK_CONCURRENCY,
     timeoutMs: deps.config.RPC_TIMEOUT_MS,
   });
+  const parsed = new Map<string, ParsedCheck>();
 
-  // Body and headers of mode indexed, rendered once per answer object: a cached answer is only served for its own
-  // key, which fixes every other input of the body (chain, module, wallet, plan ids), so every hit sends these bytes.
-  const rendered = new WeakMap<IndexedAnswer, { body: string; headers: Record<string, string> }>();
+  /** The parsed request, from `parsed` when this exact query string was parsed before. */
+  const parse = (request: Request, query: unknown): ParsedCheck => {
+    const url = request.url;
+    const raw = url.slice(url.indexOf("?") + 1);
+    let p = parsed.get(raw);
+    if (!p) {
+      p = parseCheck(query as RawParams, deps.chains.defaultChainId);
+      if (raw.length <= PARSED_MAX_QUERY_LENGTH) {
+        if (parsed.size >= PARSED_MAX_ENTRIES) parsed.clear();
+        parsed.set(raw, p);
+      }
+    }
+    return p;
+  };
 
   const load = async (q: CheckQuery) => {
     const answer = await indexedCheck(deps.readSql, q);
-    return { value: answer, ttlMs: answer.validForMs };
+    return { value: checkEntry(q, answer), ttlMs: answer.validForMs };
   };
 
-  const indexed = async (q: CheckQuery): Promise<IndexedAnswer> => {
-    const answer = cache
-      ? await cache.get(`${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}`, q.chainId, () => load(q))
-      : (await load(q)).value;
-    if (!answer.chainIndexed && !isConfiguredChain(deps, q.chainId)) {
+  /** The entry of a chain this service may answer for (else a 400 on chain_id). */
+  const served = (q: CheckQuery, entry: CheckEntry): CheckEntry => {
+    if (!entry.answer.chainIndexed && !isConfiguredChain(deps, q.chainId)) {
       throw new InvalidParameterError("chain_id", `chain ${q.chainId} is not indexed by this service`);
     }
-    return answer;
+    return entry;
+  };
+
+  const indexed = async (p: ParsedCheck): Promise<CheckEntry> =>
+    served(p.q, cache ? await cache.get(p.key, p.q.chainId, () => load(p.q)) : (await load(p.q)).value);
+
+  const send = (entry: CheckEntry, set: { headers: Record<string, unknown> }) => {
+    Object.assign(set.headers, entry.headers);
+    return entry.body;
+  };
+
+  /** Every mode, answered after whatever the database or the chain takes. */
+  const answer = async (p: ParsedCheck, set: { headers: Record<string, unknown> }) => {
+    const { q, mode } = p;
+    if (mode === "indexed") return send(await indexed(p), set);
+
+    const client = deps.chains.get(q.chainId);
+    if (!client) {
+      throw new InvalidParameterError(
+        "chain_id",
+        `no RPC endpoint is configured for chain ${q.chainId} (needed by mode ${mode})`,
+      );
+    }
+    if (mode === "onchain") return checkResult(mode, q, undefined, await checker.check(q));
+
+    const [ix, oc] = await Promise.allSettled([indexed(p), checker.check(q)]);
+    if (ix.status === "rejected") throw ix.reason;
+    freshnessHeaders(set.headers as Record<string, string>, ix.value.answer);
+    if (oc.status === "rejected") {
+      const err = oc.reason;
+      if (err instanceof ChainUnavailableError) {
+        throw new ChainUnavailableError(err.message, { indexed: ix.value.answer.result });
+      }
+      throw err;
+    }
+    return checkResult(mode, q, ix.value.answer.result, oc.value);
   };
 
   return new Elysia({ prefix: "/v0/auth", name: "check" }).use(rateLimitPlugin(deps.limiter)).get(
     "/check",
-    async ({ query, set }) => {
-      const raw = query as RawParams;
-      const q: CheckQuery = {
-        module: parseAddress(raw, "module_address"),
-        wallet: parseAddress(raw, "wallet"),
-        planIds: parsePlanIds(raw),
-        chainId: parseChainId(raw, deps.chains.defaultChainId),
-      };
-      const mode = parseEnum(raw, "mode", CHECK_MODES, "indexed");
-      const base = { mode, wallet: q.wallet, module_address: q.module, chain_id: q.chainId, plan_ids: q.planIds };
-
-      if (mode === "indexed") {
-        const answer = await indexed(q);
-        let sent = rendered.get(answer);
-        if (!sent) {
-          const body = { authorized: answer.result.authorized, ...base, indexed: answer.result } satisfies CheckResult;
-          const headers: Record<string, string> = {};
-          freshnessHeaders(headers, answer);
-          sent = { body: JSON.stringify(body), headers };
-          rendered.set(answer, sent);
-        }
-        Object.assign(set.headers, sent.headers);
-        set.headers["content-type"] = "application/json;charset=utf-8";
-        return sent.body;
-      }
-
-      const client = deps.chains.get(q.chainId);
-      if (!client) {
-        throw new InvalidParameterError(
-          "chain_id",
-          `no RPC endpoint is configured for chain ${q.chainId} (needed by mode ${mode})`,
-        );
-      }
-      if (mode === "onchain") {
-        const onchain = await checker.check(q);
-        return { authorized: onchain.authorized, ...base, onchain } satisfies CheckResult;
-      }
-
-      const [ix, oc] = await Promise.allSettled([indexed(q), checker.check(q)]);
-      if (ix.status === "rejected") throw ix.reason;
-      freshnessHeaders(set.headers, ix.value);
-      if (oc.status === "rejected") {
-        const err = oc.reason;
-        if (err instanceof ChainUnavailableError) {
-          throw new ChainUnavailableError(err.message, { indexed: ix.value.result });
-        }
-        throw err;
-      }
-      return {
-        authorized: oc.value.authorized,
-        ...base,
-        indexed: ix.value.result,
-        onchain: oc.value,
-      } satisfies CheckResult;
+    ({ request, query, set }) => {
+      const p = parse(request, query);
+      // A cache hit is answered here, with no promise: the entry holds the rendered response.
+      const hit = p.mode === "indexed" ? cache?.hit(p.key, p.q.chainId, () => load(p.q)) : undefined;
+      if (hit) return send(served(p.q, hit), set);
+      return answer(p, set);
     },
     { rateLimit: true, query: CheckQueryDoc, detail: checkDetail },
   );

@@ -55,6 +55,9 @@ export type IndexedAnswer = {
   validForMs: number;
 };
 
+/** An indexed answer as the check cache keeps it: with the body and headers of its mode-indexed response. */
+export type CheckEntry = { answer: IndexedAnswer; body: string; headers: Record<string, string> };
+
 /**
  * One statement over subscriptions_check_idx (chain, module, subscriber, plan) with the chain's freshness row
  * folded in: the status uses the same snapshot's "now" and `indexed_block`, at one round trip.

@@ -51,7 +51,7 @@ export const isSealed = (stored: string) => stored.startsWith(SEALED);
 export function openSecret(stored: string, secretKey: string | undefined, endpointId: string): string {
   const sealed = stored.startsWith(SEALED);
   if (!sealed && !stored.startsWith(LEGACY)) return stored;
-  if (!secretKey) throw new SecretKeyError("a webhook secret is encrypted but WEBHOOK_SECRET_KEY is not set");
+  if (!secretKey) throw new SecretKeyError(endpointId, "it is sealed and WEBHOOK_SECRET_KEY is not set");
   const [, iv, data] = stored.split(":");
   try {
     const raw = Buffer.from(data!, "base64");
@@ -61,7 +61,11 @@ export function openSecret(stored: string, secretKey: string | undefined, endpoi
     decipher.setAuthTag(raw.subarray(raw.length - 16));
     return Buffer.concat([decipher.update(raw.subarray(0, raw.length - 16)), decipher.final()]).toString("utf8");
   } catch (err) {
-    throw new SecretKeyError("a webhook secret cannot be decrypted with WEBHOOK_SECRET_KEY", err);
+    throw new SecretKeyError(
+      endpointId,
+      "it was sealed with another WEBHOOK_SECRET_KEY (or for another endpoint)",
+      err,
+    );
   }
 }
 

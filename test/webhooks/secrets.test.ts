@@ -6,6 +6,9 @@ import type { Db } from "../../src/db/client";
 import { loadConfig } from "../../src/common/config";
 import { createLogger, type Logger } from "../../src/common/log";
 import { createApiKey } from "../../src/auth/api-keys";
+import { createChainRegistry } from "../../src/chain/clients";
+import { createNotifier } from "../../src/db/notify";
+import { createApp } from "../../src/http/app";
 import { createEndpoint } from "../../src/webhooks/endpoints";
 import { createDispatcher, dispatcherConfig, type DispatcherConfig } from "../../src/webhooks/dispatcher";
 import { SecretKeyError } from "../../src/webhooks/errors";
@@ -161,11 +164,11 @@ describe(`WEBHOOK_SECRET_KEY through the API and the dispatcher (${testDbKind})`
     await s?.close();
   });
 
-  /** Sends a request through the app with the merchant's API key; the parsed JSON answer. */
-  async function call(method: string, path: string, body?: unknown) {
+  /** Sends a request through the app (`s.app` unless told) with the merchant's API key; the parsed JSON answer. */
+  async function call(method: string, path: string, body?: unknown, app: SeededApp["app"] = s.app) {
     const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
     if (body !== undefined) headers["content-type"] = "application/json";
-    const res = await s.app.handle(
+    const res = await app.handle(
       new Request(`http://localhost${path}`, {
         method,
         headers,
@@ -287,4 +290,27 @@ describe(`WEBHOOK_SECRET_KEY through the API and the dispatcher (${testDbKind})`
       if (secretKey) expect(written).not.toContain(secretKey);
     }, 60_000);
   }
+
+  test("POST …/test on an app started with another WEBHOOK_SECRET_KEY answers the failed attempt (not a 500) and sends nothing", async () => {
+    const config = testConfig({ WEBHOOK_SECRET_KEY: OTHER_KEY, WEBHOOK_ALLOW_PRIVATE_URLS: "1" });
+    const lines: string[] = [];
+    const other = createApp({
+      sql: s.db.sql,
+      config,
+      chains: await createChainRegistry(config),
+      notifier: createNotifier(s.db),
+      log: createLogger("debug", (line) => lines.push(line)),
+    });
+    const before = receiver.received.length;
+    const res = await call("POST", `/v0/webhook_endpoints/${MERCHANT}/${id}/test`, undefined, other);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ event_type: "webhook.test", attempt: 1, status: "failed", response_status: null });
+    expect(res.body.error).toMatch(/^SecretKeyError: .*cannot be opened/);
+    expect(receiver.received.length).toBe(before);
+    // Recorded as that one failed attempt: no lease left behind for a dispatcher to send again.
+    const [row] = await s.db.sql<{ status: string; attempts: number; lease_until: Date | null }[]>`
+      select status, attempts, lease_until from webhook_deliveries where id = ${res.body.id}`;
+    expect(row).toMatchObject({ status: "failed", attempts: 1 });
+    expect(JSON.stringify([res.body, lines])).not.toContain(shown.rotated.slice("whsec_".length));
+  }, 60_000);
 });

@@ -131,7 +131,7 @@ describe(`sealStoredSecrets and start-up (${testDbKind})`, () => {
     for (let i = 0; i < 2; i++) await secureStoredSecrets(db.sql, { production: true, log });
     await secureStoredSecrets(db.sql, { production: false, log });
     expect(lines.filter((l) => l.level === "warn" && l.msg.includes("WEBHOOK_SECRET_KEY is not set"))).toHaveLength(2);
-    expect(lines).toHaveLength(2);
+    expect(lines.filter((l) => l.level === "warn")).toHaveLength(2);
     await secureStoredSecrets(db.sql, { secretKey: KEY, production: true, log });
     expect(lines.at(-1)!.msg).toContain("encrypted");
     const [row] = await db.sql<
@@ -313,4 +313,23 @@ describe(`WEBHOOK_SECRET_KEY through the API and the dispatcher (${testDbKind})`
     expect(row).toMatchObject({ status: "failed", attempts: 1 });
     expect(JSON.stringify([res.body, lines])).not.toContain(shown.rotated.slice("whsec_".length));
   }, 60_000);
+
+  test("a process started with another WEBHOOK_SECRET_KEY, or none, logs at start an error naming the endpoint; the right key logs none", async () => {
+    for (const secretKey of [OTHER_KEY, undefined, KEY]) {
+      const lines: string[] = [];
+      const log = createLogger("debug", (line) => lines.push(line));
+      await secureStoredSecrets(s.db.sql, { secretKey, production: false, log });
+      const errors = lines.map((l) => JSON.parse(l)).filter((l) => l.level === "error");
+      if (secretKey === KEY) {
+        expect(errors).toEqual([]);
+        continue;
+      }
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatchObject({ endpoints: 1, endpoint_ids: [id] });
+      expect(errors[0].msg).toContain("cannot be opened");
+      for (const secret of [shown.created, shown.rotated]) {
+        expect(lines.join("\n")).not.toContain(secret.slice("whsec_".length));
+      }
+    }
+  });
 });

@@ -10,6 +10,7 @@ import { describeError } from "../common/errors";
 import type { Sql } from "../db/client";
 import type { Notifier } from "../db/notify";
 import { toEnvelope } from "../events/envelope";
+import { SecretKeyError } from "./errors";
 import { openSecret } from "./secrets";
 import { claimDue, recordOutcomes, type Claimed, type Outcome } from "./queries";
 import { sendAttempt } from "./send";
@@ -79,8 +80,11 @@ export function activeSecrets(
  */
 export const leaseMs = (config: Pick<DispatcherConfig, "timeoutMs">) => config.timeoutMs + 5_000;
 
-/** Sends one claimed delivery; its outcome, with the delay before a retry (a thrown error is a failed attempt). */
-async function attempt(c: Claimed, config: DispatcherConfig, random: () => number): Promise<Outcome> {
+/**
+ * Sends one claimed delivery; its outcome, with the delay before a retry (a thrown error is a failed attempt). A
+ * secret that does not open (another or no WEBHOOK_SECRET_KEY) sends nothing and is logged as an error.
+ */
+async function attempt(c: Claimed, config: DispatcherConfig, random: () => number, log: Logger): Promise<Outcome> {
   try {
     const result = await sendAttempt(c.url, c.id, JSON.stringify(toEnvelope(c)), activeSecrets(c, config.secretKey), {
       timeoutMs: config.timeoutMs,
@@ -89,6 +93,13 @@ async function attempt(c: Claimed, config: DispatcherConfig, random: () => numbe
     const retryInS = result.ok || c.origin === "test" ? null : retryDelay(config.retrySchedule, c.attempts, random);
     return { deliveryId: c.delivery_id, attempt: c.attempts, ...result, retryInS };
   } catch (err) {
+    if (err instanceof SecretKeyError) {
+      log("error", "webhook not sent: the endpoint's signing secret cannot be opened with WEBHOOK_SECRET_KEY", {
+        endpoint_id: c.endpoint_id,
+        delivery_id: c.delivery_id,
+        err,
+      });
+    }
     const retryInS = retryDelay(config.retrySchedule, c.attempts, random);
     const error = describeError(err, 300);
     return {
@@ -165,7 +176,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   let unsubscribe: (() => Promise<void>) | null = null;
 
   const deliver = async (c: Claimed) => {
-    const outcome = await attempt(c, config, opts.random ?? Math.random);
+    const outcome = await attempt(c, config, opts.random ?? Math.random, log);
     buffer.push(outcome);
     opts.onAttempt?.(outcome.ok);
   };

@@ -8,10 +8,18 @@ export class UnsafeDestinationError extends AppError {
   }
 }
 
-/** A stored secret that cannot be opened (wrong or missing WEBHOOK_SECRET_KEY). */
+/** An endpoint's stored secret that cannot be opened (wrong or missing WEBHOOK_SECRET_KEY); names no secret. */
 export class SecretKeyError extends AppError {
-  constructor(message: string, cause?: unknown) {
-    super(message, { cause, retryable: false });
+  constructor(
+    readonly endpointId: string,
+    reason: string,
+    cause?: unknown,
+  ) {
+    super(`the signing secret of webhook endpoint ${endpointId} cannot be opened: ${reason}`, {
+      cause,
+      retryable: false,
+      fields: { endpoint_id: endpointId },
+    });
   }
 }
 

@@ -51,7 +51,7 @@ export const isSealed = (stored: string) => stored.startsWith(SEALED);
 export function openSecret(stored: string, secretKey: string | undefined, endpointId: string): string {
   const sealed = stored.startsWith(SEALED);
   if (!sealed && !stored.startsWith(LEGACY)) return stored;
-  if (!secretKey) throw new SecretKeyError("a webhook secret is encrypted but WEBHOOK_SECRET_KEY is not set");
+  if (!secretKey) throw new SecretKeyError(endpointId, "it is sealed and WEBHOOK_SECRET_KEY is not set");
   const [, iv, data] = stored.split(":");
   try {
     const raw = Buffer.from(data!, "base64");
@@ -61,7 +61,11 @@ export function openSecret(stored: string, secretKey: string | undefined, endpoi
     decipher.setAuthTag(raw.subarray(raw.length - 16));
     return Buffer.concat([decipher.update(raw.subarray(0, raw.length - 16)), decipher.final()]).toString("utf8");
   } catch (err) {
-    throw new SecretKeyError("a webhook secret cannot be decrypted with WEBHOOK_SECRET_KEY", err);
+    throw new SecretKeyError(
+      endpointId,
+      "it was sealed with another WEBHOOK_SECRET_KEY (or for another endpoint)",
+      err,
+    );
   }
 }
 
@@ -100,29 +104,46 @@ export async function sealStoredSecrets(sql: Sql, secretKey: string): Promise<{ 
   });
 }
 
+/** Ids of the endpoints whose secret, or previous secret still signing, is sealed and does not open with `secretKey`. */
+export async function unopenableSecrets(sql: Sql, secretKey: string | undefined): Promise<string[]> {
+  const rows = await sql<{ id: string; secret: string; previous_secret: string | null }[]>`
+    select id, secret, case when previous_secret_expires_at > clock_timestamp() then previous_secret end as previous_secret
+    from webhook_endpoints where secret like 'enc%:%' or previous_secret like 'enc%:%'
+    order by id`;
+  const opens = (r: (typeof rows)[number]) => {
+    try {
+      for (const s of [r.secret, r.previous_secret]) if (s !== null) openSecret(s, secretKey, r.id);
+      return true;
+    } catch (err) {
+      if (err instanceof SecretKeyError) return false;
+      throw err;
+    }
+  };
+  return rows.filter((r) => !opens(r)).map((r) => r.id);
+}
+
 /**
  * Start-up: with WEBHOOK_SECRET_KEY, reseals what is stored in clear or the first format; without it in production,
- * warns (on every start) that secrets are stored in clear.
+ * warns (on every start) that secrets are stored in clear. Either way, logs an error naming the endpoints whose
+ * sealed secrets this process cannot open (another or no key): their deliveries will fail until it is fixed.
  */
 export async function secureStoredSecrets(
   sql: Sql,
   opts: { secretKey?: string; production: boolean; log: Logger },
 ): Promise<void> {
-  if (!opts.secretKey) {
-    if (opts.production) {
-      opts.log(
-        "warn",
-        "WEBHOOK_SECRET_KEY is not set: webhook signing secrets are stored in clear in the database",
-        {},
-      );
-    }
-    return;
+  if (!opts.secretKey && opts.production) {
+    opts.log("warn", "WEBHOOK_SECRET_KEY is not set: webhook signing secrets are stored in clear in the database", {});
   }
-  const { sealed, unreadable } = await sealStoredSecrets(sql, opts.secretKey);
-  if (sealed > 0) opts.log("info", "webhook secrets encrypted with WEBHOOK_SECRET_KEY", { endpoints: sealed });
-  if (unreadable > 0) {
-    opts.log("error", "webhook secrets that WEBHOOK_SECRET_KEY does not decrypt: their deliveries will fail", {
-      endpoints: unreadable,
+  if (opts.secretKey) {
+    const { sealed } = await sealStoredSecrets(sql, opts.secretKey);
+    if (sealed > 0) opts.log("info", "webhook secrets encrypted with WEBHOOK_SECRET_KEY", { endpoints: sealed });
+  }
+  const unopenable = await unopenableSecrets(sql, opts.secretKey);
+  if (unopenable.length > 0) {
+    opts.log("error", "webhook secrets that cannot be opened with WEBHOOK_SECRET_KEY: their deliveries will fail", {
+      endpoints: unopenable.length,
+      endpoint_ids: unopenable.slice(0, 20),
+      key_set: opts.secretKey !== undefined,
     });
   }
 }

@@ -5,7 +5,9 @@ import { toEnvelope } from "../events/envelope";
 import { activeSecrets, leaseMs, type DispatcherConfig } from "./dispatcher";
 import { getDelivery, randomId, type DeliveryObject } from "./endpoints";
 import { claimedById, recordOutcomes } from "./queries";
-import { sendAttempt } from "./send";
+import { describeError } from "../common/errors";
+import { SecretKeyError } from "./errors";
+import { sendAttempt, type AttemptResult } from "./send";
 
 /**
  * `POST …/test`: writes a `webhook.test` event, sends it to the endpoint at once (one attempt, no retries) and
@@ -32,13 +34,20 @@ export async function sendTest(
       from merchant_events e where e.id = ${eventId}`;
   });
   const c = (await claimedById(sql, deliveryId))!;
-  const result = await sendAttempt(
-    c.url,
-    eventId,
-    JSON.stringify(toEnvelope(c)),
-    activeSecrets(c, config.secretKey),
-    config,
-  );
+  let result: AttemptResult;
+  try {
+    result = await sendAttempt(
+      c.url,
+      eventId,
+      JSON.stringify(toEnvelope(c)),
+      activeSecrets(c, config.secretKey),
+      config,
+    );
+  } catch (err) {
+    // A secret that does not open (another or no WEBHOOK_SECRET_KEY): nothing sent, the attempt says why.
+    if (!(err instanceof SecretKeyError)) throw err;
+    result = { ok: false, outcome: "not_sent", status: null, error: describeError(err, 300), durationMs: 0 };
+  }
   await recordOutcomes(sql, [{ deliveryId, attempt: 1, ...result, retryInS: null }], config.disableAfterS);
   return (await getDelivery(sql, deliveryId))!;
 }

@@ -3,6 +3,7 @@ import { rmSync } from "node:fs";
 import { createPublicClient, http, type Address } from "viem";
 import { createApiKey } from "../../auth/api-keys";
 import { startAnvil, type Anvil } from "../../chain/anvil";
+import { installMulticall3 } from "../../chain/multicall3";
 import { loadConfig } from "../../common/config";
 import { createLogger, type LogLevel } from "../../common/log";
 import { createDb, type Db } from "../../db/client";
@@ -184,6 +185,7 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
         const args = ["--accounts", "25", "--chain-id", String(31337 + i)];
         const anvil = await startAnvil({ port: i === 0 ? anvilPort : undefined, args });
         anvils.push(anvil);
+        await installMulticall3(anvil.rpcUrl);
         return { anvil, seeded: await seedDemo(anvil.rpcUrl, anvil.chainId) };
       }),
     );

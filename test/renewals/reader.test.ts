@@ -62,7 +62,7 @@ describe("Multicall3 on the test chain", () => {
     expect(await chain.publicClient.getCode({ address: MULTICALL3_ADDRESS })).toBe(multicall3RuntimeCode);
     expect(compileMulticall3()).toBe(multicall3RuntimeCode);
     expect(await bare.publicClient.getCode({ address: MULTICALL3_ADDRESS })).toBeUndefined();
-  });
+  }, 60_000); // solc's first compile can take seconds on a busy machine
 });
 
 describe("createRenewalReader", () => {

@@ -17,5 +17,10 @@ export function renewalsHook(loop: Pick<RenewalLoop, "markDirty">): IndexerHook 
       for (const b of ctx.rows.derived.blocked) wallets.add(b.subscriber);
       if (wallets.size > 0) loop.markDirty(wallets, ctx.toBlock);
     },
+    async onRollback(tx, ctx) {
+      // The renewal_upcoming notices of removed blocks are withdrawn with their events: they may be announced again.
+      const above = (ctx.ancestor ?? -1n).toString();
+      await tx`delete from renewal_notices where chain_id = ${ctx.chainId} and block_number > ${above}`;
+    },
   };
 }

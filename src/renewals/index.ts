@@ -8,10 +8,15 @@ import { MULTICALL3_ADDRESS } from "../chain/multicall3";
 import { renewalsHook } from "./hook";
 import { createRenewalLoop, type RenewalLoop, type RenewalLoopOptions } from "./loop";
 import { createRenewalReader } from "./reader";
+import { upcomingEvents } from "./upcoming";
+import type { ExtraEvents, OnEvents } from "../events/hook";
+import { writeObservations } from "./observations";
 
 /** What the indexer role starts per chain. */
 export type ChainRenewals = {
   hook: IndexerHook;
+  /** The `renewal_upcoming` events of a batch, for the events hook (none when RENEWAL_NOTICE_S is 0). */
+  upcoming: ExtraEvents;
   loop: RenewalLoop;
   start(isLeader: () => boolean): void;
   stop(): Promise<void>;
@@ -23,6 +28,7 @@ export function chainRenewals(opts: {
   config: Pick<
     Config,
     | "RENEWAL_HORIZON_S"
+    | "RENEWAL_NOTICE_S"
     | "RENEWAL_CHECK_INTERVAL_S"
     | "RENEWAL_RPC_CONCURRENCY"
     | "RPC_TIMEOUT_MS"
@@ -30,7 +36,9 @@ export function chainRenewals(opts: {
   >;
   chain: { chainId: number; rpcUrl: string; processor: string; pollIntervalMs: number };
   log?: Logger;
-  extra?: Pick<RenewalLoopOptions, "onSaved" | "onPass" | "now" | "walletsPerPass">;
+  /** The webhook fan-out of the observation events, in their transaction. */
+  onEvents?: OnEvents;
+  extra?: Pick<RenewalLoopOptions, "onPass" | "now" | "walletsPerPass">;
 }): ChainRenewals {
   const { config, chain } = opts;
   const reader = createRenewalReader({
@@ -51,10 +59,14 @@ export function chainRenewals(opts: {
     intervalS: config.RENEWAL_CHECK_INTERVAL_S,
     pollMs: Math.max(chain.pollIntervalMs, 100),
     log: opts.log,
+    onSaved: async (tx, rows, checked) => {
+      await writeObservations(tx, chain.chainId, rows, checked, opts.onEvents);
+    },
     ...opts.extra,
   });
   return {
     hook: renewalsHook(loop),
+    upcoming: (tx, ctx, inFlight) => upcomingEvents(tx, ctx, inFlight, config.RENEWAL_NOTICE_S),
     loop,
     start(isLeader) {
       leader = isLeader;

@@ -20,7 +20,7 @@ export const indexerRole: Role = {
     const renewals: ChainRenewals[] = [];
     for (const chain of chains.indexed ?? []) {
       // Renewal outlooks: evaluated by this chain's indexer leader, with their own RPC client (renewals.md §3).
-      const outlooks = chainRenewals({ sql: db.sql, config, chain, log });
+      const outlooks = chainRenewals({ sql: db.sql, config, chain, log, onEvents: fanOut });
       const indexer = createIndexer({
         sql: db.sql,
         db,
@@ -34,7 +34,7 @@ export const indexerRole: Role = {
         },
         notifier,
         log,
-        hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut }), outlooks.hook, ...indexerHooks],
+        hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut, extra: outlooks.upcoming }), outlooks.hook, ...indexerHooks],
         observer: metrics?.indexer(chain.chainId),
       });
       await indexer.start();

@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { APPLICATION_NAME, type Sql } from "../db/client";
+import { renewalMetrics } from "./renewals";
 
 /** The service's metrics and what reports into them. */
 export type Metrics = ReturnType<typeof createMetrics>;
@@ -148,8 +149,12 @@ export function createMetrics(opts: {
     }),
   });
 
+  const renewals = renewalMetrics(reg, opts.sql, (metric) => scrapeErrors.inc({ metric }));
+
   return {
     registry,
+    /** What the renewal outlook of each chain reports. */
+    renewals,
     /** One HTTP request answered. */
     http: (route: string, method: string, status: number, seconds: number) => {
       const l = { route, method, status: String(status) };

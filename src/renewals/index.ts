@@ -11,6 +11,7 @@ import { createRenewalReader } from "./reader";
 import { upcomingEvents } from "./upcoming";
 import type { ExtraEvents, OnEvents } from "../events/hook";
 import { writeObservations } from "./observations";
+import type { RenewalMetrics } from "../metrics/renewals";
 
 /** What the indexer role starts per chain. */
 export type ChainRenewals = {
@@ -38,6 +39,8 @@ export function chainRenewals(opts: {
   log?: Logger;
   /** The webhook fan-out of the observation events, in their transaction. */
   onEvents?: OnEvents;
+  /** Metrics: each pass, and each charge against the outlook that stood for it. */
+  metrics?: Pick<RenewalMetrics, "pass" | "prediction">;
   extra?: Pick<RenewalLoopOptions, "onPass" | "now" | "walletsPerPass">;
 }): ChainRenewals {
   const { config, chain } = opts;
@@ -59,13 +62,14 @@ export function chainRenewals(opts: {
     intervalS: config.RENEWAL_CHECK_INTERVAL_S,
     pollMs: Math.max(chain.pollIntervalMs, 100),
     log: opts.log,
+    onPass: opts.metrics ? (r) => opts.metrics!.pass(chain.chainId, r) : undefined,
     onSaved: async (tx, rows, checked) => {
       await writeObservations(tx, chain.chainId, rows, checked, opts.onEvents);
     },
     ...opts.extra,
   });
   return {
-    hook: renewalsHook(loop),
+    hook: renewalsHook(loop, opts.metrics?.prediction),
     upcoming: (tx, ctx, inFlight) => upcomingEvents(tx, ctx, inFlight, config.RENEWAL_NOTICE_S),
     loop,
     start(isLeader) {

@@ -59,7 +59,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
   const { sql, chainId, reader } = opts;
   const log = opts.log ?? (() => {});
   const clock = opts.now ?? (() => Math.floor(Date.now() / 1000));
-  const perPass = opts.walletsPerPass ?? 20_000;
+  const perPass = opts.walletsPerPass ?? 50_000;
   // wallet → newest block that touched it (evaluated once the index has committed it).
   const dirty = new Map<string, bigint>();
   let loop: PollLoop | null = null;
@@ -86,7 +86,10 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
     if (wallets.length === 0) return false;
     const charges = await dueCharges(sql, chainId, wallets, until);
     const pairs = new Map(charges.map((c) => [`${c.wallet}:${c.token}`, { wallet: c.wallet, token: c.token }]));
-    const credits = charges.map((c) => ({ key: c.key, module: c.module, subscriptionId: c.onChainId }));
+    const credits = charges
+      .filter((c) => c.refilled)
+      .map((c) => ({ key: c.key, module: c.module, subscriptionId: c.onChainId }));
+    const refilled = new Set(credits.map((c) => c.key));
     let read;
     try {
       read = await reader.read(checked.block, { pairs: [...pairs.values()], credits });
@@ -97,7 +100,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
     const outlooks = evaluateRenewals(charges, {
       blockTime: checked.time,
       funds: (w, t) => read.funds.get(`${w}:${t}`),
-      credit: (k) => read.credits.get(k),
+      credit: (k) => (refilled.has(k) ? read.credits.get(k) : 0n),
     });
     const failed = new Set(charges.filter((c) => !outlooks.has(c.key)).map((c) => c.wallet));
     const rows = charges

@@ -7,8 +7,11 @@ import type { DueCharge, Outlook } from "./outlook";
 const CHARGEABLE = `not s.cancelled and not s.paused and not coalesce(b.blocked, false)
   and (s.max_executions = 0 or s.times_executed < s.max_executions)`;
 
-/** A due charge as loaded, with what the outlook row needs. */
-export type DueRow = DueCharge & { module: string; merchant: string };
+/**
+ * A due charge as loaded, with what the outlook row needs. `refilled`: credit was ever refilled into it (as of the
+ * index); credit only comes from a refill, so without one it is 0 and needs no read.
+ */
+export type DueRow = DueCharge & { module: string; merchant: string; refilled: boolean };
 
 /**
  * Wallets with a chargeable subscription due by `until` (unix s) whose outlook is missing, was judged for another
@@ -46,9 +49,12 @@ export async function dueCharges(sql: Sql, chainId: number, wallets: string[], u
       amount: string;
       next_charge_at: string;
       allowance_expiry: string;
+      refilled: boolean;
     }[]
   >`
-    select s.subscription_id, s.module, s.merchant, s.subscriber, p.token, p.amount, s.next_charge_at, s.allowance_expiry
+    select s.subscription_id, s.module, s.merchant, s.subscriber, p.token, p.amount, s.next_charge_at, s.allowance_expiry,
+      exists (select 1 from activity a where a.chain_id = s.chain_id and a.subscription_id = s.subscription_id
+        and a.type = 'REFILL') as refilled
     from subscriptions s
     join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
     left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber
@@ -64,10 +70,11 @@ export async function dueCharges(sql: Sql, chainId: number, wallets: string[], u
     allowanceExpiry: Number(r.allowance_expiry),
     module: r.module,
     merchant: r.merchant,
+    refilled: r.refilled,
   }));
 }
 
-/** A judged charge to store. */
+/** A judged charge to store (every row of one save shares its checked block). */
 export type OutlookRow = { charge: DueRow; outlook: Outlook; checkedBlock: bigint; checkedAt: number };
 
 /**
@@ -79,31 +86,19 @@ export async function saveOutlooks(q: Q, chainId: number, wallets: string[], row
   await q`delete from renewal_outlooks where chain_id = ${chainId} and subscriber = any(${wallets}::text[])
     and not (subscription_id = any(${ids}::text[]::numeric[]))`;
   if (rows.length === 0) return;
-  const data = JSON.stringify(
-    rows.map(({ charge: c, outlook: o, checkedBlock, checkedAt }) => [
-      c.key,
-      c.merchant,
-      c.wallet,
-      c.token,
-      c.nextChargeAt,
-      o.dueAt,
-      o.outlook,
-      o.reason,
-      o.amount.toString(),
-      o.balance.toString(),
-      o.allowance.toString(),
-      o.credit.toString(),
-      o.shortfall.toString(),
-      checkedBlock.toString(),
-      checkedAt,
-    ]),
-  );
+  const col = <T>(f: (r: OutlookRow) => T) => rows.map(f);
   await q`insert into renewal_outlooks (chain_id, subscription_id, merchant, subscriber, token, next_charge_at, due_at,
       outlook, reason, amount, balance, allowance, credit, shortfall, checked_block, checked_at, evaluated_at)
-    select ${chainId}, (r->>0)::numeric, r->>1, r->>2, r->>3, (r->>4)::bigint, (r->>5)::bigint, r->>6, r->>7,
-      (r->>8)::numeric, (r->>9)::numeric, (r->>10)::numeric, (r->>11)::numeric, (r->>12)::numeric, (r->>13)::bigint,
-      to_timestamp((r->>14)::bigint), now()
-    from jsonb_array_elements(${data}::text::jsonb) as r
+    select ${chainId}, id, merchant, subscriber, token, next_at, due_at, outlook, reason, amount, balance, allowance,
+      credit, shortfall, ${rows[0]!.checkedBlock.toString()}::bigint, to_timestamp(${rows[0]!.checkedAt}), now()
+    from unnest(${col((r) => r.charge.key)}::numeric[], ${col((r) => r.charge.merchant)}::text[],
+      ${col((r) => r.charge.wallet)}::text[], ${col((r) => r.charge.token)}::text[],
+      ${col((r) => r.charge.nextChargeAt)}::bigint[], ${col((r) => r.outlook.dueAt)}::bigint[],
+      ${col((r) => r.outlook.outlook)}::text[], ${col((r) => r.outlook.reason)}::text[],
+      ${col((r) => r.outlook.amount.toString())}::numeric[], ${col((r) => r.outlook.balance.toString())}::numeric[],
+      ${col((r) => r.outlook.allowance.toString())}::numeric[], ${col((r) => r.outlook.credit.toString())}::numeric[],
+      ${col((r) => r.outlook.shortfall.toString())}::numeric[])
+      as x(id, merchant, subscriber, token, next_at, due_at, outlook, reason, amount, balance, allowance, credit, shortfall)
     on conflict (chain_id, subscription_id) do update set
       merchant = excluded.merchant, subscriber = excluded.subscriber, token = excluded.token,
       next_charge_at = excluded.next_charge_at, due_at = excluded.due_at, outlook = excluded.outlook,

@@ -116,6 +116,8 @@ function devEnv(demos: Demo[], dataDir: string, apiPort: number, logLevel?: LogL
     PORT: String(apiPort),
     HOST: host,
     LOG_LEVEL: logLevel ?? process.env.LOG_LEVEL ?? "warn",
+    // Renewal outlooks follow the demo closely (renewals.md §6).
+    RENEWAL_CHECK_INTERVAL_S: process.env.RENEWAL_CHECK_INTERVAL_S || "10",
   });
 }
 

@@ -62,6 +62,9 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
   const perPass = opts.walletsPerPass ?? 50_000;
   // wallet → newest block that touched it (evaluated once the index has committed it).
   const dirty = new Map<string, bigint>();
+  const scanMs = Math.max(opts.pollMs, Math.min((opts.intervalS * 1000) / 4, 30_000));
+  let lastScan = -Infinity;
+  let more = false;
   let loop: PollLoop | null = null;
 
   const markDirty = (wallets: Iterable<string>, block: bigint) => {
@@ -77,11 +80,18 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
     const until = now + opts.horizonS;
     const touched = [...dirty].filter(([, b]) => b <= checked.block).map(([w]) => w);
     for (const w of touched) dirty.delete(w);
-    const stale = await walletsToEvaluate(sql, chainId, {
-      until,
-      staleBefore: clock() - opts.intervalS,
-      limit: Math.max(1, perPass - touched.length),
-    });
+    // The scan for missing or stale outlooks reads every due allocation: at most every `scanMs` (a quarter of the
+    // check interval, 30 s at most), unless the last one left wallets behind; touched wallets go at every pass.
+    const scan = Date.now() - lastScan >= scanMs || more;
+    if (scan) lastScan = Date.now();
+    const stale = scan
+      ? await walletsToEvaluate(sql, chainId, {
+          until,
+          staleBefore: clock() - opts.intervalS,
+          limit: Math.max(1, perPass - touched.length),
+        })
+      : [];
+    more = stale.length >= Math.max(1, perPass - touched.length);
     const wallets = [...new Set([...touched, ...stale])];
     if (wallets.length === 0) return false;
     const charges = await dueCharges(sql, chainId, wallets, until);
@@ -132,7 +142,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
       outlooks: rows.map((r) => r.outlook),
     });
     // Failed wallets wait for the next pass (no busy retry); a full pass means more are waiting.
-    return stale.length >= Math.max(1, perPass - touched.length);
+    return more;
   }
 
   return {

@@ -4,7 +4,7 @@
  * card shows the stats API's figures per token; the Renewals page lists at risk first, filters by reason, says what
  * each subscriber must do, and downloads the CSV with the credential. The demo holds renewals in every outlook.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { startAnvil, type Anvil } from "../../src/chain/anvil";
 import { installMulticall3 } from "../../src/chain/multicall3";
@@ -19,6 +19,9 @@ import { startService, type Service } from "../../src/service";
 import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
 import { freePort } from "../../testkit/cli";
+
+// Real chains and services: slower than bun's default 5 s per test when files run together.
+setDefaultTimeout(60_000);
 
 let anvil: Anvil;
 let service: Service;

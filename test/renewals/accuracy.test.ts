@@ -5,7 +5,7 @@
  * every one was predicted: `renewal_predictions_total{predicted,actual}` shows only agreeing pairs. The evaluation
  * metrics are scraped too.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import type { Address } from "viem";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
@@ -15,6 +15,9 @@ import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { freePort, until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
+
+// Real chains and services: slower than bun's default 5 s per test when files run together.
+setDefaultTimeout(60_000);
 
 type Family = { name: string; metrics: { value: string; labels?: Record<string, string> }[] };
 const U = 1_000_000n;

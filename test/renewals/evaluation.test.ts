@@ -5,7 +5,7 @@
  * approval counted for all of a wallet's subscriptions in the token. Then the list's filters, paging and CSV, the
  * subscription records, stats, and a failed read that keeps the previous outlooks.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Address } from "viem";
 import { createApiKey } from "../../src/auth/api-keys";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
@@ -19,6 +19,9 @@ import { createTestChain, type TestChain, type WalletName } from "../../testkit/
 import { freePort, until } from "../../testkit/cli";
 import { parseCsvObjects } from "../../testkit/csv";
 import { createTestDb } from "../../testkit/db";
+
+// Real chains and services: slower than bun's default 5 s per test when files run together.
+setDefaultTimeout(60_000);
 
 const U = 1_000_000n; // one TUSD
 const AMOUNT = 10n * U;

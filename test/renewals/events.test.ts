@@ -5,7 +5,7 @@
  * `recovered`), and `renewal_upcoming` once per due instant at the right block, none for a plan shorter than the
  * notice, withdrawn by a reorg that removes its block, and the same ids after a re-index.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Address, Hex } from "viem";
 import { createApiKey } from "../../src/auth/api-keys";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
@@ -19,6 +19,9 @@ import { freePort, until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
 import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
+
+// Real chains and services: slower than bun's default 5 s per test when files run together.
+setDefaultTimeout(60_000);
 
 const U = 1_000_000n;
 const AMOUNT = 10n * U;

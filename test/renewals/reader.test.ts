@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { getAddress, maxUint256, type Address } from "viem";
 import { testTokenAbi } from "../../src/chain/abis";
 import { MULTICALL3_ADDRESS } from "../../src/chain/multicall3";
@@ -6,6 +6,9 @@ import { multicall3RuntimeCode } from "../../src/chain/multicall3-code";
 import { createRenewalReader, type ReadRequest } from "../../src/renewals/reader";
 import { compileMulticall3 } from "../../contracts/build-multicall";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+
+// Real chains and services: slower than bun's default 5 s per test when files run together.
+setDefaultTimeout(60_000);
 
 let chain: TestChain;
 let bare: TestChain;

@@ -34,7 +34,12 @@ export const indexerRole: Role = {
         },
         notifier,
         log,
-        hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut, extra: outlooks.upcoming }), outlooks.hook, ...indexerHooks],
+        hooks: [
+          statsRollupsHook(),
+          eventsHook({ onEvents: fanOut, extra: outlooks.upcoming }),
+          outlooks.hook,
+          ...indexerHooks,
+        ],
         observer: metrics?.indexer(chain.chainId),
       });
       await indexer.start();

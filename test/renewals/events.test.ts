@@ -219,8 +219,14 @@ describe("renewal_upcoming", () => {
     }
   });
 
-  test("a reorg that removes its block withdraws it; the new branch announces it again in its own block", async () => {
+  test("a reorg that removes its block withdraws it, not an observation; the new branch announces it again", async () => {
     const old = await events("subscription.renewal_upcoming");
+    // An observation on the branch about to go: alice approves nothing, the loop sees it at risk.
+    await write("alice", token, testTokenAbi, "approve", [chain.processor, 0n]);
+    const [observed] = await until("alice's at_risk on the old branch", async () => {
+      const l = of(await events("subscription.renewal_at_risk"), subs.alice!);
+      return l.length ? l : null;
+    });
     await chain.revert(snap);
     const dues = await Promise.all([subs.alice!, subs.bob!, subs.carol!].map(nextChargeAt));
     const latest = dues.reduce((a, b) => (a > b ? a : b));
@@ -236,6 +242,14 @@ describe("renewal_upcoming", () => {
       return old.every((e) => ids.has(e.id)) ? l : null;
     });
     expect(reverted.length).toBeGreaterThanOrEqual(3);
+    // The observation is not withdrawn: the next evaluation on the new branch (where the approval never happened)
+    // decides, and sends the change.
+    expect(reverted.map((e) => e.data.object.id)).not.toContain(observed!.id);
+    const [recovered] = await until("alice recovered on the new branch", async () => {
+      const l = of(await events("subscription.renewal_recovered"), subs.alice!);
+      return l.length ? l : null;
+    });
+    expect(recovered!.data.previous_renewal).toEqual(observed!.data.renewal);
     const standing = (await events("subscription.renewal_upcoming")).filter((e) => !old.some((o) => o.id === e.id));
     expect(standing.length).toBe(3);
     const first = await chain.publicClient.getBlock({ blockNumber: BigInt(standing[0]!.block_number) });

@@ -43,6 +43,16 @@ const SEED = Number(process.env.RENEWAL_SEED ?? Date.now() % 100_000);
 const write = (who: WalletName, address: Address, abi: any, functionName: string, args: unknown[]) =>
   chain.send(chain.wallet(who).writeContract({ address, abi, functionName, args } as never));
 
+const nextChargeAt = async (id: bigint) =>
+  (
+    await chain.publicClient.readContract({
+      address: mod,
+      abi: subscriptionModuleAbi,
+      functionName: "getSubscription",
+      args: [id],
+    })
+  ).nextChargeAt;
+
 async function scrape() {
   const text = await (await fetch(service.metricsUrl!)).text();
   return parsePrometheusTextFormat(text) as Family[];
@@ -87,10 +97,23 @@ afterAll(async () => {
 describe(`a random scenario (RENEWAL_SEED=${SEED})`, () => {
   test("every charge whose state did not change since the last evaluation was predicted", async () => {
     const r = rng(SEED);
+    const charged = async (n: number) =>
+      until(`${n} first charges`, async () => {
+        const [row] = await service.db.sql<
+          { n: number }[]
+        >`select count(*)::int as n from activity where type = 'CHARGE'`;
+        return row!.n >= n;
+      });
+    const seconds: WalletName[] = [];
     for (const who of WALLETS) {
       subs.push({ who, id: await chain.subscribe(who, mod, 1) });
-      if (r() < 0.5) subs.push({ who, id: await chain.subscribe(who, mod, 2) });
+      if (r() < 0.5) seconds.push(who);
     }
+    // A wallet's second subscription starts later, so that its renewals are due in order, as in real life (the
+    // keeper charges the charges due at one instant side by side, in no set order).
+    await charged(subs.length);
+    await chain.mineAt((await chain.now()) + 10n);
+    for (const who of seconds) subs.push({ who, id: await chain.subscribe(who, mod, 2) });
     await until("the first charges", async () => {
       const [row] = await service.db.sql<
         { n: number }[]
@@ -138,12 +161,22 @@ describe(`a random scenario (RENEWAL_SEED=${SEED})`, () => {
     const stood = await service.db.sql<
       { outlook: string; reason: string | null }[]
     >`select outlook, reason from renewal_outlooks`;
+    const dueOf = new Map(await Promise.all(subs.map(async (x) => [x.id, Number(await nextChargeAt(x.id))] as const)));
     const counted = await predictionsNow();
-    // The due instants come: the keeper charges every subscription once.
-    await chain.mineAt(due + 60);
+    // The due instants come, in order: the keeper charges every subscription once.
+    const dues = [...new Set(dueOf.values())].sort((a, b) => a - b);
+    for (const d of dues) {
+      await chain.mineAt(d + 1);
+      const expected = [...dueOf.values()].filter((x) => x <= d).length;
+      await until(`the renewals due at ${d}`, async () => {
+        const [row] = await service.db.sql<{ n: number }[]>`select count(*)::int as n from activity
+          where type in ('CHARGE', 'FAIL') and block_time > to_timestamp(${due - 3600})`;
+        return row!.n >= expected;
+      });
+    }
     await until("every renewal attempted", async () => {
       const [row] = await service.db.sql<{ n: number }[]>`select count(*)::int as n from activity
-        where type in ('CHARGE', 'FAIL') and block_time > to_timestamp(${due})`;
+        where type in ('CHARGE', 'FAIL') and block_time > to_timestamp(${due - 3600})`;
       return row!.n === subs.length;
     });
     const families = await scrape();

@@ -4,6 +4,7 @@
  * (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres) without hooks, and (c) the same backfill as the
  * service runs it: stats rollups, the merchant event log and the webhook fan-out to an endpoint of the merchant in
  * every batch. Prints events/s, (b)/(a), the events created and the slowdown of (c) against (b) minus rollups.
+ * (f) is (e) with the renewal outlook on (renewals.md): its hooks in every batch and its evaluation loop running.
  *
  *   bun run bench/indexer.ts [--events 50000]
  */
@@ -17,6 +18,7 @@ import type { IndexerHook } from "../src/indexer/hooks";
 import { statsRollupsHook } from "../src/indexer/rollups";
 import { eventsHook } from "../src/events/hook";
 import { fanOut } from "../src/webhooks/fanout";
+import { chainRenewals } from "../src/renewals";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../src/chain/abis";
 import { createTestChain } from "../testkit/chain";
 import { runLoad, setupLoad } from "../testkit/load";
@@ -68,22 +70,40 @@ async function rawSweep(rpcUrl: string, addresses: Address[], from: bigint, to: 
 }
 
 /** What a backfill runs besides the indexer's own writes. */
-type Side = "bare" | "rollups" | "events" | "webhooks";
+type Side = "bare" | "rollups" | "events" | "webhooks" | "renewals";
 
 async function backfill(url: string, chain: Awaited<ReturnType<typeof createTestChain>>, head: bigint, side: Side) {
   const db = await createDb({ url, max: 8 });
   try {
     await migrate(db.sql);
     const merchant = chain.address("merchant").toLowerCase();
-    if (side === "webhooks") {
+    if (side === "webhooks" || side === "renewals") {
       await endpointForAll(db.sql, merchant, "https://example.com/hook");
     }
+    const renewals =
+      side === "renewals"
+        ? chainRenewals({
+            sql: db.sql,
+            config: {
+              RENEWAL_HORIZON_S: 604_800,
+              RENEWAL_NOTICE_S: 259_200,
+              RENEWAL_CHECK_INTERVAL_S: 900,
+              RENEWAL_RPC_CONCURRENCY: 4,
+              RPC_TIMEOUT_MS: 5_000,
+              multicallAddresses: {},
+            },
+            chain: { chainId: chain.chainId, rpcUrl: chain.rpcUrl, processor: chain.processor, pollIntervalMs: 100 },
+            onEvents: fanOut,
+          })
+        : null;
     const hooks: IndexerHook[] =
       side === "bare"
         ? []
         : side === "rollups"
           ? [statsRollupsHook()]
-          : [statsRollupsHook(), eventsHook({ onEvents: fanOut })];
+          : renewals
+            ? [statsRollupsHook(), eventsHook({ onEvents: fanOut, extra: renewals.upcoming }), renewals.hook]
+            : [statsRollupsHook(), eventsHook({ onEvents: fanOut })];
     const client = createPublicClient({ transport: http(chain.rpcUrl, { retryCount: 0 }), cacheTime: 0 });
     const indexer = createIndexer({
       sql: db.sql,
@@ -101,6 +121,7 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     const started = performance.now();
     const cpu0 = cpuTimes();
     await indexer.start();
+    renewals?.start(() => indexer.status().leader);
     await indexer.waitForBlock(head, 300_000);
     const seconds = (performance.now() - started) / 1000;
     const cpu1 = cpuTimes();
@@ -109,6 +130,7 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     console.log(
       `  ${side}: ${seconds.toFixed(2)} s, cpu ${cpuSeconds.toFixed(2)} s (busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %)`,
     );
+    await renewals?.stop();
     await indexer.stop();
     // The event log's ids in log order, hashed: every backfill of the chain must write the same log.
     const [row] = await db.sql<{ n: string; e: string; h: string | null; d: string }[]>`
@@ -151,8 +173,15 @@ async function main() {
       logHash?: string | null;
       deliveries?: number;
     };
-    const sides: Side[] = ["bare", "rollups", "events", "webhooks"];
-    const runs: Record<"raw" | Side, Run[]> = { raw: [], bare: [], rollups: [], events: [], webhooks: [] };
+    const sides: Side[] = ["bare", "rollups", "events", "webhooks", "renewals"];
+    const runs: Record<"raw" | Side, Run[]> = {
+      raw: [],
+      bare: [],
+      rollups: [],
+      events: [],
+      webhooks: [],
+      renewals: [],
+    };
     const addresses = [chain.processor, load.module];
     for (let i = 0; i < RUNS; i++) {
       runs.raw.push(await rawSweep(chain.rpcUrl, addresses, chain.startBlock, head));
@@ -190,7 +219,7 @@ async function main() {
     // Best against best, and the median over runs of each run's ratio to the rollups run just before it (the
     // machine's noise is shared by neighbours in time).
     const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const slowdown = (side: "events" | "webhooks", r: Run) => {
+    const slowdown = (side: "events" | "webhooks" | "renewals", r: Run) => {
       const paired = median(runs[side].map((x, i) => x.seconds / runs.rollups[i]!.seconds - 1));
       const cpu = median(runs[side].map((x, i) => x.cpuSeconds! / runs.rollups[i]!.cpuSeconds! - 1));
       return (
@@ -211,6 +240,9 @@ async function main() {
     console.log(
       `with fan-out: ${fmt(webhooks.deliveries!)} deliveries created too; slowdown (e) against (c) = ${slowdown("webhooks", webhooks)}`,
     );
+    const renewed = best(runs.renewals);
+    show("(f) as (e), with the renewal outlook's hooks and evaluation loop", renewed);
+    console.log(`renewals on: slowdown (f) against (c) = ${slowdown("renewals", renewed)}; compare with (e)'s`);
   } finally {
     await chain.stop();
     for (const name of dbs) await admin.unsafe(`drop database if exists ${name} with (force)`);

@@ -39,6 +39,7 @@ import {
 } from "viem";
 import { foundry } from "viem/chains";
 import { startAnvil, type Anvil } from "../src/chain/anvil";
+import { installMulticall3 } from "../src/chain/multicall3";
 import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../src/chain/abis";
 import {
   createModule as createModuleTx,
@@ -118,7 +119,13 @@ export type TestChain = {
 };
 
 /** Options of `createTestChain`; `anvil` is passed to `startAnvil` (e.g. `{ blockTime: 1 }`). */
-export type TestChainOptions = { feeBps?: number; feeRecipient?: Address; anvil?: Parameters<typeof startAnvil>[0] };
+export type TestChainOptions = {
+  feeBps?: number;
+  feeRecipient?: Address;
+  anvil?: Parameters<typeof startAnvil>[0];
+  /** false: leave Multicall3 out (a chain without it). */
+  multicall?: boolean;
+};
 
 /** Starts anvil, deploys the processor (fee 250 bps to TEST_FEE_RECIPIENT) and registers `accounts.keeper`. */
 export async function createTestChain(opts: TestChainOptions = {}): Promise<TestChain> {
@@ -132,6 +139,8 @@ export async function createTestChain(opts: TestChainOptions = {}): Promise<Test
 }
 
 async function setup(anvil: Anvil, opts: TestChainOptions): Promise<TestChain> {
+  // Multicall3 at its canonical address, as on public chains (renewal outlooks read through it).
+  if (opts.multicall !== false) await installMulticall3(anvil.rpcUrl);
   const chain = { ...foundry, id: anvil.chainId, rpcUrls: { default: { http: [anvil.rpcUrl] } } };
   const transport = http(anvil.rpcUrl, { retryCount: 0 });
   const publicClient = createPublicClient({ chain, transport, cacheTime: 0, pollingInterval: 20 }) as PublicClient;

@@ -64,6 +64,10 @@ const EnvSchema = {
   WEBHOOK_POLL_INTERVAL_MS: Uint(10),
   WEBHOOK_ALLOW_PRIVATE_URLS: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
   WEBHOOK_SECRET_KEY: T.Optional(T.String({ minLength: 16, description: "at least 16 characters" })),
+  RENEWAL_HORIZON_S: Uint(1),
+  RENEWAL_NOTICE_S: Uint(0),
+  RENEWAL_CHECK_INTERVAL_S: Uint(1),
+  RENEWAL_RPC_CONCURRENCY: Uint(1),
   /** `production`: start-up warns about what is unsafe in production (webhook secrets stored in clear). */
   NODE_ENV: T.Optional(T.String()),
 } satisfies Record<string, TSchema>;
@@ -93,6 +97,10 @@ const defaults: Record<string, string> = {
   WEBHOOK_CONCURRENCY: "64",
   WEBHOOK_POLL_INTERVAL_MS: "1000",
   WEBHOOK_ALLOW_PRIVATE_URLS: "0",
+  RENEWAL_HORIZON_S: "604800",
+  RENEWAL_NOTICE_S: "259200",
+  RENEWAL_CHECK_INTERVAL_S: "900",
+  RENEWAL_RPC_CONCURRENCY: "4",
 };
 
 type Env = { [K in keyof typeof EnvSchema]: Static<(typeof EnvSchema)[K]> };
@@ -121,6 +129,8 @@ export type Config = Env & {
   extraRpcUrls: Record<number, string>;
   /** Keeper retry delays after a failed charge, in seconds. */
   retrySchedule: number[];
+  /** Where a chain's Multicall3 lives when not at the canonical address (`MULTICALL_ADDRESS_<chainId>`), lowercase. */
+  multicallAddresses: Record<number, string>;
 };
 
 // Values that may hold credentials (URLs with passwords, keys) are never echoed in errors.
@@ -164,6 +174,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (!m || !raw) continue;
     extraRpcUrls[Number(m[1])] = parseOne(name, Url, raw) as string;
   }
+  const multicallAddresses: Record<number, string> = {};
+  for (const [name, raw] of Object.entries(env)) {
+    const m = /^MULTICALL_ADDRESS_(\d+)$/.exec(name);
+    if (m && raw) multicallAddresses[Number(m[1])] = (parseOne(name, Address, raw) as string).toLowerCase();
+  }
   const cfg = out as Env;
   if (cfg.CLIENT_IP_HEADER && cfg.TRUSTED_PROXY_HOPS > 0) {
     throw new ConfigError("CLIENT_IP_HEADER and TRUSTED_PROXY_HOPS exclude each other: set one way to find the client");
@@ -179,7 +194,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (cfg.PROCESSOR_ADDRESS) cfg.PROCESSOR_ADDRESS = cfg.PROCESSOR_ADDRESS.toLowerCase();
   const indexed = indexedChains(cfg, env, extraRpcUrls);
   if (cfg.CHAINS && cfg.CHAIN_ID === undefined) cfg.CHAIN_ID = cfg.CHAINS[0];
-  return { ...cfg, indexed, extraRpcUrls, retrySchedule: cfg.KEEPER_RETRY_SCHEDULE.split(",").map(Number) };
+  return {
+    ...cfg,
+    indexed,
+    extraRpcUrls,
+    multicallAddresses,
+    retrySchedule: cfg.KEEPER_RETRY_SCHEDULE.split(",").map(Number),
+  };
 }
 
 /**

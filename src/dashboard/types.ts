@@ -2,6 +2,7 @@
 export type { StatsResponse as Stats } from "../http/features/stats/model";
 export type { ActivityRecord as Activity } from "../http/features/activity/model";
 export type { SubscriptionRecord as Subscription } from "../http/features/subscriptions/model";
+export type { RenewalItem } from "../http/features/renewals/model";
 export type { KeyRecord, CreatedKey } from "../http/features/api-keys/model";
 export type { EndpointObject as WebhookEndpoint, DeliveryObject as DeliveryAttempt } from "../webhooks/endpoints";
 

@@ -3,6 +3,7 @@
  * the subscription record, used by the API routes and by the event log (events carry these records as `data.object`).
  */
 import type { SubscriptionStatus } from "./status";
+import { toRenewalObject, type RenewalObject, type RenewalRow } from "./renewal-record";
 
 /** An activity row: the columns of `activity` the record needs, token metadata joined. */
 export type ActivityRecordRow = {
@@ -86,6 +87,8 @@ export type SubscriptionRecordRow = {
   cancelled: boolean;
   is_blocked: boolean;
   status: SubscriptionStatus;
+  /** The stored renewal outlook (renewals.md), when the allocation has one; absent or null: none. */
+  renewal?: RenewalRow | null;
 };
 
 /** The subscription record (api.md 2.2). */
@@ -103,6 +106,7 @@ export type SubscriptionRecordObject = {
   remaining_executions: number | null;
   created_at: string;
   is_blocked: boolean;
+  renewal: RenewalObject | null;
 };
 
 /** ISO 8601 (ms, UTC) of unix seconds held as a decimal string; clamped to the range a JS Date can show. */
@@ -146,5 +150,6 @@ export function toSubscriptionRecord(r: SubscriptionRecordRow): SubscriptionReco
     remaining_executions: max === 0n ? null : Number(max > times ? max - times : 0n),
     created_at: isoFromUnix(r.created_at),
     is_blocked: r.is_blocked,
+    renewal: r.renewal ? toRenewalObject(r.renewal) : null,
   };
 }

@@ -8,6 +8,9 @@ export const EVENT_TYPES = [
   "credit.refilled",
   "subscription.created",
   "subscription.status_changed",
+  "subscription.renewal_upcoming",
+  "subscription.renewal_at_risk",
+  "subscription.renewal_recovered",
   "event.reverted",
   "webhook.test",
 ] as const;

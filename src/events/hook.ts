@@ -49,6 +49,9 @@ export type EventRange = {
   merchants?: readonly string[];
 };
 
+/** More events derived from a batch (placed in their blocks), stored and numbered with the batch's own. */
+export type ExtraEvents = (tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]) => Promise<NewEvent[]>;
+
 /** Called inside the writing transaction after events were inserted (the webhook fan-out). */
 export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
 
@@ -117,6 +120,10 @@ async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRow
   return sortEvents(await placeExpiries(chainId, out, ctx.blockAt));
 }
 
+/** A batch's events with the extra ones merged in their place. */
+const withExtra = (events: NewEvent[], extra: NewEvent[] | undefined) =>
+  extra?.length ? sortEvents([...events, ...extra]) : events;
+
 /**
  * Whether a batch's events can be folded and stored before the batches in flight commit: when neither it nor they
  * change a block flag (which changes the status of allocations the batch does not otherwise touch). Otherwise, and
@@ -128,7 +135,7 @@ function foldsEarly(ctx: BatchContext): boolean {
 }
 
 /** The hook; `onEvents` runs in the same transaction after each write of events; `now` is the wall clock (s). */
-export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {}): IndexerHook {
+export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extra?: ExtraEvents } = {}): IndexerHook {
   const clock = opts.now ?? (() => Math.floor(Date.now() / 1000));
   const written = async (
     tx: Q,
@@ -187,11 +194,15 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number } = {
     async afterBulk(tx, ctx) {
       const events = early.get(ctx.rows);
       // The activity rows are in: the batch's events can be stored and fanned out.
-      if (events) await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, await events));
+      if (events) {
+        // `extra` reads only now: during the bulk rows' COPY the connection takes no other query.
+        const all = withExtra(await events, opts.extra && (await opts.extra(tx, ctx, ctx.inFlight)));
+        await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, all));
+      }
     },
     async onBatch(tx, ctx) {
       if (early.delete(ctx.rows)) return;
-      const events = await batchEvents(tx, ctx, []);
+      const events = withExtra(await batchEvents(tx, ctx, []), opts.extra && (await opts.extra(tx, ctx, [])));
       await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, events));
     },
     async beforeRollback(tx, ctx) {

@@ -196,6 +196,8 @@ export async function withdrawAbove(q: Q, chainId: number, ancestor: bigint | nu
       select seq, id, merchant, type, block_number, ts from merchant_events
       where chain_id = ${chainId} and block_number > ${above.toString()} and reverted_by is null
         and type not in ('event.reverted', 'webhook.test')
+        -- Observations of an evaluation (renewals.md §4): the next evaluation on the new branch decides.
+        and type not in ('subscription.renewal_at_risk', 'subscription.renewal_recovered')
       order by seq),
     ins as (
       insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)

@@ -8,6 +8,7 @@ import { requestMetrics } from "./plugins/request-metrics";
 import { siweRoutes } from "./features/siwe";
 import { activityRoutes } from "./features/activity";
 import { subscriptionRoutes } from "./features/subscriptions";
+import { renewalRoutes } from "./features/renewals";
 import { checkRoutes } from "./features/check";
 import { healthRoutes } from "./features/health";
 import { createChainState } from "./chain-state";
@@ -40,6 +41,7 @@ export function createApp(deps: AppDeps) {
     .use(siweRoutes(routeDeps))
     .use(activityRoutes(routeDeps, caches.activity))
     .use(subscriptionRoutes(routeDeps))
+    .use(renewalRoutes(routeDeps))
     .use(checkRoutes(routeDeps, caches.check))
     .use(statsRoutes(routeDeps))
     .use(eventRoutes(routeDeps))

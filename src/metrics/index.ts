@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { APPLICATION_NAME, type Sql } from "../db/client";
+import { renewalMetrics } from "./renewals";
 
 /** The service's metrics and what reports into them. */
 export type Metrics = ReturnType<typeof createMetrics>;
@@ -16,6 +17,8 @@ type Ctx = {
   counter: <L extends string>(name: string, help: string, labelNames: readonly L[]) => Counter<L>;
   /** A scrape-time read that, when it fails, keeps the last values and counts the failure. */
   guarded: (metric: string, read: () => Promise<void>) => () => Promise<void>;
+  /** Counts a failed scrape-time read of `metric`. */
+  failed: (metric: string) => void;
 };
 
 /** Creates the registry: HTTP, indexer, RPC, keeper and webhook metrics, and the per-chain and delivery gauges. */
@@ -42,9 +45,12 @@ export function createMetrics(opts: {
   chainGauges(ctx);
   deliveryGauges(ctx);
   poolGauges(ctx, opts.poolMax);
+  const renewals = renewalMetrics(ctx.reg, ctx.sql, ctx.failed);
 
   return {
     registry,
+    /** What the renewal outlook of each chain reports. */
+    renewals,
     /** One HTTP request answered. */
     http,
     /** What the indexer of `chainId` reports after each commit. */
@@ -73,14 +79,15 @@ function metricsContext(registry: Registry, sql: Sql): Ctx {
     "Reads for a scrape that failed (the gauges keep their last values)",
     ["metric"],
   );
+  const failed = (metric: string) => scrapeErrors.inc({ metric });
   const guarded = (metric: string, read: () => Promise<void>) => async () => {
     try {
       await read();
     } catch {
-      scrapeErrors.inc({ metric });
+      failed(metric);
     }
   };
-  return { reg, sql, counter, guarded };
+  return { reg, sql, counter, guarded, failed };
 }
 
 /** Requests and their durations by route template, method and status. */

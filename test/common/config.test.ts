@@ -118,3 +118,29 @@ describe("loadConfig", () => {
     expect(() => requireChain(ok)).not.toThrow();
   });
 });
+
+describe("renewal variables (renewals.md §6)", () => {
+  test("defaults, values, and MULTICALL_ADDRESS_<chainId> lowercased per chain", () => {
+    const d = loadConfig({});
+    expect([d.RENEWAL_HORIZON_S, d.RENEWAL_NOTICE_S, d.RENEWAL_CHECK_INTERVAL_S, d.RENEWAL_RPC_CONCURRENCY]).toEqual([
+      604800, 259200, 900, 4,
+    ]);
+    expect(d.multicallAddresses).toEqual({});
+    const c = loadConfig({
+      RENEWAL_NOTICE_S: "0",
+      RENEWAL_CHECK_INTERVAL_S: "10",
+      MULTICALL_ADDRESS_10: "0xAbCdEf0000000000000000000000000000000002",
+    });
+    expect([c.RENEWAL_NOTICE_S, c.RENEWAL_CHECK_INTERVAL_S]).toEqual([0, 10]);
+    expect(c.multicallAddresses).toEqual({ 10: "0xabcdef0000000000000000000000000000000002" });
+  });
+
+  test.each([
+    ["RENEWAL_HORIZON_S", "0"],
+    ["RENEWAL_CHECK_INTERVAL_S", "soon"],
+    ["RENEWAL_RPC_CONCURRENCY", "0"],
+    ["MULTICALL_ADDRESS_10", "0x1234"],
+  ])("%s=%p stops start-up naming it", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
+  });
+});

@@ -23,10 +23,33 @@ export function verifyDelivery(secret: string, headers: Headers, body: string, n
     .some((s) => s.length === expected.length && timingSafeEqual(Buffer.from(s), expected));
 }
 
+/** A renewal event's part of the line: what the outlook says, or the upcoming charge. */
+function renewalSummary(data: Record<string, unknown>): string | null {
+  const r = data.renewal as Record<string, unknown> | undefined;
+  const units = (base: unknown, decimals: unknown, currency: unknown) =>
+    typeof base !== "string"
+      ? ""
+      : `${typeof decimals === "number" ? formatUnits(BigInt(base), decimals) : base} ${currency ?? "(base units)"}`;
+  if (r) {
+    const due = `due ${String(r.due_at)}`;
+    if (r.outlook === "will_renew") return `will renew, ${due}`;
+    return `at risk: ${String(r.reason)}, short ${units(r.shortfall, r.token_decimals, r.currency)}, ${due}`;
+  }
+  if (typeof data.due_at === "string")
+    return `${units(data.amount, data.token_decimals, data.currency)} due ${data.due_at}`;
+  return null;
+}
+
 /** What a line says about an event's object: the subscription, amount or status change. */
 function summarize(event: { type?: string; data?: { object?: Record<string, unknown>; previous_status?: string } }) {
   const o = event.data?.object ?? {};
   const parts: string[] = [];
+  const renewal = event.type?.startsWith("subscription.renewal_") ? renewalSummary(event.data ?? {}) : null;
+  if (renewal) {
+    if (typeof o.allocation_id === "string") parts.push(`subscription ${o.allocation_id.split(":").pop()}`);
+    parts.push(renewal);
+    return parts.join(", ");
+  }
   if (typeof o.allocation_id === "string") parts.push(`subscription ${o.allocation_id.split(":").pop()}`);
   if (event.data?.previous_status) parts.push(`${event.data.previous_status} → ${o.status}`);
   else if (o.status !== undefined) parts.push(String(o.status));

@@ -3,6 +3,7 @@ import { rmSync } from "node:fs";
 import { createPublicClient, http, type Address } from "viem";
 import { createApiKey } from "../../auth/api-keys";
 import { startAnvil, type Anvil } from "../../chain/anvil";
+import { installMulticall3 } from "../../chain/multicall3";
 import { loadConfig } from "../../common/config";
 import { createLogger, type LogLevel } from "../../common/log";
 import { createDb, type Db } from "../../db/client";
@@ -116,6 +117,8 @@ function devEnv(demos: Demo[], dataDir: string, apiPort: number, logLevel?: LogL
     HOST: host,
     LOG_LEVEL: logLevel ?? process.env.LOG_LEVEL ?? "warn",
     LOG_FORMAT: process.env.LOG_FORMAT || "pretty",
+    // Renewal outlooks follow the demo closely (renewals.md §6).
+    RENEWAL_CHECK_INTERVAL_S: process.env.RENEWAL_CHECK_INTERVAL_S || "10",
   });
 }
 
@@ -186,6 +189,7 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
         const args = ["--accounts", "25", "--chain-id", String(31337 + i)];
         const anvil = await startAnvil({ port: i === 0 ? anvilPort : undefined, args });
         anvils.push(anvil);
+        await installMulticall3(anvil.rpcUrl);
         return { anvil, seeded: await seedDemo(anvil.rpcUrl, anvil.chainId) };
       }),
     );

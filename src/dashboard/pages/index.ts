@@ -3,7 +3,8 @@ import { activityPage } from "./activity";
 import { apiKeysPage } from "./api-keys";
 import { overviewPage } from "./overview";
 import type { Page } from "./page";
+import { renewalsPage } from "./renewals";
 import { subscriptionsPage } from "./subscriptions";
 import { webhooksPage } from "./webhooks";
 
-export const pages: Page[] = [overviewPage, subscriptionsPage, activityPage, webhooksPage, apiKeysPage];
+export const pages: Page[] = [overviewPage, subscriptionsPage, renewalsPage, activityPage, webhooksPage, apiKeysPage];

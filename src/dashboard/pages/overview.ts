@@ -5,6 +5,7 @@ import { card, h, replace } from "../dom";
 import { formatAmount, formatDate, formatExact, toFloat } from "../format";
 import { STATUSES, type Stats } from "../types";
 import type { Page } from "./page";
+import { renewalsCard } from "./renewals";
 
 const INTERVALS = [
   ["day", "Daily · 30 days"],
@@ -228,6 +229,7 @@ export const overviewPage: Page = {
         `${formatDate(stats.since)} – ${formatDate(new Date(Date.parse(stats.until) - 1).toISOString())} · UTC`,
       ),
       revenueCard(stats, totals),
+      renewalsCard(stats),
       h("div", { class: "two" }, runRateCard(stats), statusCard(stats)),
       failuresCard(stats),
     );

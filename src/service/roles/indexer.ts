@@ -4,6 +4,7 @@ import { createIndexer, type Indexer } from "../../indexer";
 import { statsRollupsHook } from "../../indexer/rollups";
 import { eventsHook } from "../../events/hook";
 import { fanOut } from "../../webhooks/fanout";
+import { chainRenewals, type ChainRenewals } from "../../renewals";
 import type { Role } from "../context";
 
 /**
@@ -16,7 +17,10 @@ export const indexerRole: Role = {
   async start({ config, db, notifier, chains, log, service, indexerHooks, metrics }) {
     requireChain(config);
     const started: Indexer[] = [];
+    const renewals: ChainRenewals[] = [];
     for (const chain of chains.indexed ?? []) {
+      // Renewal outlooks: evaluated by this chain's indexer leader, with their own RPC client (renewals.md §3).
+      const outlooks = chainRenewals({ sql: db.sql, config, chain, log, onEvents: fanOut, metrics: metrics?.renewals });
       const indexer = createIndexer({
         sql: db.sql,
         db,
@@ -30,15 +34,23 @@ export const indexerRole: Role = {
         },
         notifier,
         log,
-        hooks: [statsRollupsHook(), eventsHook({ onEvents: fanOut }), ...indexerHooks],
+        hooks: [
+          statsRollupsHook(),
+          eventsHook({ onEvents: fanOut, extra: outlooks.upcoming }),
+          outlooks.hook,
+          ...indexerHooks,
+        ],
         observer: metrics?.indexer(chain.chainId),
       });
       await indexer.start();
       started.push(indexer);
+      outlooks.start(() => indexer.status().leader);
+      renewals.push(outlooks);
       service.indexers.set(chain.chainId, indexer);
     }
     service.indexer = service.indexers.get(chains.defaultChainId) ?? started[0];
     return async () => {
+      await Promise.all(renewals.map((r) => r.stop()));
       await Promise.all(started.map((i) => i.stop()));
     };
   },

@@ -51,6 +51,7 @@ function record(x: SubscriptionSeed): SubscriptionRecord {
     remaining_executions: max === 0 ? null : max - times,
     created_at: iso(x.created_at),
     is_blocked: blocked,
+    renewal: null, // the seed stores no outlooks
   };
 }
 

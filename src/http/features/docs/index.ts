@@ -310,6 +310,7 @@ export function docsRoutes() {
           tags: [
             { name: "activity", description: "Charges, failed charges and credit refills of a merchant" },
             { name: "subscriptions", description: "Subscription allocations with their computed status" },
+            { name: "renewals", description: "Which upcoming renewals will fail, and why, before they do" },
             { name: "authorization", description: "Is a wallet authorized for a plan? (public)" },
             { name: "stats", description: "Revenue, failures, subscriptions and run rate of a merchant over time" },
             { name: "events", description: "The event log: what webhooks deliver, readable and pageable" },

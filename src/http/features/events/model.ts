@@ -24,8 +24,25 @@ export const EventObject = t.Object({
     {
       object: t.Unknown({ description: "The activity record, the subscription record, or `{id, type}`" }),
       previous_status: t.Optional(t.String({ description: "subscription.status_changed only: the status before" })),
+      due_at: t.Optional(t.String({ description: "subscription.renewal_upcoming only: the due instant" })),
+      amount: t.Optional(t.String({ description: "subscription.renewal_upcoming only: the charge, base units" })),
+      currency: t.Optional(t.Union([t.String(), t.Null()], { description: "subscription.renewal_upcoming only" })),
+      token_decimals: t.Optional(
+        t.Union([t.Integer(), t.Null()], { description: "subscription.renewal_upcoming only" }),
+      ),
+      renewal: t.Optional(t.Unknown({ description: "renewal_at_risk / renewal_recovered: the outlook observed" })),
+      previous_renewal: t.Optional(
+        t.Unknown({
+          description: "renewal_at_risk / renewal_recovered: the outlook last sent for that due instant, or null",
+        }),
+      ),
     },
-    { description: "`object`, plus `previous_status` for subscription.status_changed" },
+    {
+      description:
+        "`object`, plus `previous_status` for subscription.status_changed; `due_at`, `amount`, `currency`, " +
+        "`token_decimals` for subscription.renewal_upcoming; `renewal`, `previous_renewal` for renewal_at_risk and " +
+        "renewal_recovered (see GET /v0/renewals)",
+    },
   ),
 });
 

@@ -20,6 +20,15 @@ const tokenFields = {
 const amount = (description: string) => t.String({ pattern: "^[0-9]+$", description });
 
 /** The body of `GET /v0/stats/:merchant`. */
+const renewalFigure = (description: string) =>
+  t.Object(
+    {
+      count: t.Integer({ description: "How many charges" }),
+      amount: t.String({ description: "Their sum, token base units (decimal)" }),
+    },
+    { description },
+  );
+
 export const StatsResponse = t.Object({
   merchant: t.String({ description: "The merchant (lowercase)" }),
   chain_id: t.Integer({ description: "The chain read" }),
@@ -77,6 +86,24 @@ export const StatsResponse = t.Object({
     }),
     { description: "What the ACTIVE subscriptions bring in per 30 days, per token" },
   ),
+  renewals: t.Array(
+    t.Object({
+      ...tokenFields,
+      due: renewalFigure("Charges due within the horizon (RENEWAL_HORIZON_S) or past due, with an outlook"),
+      will_renew: renewalFigure("Of them, those that will renew"),
+      at_risk: t.Composite([
+        renewalFigure("Of them, those at risk"),
+        t.Object({
+          by_reason: t.Object({
+            AllowanceExpired: renewalFigure("At risk: the allowance expires before the charge"),
+            InsufficientAllowance: renewalFigure("At risk: the allowance to the processor is too small"),
+            InsufficientBalance: renewalFigure("At risk: the balance is too small"),
+          }),
+        }),
+      ]),
+    }),
+    { description: "Renewal outlooks of the charges due within the horizon, per token (see GET /v0/renewals)" },
+  ),
 });
 
 /** The stats response. */
@@ -126,6 +153,24 @@ const example: StatsResponse = {
     ],
   },
   run_rate: [{ token: USDC, currency: "USDC", token_decimals: 6, amount_per_30d: "49950000", active_subscriptions: 5 }],
+  renewals: [
+    {
+      token: USDC,
+      currency: "USDC",
+      token_decimals: 6,
+      due: { count: 5, amount: "49950000" },
+      will_renew: { count: 4, amount: "39960000" },
+      at_risk: {
+        count: 1,
+        amount: "9990000",
+        by_reason: {
+          AllowanceExpired: { count: 0, amount: "0" },
+          InsufficientAllowance: { count: 0, amount: "0" },
+          InsufficientBalance: { count: 1, amount: "9990000" },
+        },
+      },
+    },
+  ],
 };
 
 /** Path of the route. */

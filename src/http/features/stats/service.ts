@@ -8,6 +8,7 @@ import { chainNow, statusJoins, statusSql, SUBSCRIPTION_STATUSES } from "../../.
 import { DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { InvalidParameterError } from "../../errors";
 import { MAX_INSTANT, MIN_INSTANT } from "../../params";
+import { renewalTotals } from "../renewals/service";
 import type { StatsInterval, StatsResponse } from "./model";
 
 /** Most periods one response may hold. */
@@ -201,12 +202,13 @@ export async function merchantStats(sql: Sql, req: StatsRequest): Promise<StatsR
         rollups(tx, q, "FAIL"),
         subscriptionFigures(tx, q),
         cancelledPerPeriod(tx, q),
+        renewalTotals(tx, req.merchant, req.chainId),
       ]);
       return { q, parts };
     }),
     DEADLINE_LIST_MS,
   );
-  const [revenue, failures, figures, cancelled] = parts;
+  const [revenue, failures, figures, cancelled, renewals] = parts;
   const statuses = figures.filter((f) => f.kind === "status");
   const created = figures.filter((f) => f.kind === "created").map((f) => ({ period_start: f.key!, count: f.count }));
   const rate = figures.filter((f) => f.kind === "run_rate").sort((x, y) => (x.token! < y.token! ? -1 : 1));
@@ -250,5 +252,6 @@ export async function merchantStats(sql: Sql, req: StatsRequest): Promise<StatsR
       amount_per_30d: r.amount!,
       active_subscriptions: Number(r.count),
     })),
+    renewals,
   };
 }

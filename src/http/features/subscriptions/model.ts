@@ -6,6 +6,7 @@ import { responses } from "../docs";
 import { SUBSCRIPTION_STATUSES } from "../../../domain/status";
 import { csvText, formatUnits, type CsvColumn } from "../../csv";
 import { FormatParamDoc, withCsvContent } from "../../stream";
+import { renewalExample, RenewalSchema } from "../renewals/model";
 
 export { SUBSCRIPTION_STATUSES, type SubscriptionStatus } from "../../../domain/status";
 
@@ -40,6 +41,9 @@ export const SubscriptionRecord = t.Object({
   remaining_executions: t.Union([t.Integer(), t.Null()], { description: "Executions left; null means unlimited" }),
   created_at: t.String({ format: "date-time", description: "Block timestamp of the subscription" }),
   is_blocked: t.Boolean({ description: "Whether the merchant has blocked the subscriber on this module" }),
+  renewal: t.Union([RenewalSchema, t.Null()], {
+    description: "The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none",
+  }),
 });
 
 /** A subscription record. */
@@ -59,6 +63,13 @@ const example: SubscriptionRecord = {
   remaining_executions: 9,
   created_at: "2026-09-21T10:00:00.000Z",
   is_blocked: false,
+  renewal: {
+    ...renewalExample,
+    due_at: "2026-12-20T10:00:00.000Z",
+    outlook: "will_renew",
+    reason: null,
+    shortfall: "0",
+  },
 };
 
 /** A subscription record plus the decimals of its plan's token (null when unknown), for the CSV. */

@@ -21,6 +21,7 @@ import {
 import type { ReadDeps } from "../../chain-state";
 import { keysetBatches, listContentHeaders, listResponse, type ListFormat } from "../../stream";
 import { csvText } from "../../csv";
+import { renewalColumn, renewalJoins } from "../../../renewals/sql";
 
 /** A subscription row as the queries below select it: the record's columns, plus what lists need. */
 export type SubscriptionRow = SubscriptionRecordRow & {
@@ -33,7 +34,7 @@ export type SubscriptionRow = SubscriptionRecordRow & {
 function columns(sql: Sql) {
   return sql`s.chain_id, s.subscription_id, s.module, s.subscriber, s.plan_id, s.max_executions, s.times_executed,
     s.total_spent, s.created_at, s.next_charge_at, s.allowance_expiry, s.paused, s.cancelled,
-    coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status`;
+    coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status, ${renewalColumn(sql)}`;
 }
 
 /** The API record of a row (one mapping, in domain/records.ts). */
@@ -70,6 +71,7 @@ export async function selectSubscriptions(
       from subscriptions s
       cross join ${chainNow(sql, q.chainId)}
       ${statusJoins(sql)}
+      ${renewalJoins(sql)}
       left join tokens tk on tk.chain_id = p.chain_id and tk.address = p.token
       where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId}
       ${q.maxBlock !== undefined ? sql`and s.block_number <= ${q.maxBlock}::bigint` : sql``}
@@ -148,6 +150,7 @@ export async function getSubscription(
       from subscriptions s
       cross join ${chainNow(sql, q.chainId)}
       ${statusJoins(sql)}
+      ${renewalJoins(sql)}
       where s.chain_id = ${q.chainId} and s.subscription_id = ${q.subscriptionId} and s.merchant = ${q.merchant}`,
     DEADLINE_FAST_MS,
   );

@@ -1,0 +1,96 @@
+/**
+ * Renewal outlook benchmark (issue 21): N chargeable subscriptions due within the horizon, each of its own wallet
+ * (the worst case: 3 reads per subscription), evaluated against a real anvil through Multicall3 `aggregate3`, on
+ * PGlite (default) or Postgres (DATABASE_URL). The subscriptions are written to the database directly (creating
+ * 100,000 on-chain would take the bench an hour); every read goes to the chain: the token's balanceOf and allowance,
+ * the processor's creditOf, pinned to the indexed block. Prints the time to evaluate them all and the HTTP requests
+ * sent per 1,000 subscriptions.
+ *
+ *   bun run bench/renewals.ts [--subscriptions 100000] [--concurrency 4] [--per-pass 50000]
+ */
+import { MULTICALL3_ADDRESS } from "../src/chain/multicall3";
+import { createRenewalLoop } from "../src/renewals/loop";
+import { createRenewalReader } from "../src/renewals/reader";
+import { createTestChain } from "../testkit/chain";
+import { createTestDb } from "../testkit/db";
+
+const arg = (name: string, def: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : def;
+};
+const N = arg("subscriptions", 100_000);
+const CONCURRENCY = arg("concurrency", 4);
+const PER_PASS = arg("per-pass", 50_000);
+
+const chain = await createTestChain();
+const db = await createTestDb({ max: 4 });
+try {
+  const token = (await chain.deployToken()).toLowerCase();
+  const module = (await chain.createModule("merchant")).toLowerCase();
+  // A few real balances among the wallets (the rest hold nothing): alice, and the deployer's mints.
+  await chain.fund("alice", token as `0x${string}`, 1_000_000_000n);
+  const head = await chain.publicClient.getBlock({ blockTag: "latest" });
+  const now = Number(head.timestamp);
+  const { sql } = db;
+  await sql`insert into chains (chain_id, processor, start_block, indexed_block, indexed_hash, indexed_time, head_block)
+    values (${chain.chainId}, ${chain.processor.toLowerCase()}, 0, ${head.number.toString()}, ${head.hash},
+      to_timestamp(${now}), ${head.number.toString()})`;
+  await sql`insert into plans (chain_id, module, plan_id, token, amount, interval_s, grace_s, block_number, log_index)
+    values (${chain.chainId}, ${module}, 1, ${token}, 9990000, 2592000, 0, 1, 0)`;
+  const t0 = performance.now();
+  await sql`insert into subscriptions (chain_id, subscription_id, module, merchant, subscriber, plan_id,
+      max_executions, times_executed, total_spent, created_at, last_paid_at, next_charge_at, allowance_expiry,
+      paused, cancelled, block_number, log_index, tx_hash)
+    select ${chain.chainId}, 1 + g, ${module}, ${chain.address("merchant").toLowerCase()},
+      case when g % 1000 = 0 then ${chain.address("alice").toLowerCase()} else '0xd' || lpad(to_hex(g), 39, '0') end,
+      1, 0, 1, 9990000, ${now - 2592000}, ${now - 2592000 + 600}, ${now} + (g * 6) % 604000, 0, false, false,
+      1 + g / 100, g % 100, '0xe' || lpad(to_hex(g), 63, '0')
+    from generate_series(0, ${N - 1}) g`;
+  console.log(`seeded ${N} subscriptions in ${((performance.now() - t0) / 1000).toFixed(1)} s (${db.kind})`);
+
+  const reader = createRenewalReader({
+    rpcUrl: chain.rpcUrl,
+    processor: chain.processor,
+    multicall: MULTICALL3_ADDRESS,
+    concurrency: CONCURRENCY,
+  });
+  const passes: { evaluated: number; seconds: number }[] = [];
+  const loop = createRenewalLoop({
+    sql,
+    chainId: chain.chainId,
+    reader,
+    isLeader: () => true,
+    horizonS: 604_800,
+    intervalS: 900,
+    pollMs: 1000,
+    walletsPerPass: PER_PASS,
+    onPass: (r) => passes.push({ evaluated: r.evaluated, seconds: r.seconds }),
+  });
+  const started = performance.now();
+  while (await loop.runOnce());
+  const seconds = (performance.now() - started) / 1000;
+  const [row] = await sql<{ n: number; risk: number }[]>`
+    select count(*)::int as n, count(*) filter (where outlook = 'at_risk')::int as risk from renewal_outlooks`;
+  const requests = reader.requests();
+  console.log(
+    JSON.stringify(
+      {
+        subscriptions: N,
+        evaluated: row!.n,
+        at_risk: row!.risk,
+        seconds: Number(seconds.toFixed(2)),
+        per_second: Math.round(row!.n / seconds),
+        rpc_requests: requests,
+        rpc_requests_per_1000: Number(((requests * 1000) / N).toFixed(2)),
+        passes: passes.map((p) => [p.evaluated, Number(p.seconds.toFixed(2))]),
+        concurrency: CONCURRENCY,
+        database: db.kind,
+      },
+      null,
+      2,
+    ),
+  );
+} finally {
+  await db.close();
+  await chain.stop();
+}

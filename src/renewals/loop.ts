@@ -1,0 +1,172 @@
+/**
+ * The evaluation loop of one chain (renewals.md §3), run by the indexer's leader beside its poll loop (never inside
+ * it: a slow or failing read never holds the index back). Each pass pins the indexed block, takes the wallets whose
+ * outlooks are missing, stale (`RENEWAL_CHECK_INTERVAL_S`) or touched by a log the index has committed, reads their
+ * funds and credits at that block, judges every chargeable charge of theirs due within the horizon, and stores the
+ * outlooks. A wallet whose reads failed keeps its previous outlooks and is tried again at the next pass.
+ */
+import { createPollLoop, type PollLoop } from "../common/async";
+import { describeError } from "../common/errors";
+import type { Logger } from "../common/log";
+import type { Sql } from "../db/client";
+import type { Q } from "../db/query";
+import { evaluateRenewals, type Outlook } from "./outlook";
+import { dueCharges, indexedBlock, saveOutlooks, walletsToEvaluate, type OutlookRow } from "./queries";
+import type { RenewalReader } from "./reader";
+
+/** What one pass did, for metrics. */
+export type PassReport = {
+  chainId: number;
+  evaluated: number;
+  failedWallets: number;
+  seconds: number;
+  outlooks: Outlook[];
+};
+
+/** Options of `createRenewalLoop`. */
+export type RenewalLoopOptions = {
+  sql: Sql;
+  chainId: number;
+  reader: RenewalReader;
+  /** Whether this process leads the chain's indexer (only the leader evaluates). */
+  isLeader: () => boolean;
+  horizonS: number;
+  intervalS: number;
+  /** Pause between passes that found nothing to do. */
+  pollMs: number;
+  /** Wallets per pass. */
+  walletsPerPass?: number;
+  log?: Logger;
+  /** Wall clock, unix seconds. */
+  now?: () => number;
+  /** Inside the transaction that stored a pass's outlooks, with the rows stored (the renewal events). */
+  onSaved?: (tx: Q, rows: OutlookRow[], checked: { block: bigint; time: number }) => Promise<void>;
+  onPass?: (report: PassReport) => void;
+};
+
+/** The loop of one chain. */
+export type RenewalLoop = {
+  start(): void;
+  stop(): Promise<void>;
+  /** Wallets a log touched at `block`: evaluated at the first pass once the index has committed that block. */
+  markDirty(wallets: Iterable<string>, block: bigint): void;
+  /** One pass now; resolves true when wallets were left for the next one. */
+  runOnce(): Promise<boolean>;
+};
+
+/** Creates the evaluation loop of one chain. */
+export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
+  const { sql, chainId, reader } = opts;
+  const log = opts.log ?? (() => {});
+  const clock = opts.now ?? (() => Math.floor(Date.now() / 1000));
+  const perPass = opts.walletsPerPass ?? 50_000;
+  // wallet → newest block that touched it (evaluated once the index has committed it).
+  const dirty = new Map<string, bigint>();
+  const scanMs = Math.max(opts.pollMs, Math.min((opts.intervalS * 1000) / 4, 30_000));
+  let lastScan = -Infinity;
+  let more = false;
+  let loop: PollLoop | null = null;
+
+  const markDirty = (wallets: Iterable<string>, block: bigint) => {
+    for (const w of wallets) if ((dirty.get(w) ?? -1n) < block) dirty.set(w, block);
+  };
+
+  async function runOnce(): Promise<boolean> {
+    if (!opts.isLeader()) return false;
+    const checked = await indexedBlock(sql, chainId);
+    if (!checked) return false;
+    const started = performance.now();
+    const now = Math.max(clock(), checked.time);
+    const until = now + opts.horizonS;
+    const touched = [...dirty].filter(([, b]) => b <= checked.block).map(([w]) => w);
+    for (const w of touched) dirty.delete(w);
+    // The scan for missing or stale outlooks reads every due allocation: at most every `scanMs` (a quarter of the
+    // check interval, 30 s at most), unless the last one left wallets behind; touched wallets go at every pass.
+    const scan = Date.now() - lastScan >= scanMs || more;
+    if (scan) lastScan = Date.now();
+    const stale = scan
+      ? await walletsToEvaluate(sql, chainId, {
+          until,
+          staleBefore: clock() - opts.intervalS,
+          limit: Math.max(1, perPass - touched.length),
+        })
+      : [];
+    more = stale.length >= Math.max(1, perPass - touched.length);
+    const wallets = [...new Set([...touched, ...stale])];
+    if (wallets.length === 0) return false;
+    const charges = await dueCharges(sql, chainId, wallets, until);
+    const pairs = new Map(charges.map((c) => [`${c.wallet}:${c.token}`, { wallet: c.wallet, token: c.token }]));
+    const credits = charges
+      .filter((c) => c.refilled)
+      .map((c) => ({ key: c.key, module: c.module, subscriptionId: c.onChainId }));
+    const refilled = new Set(credits.map((c) => c.key));
+    let read;
+    try {
+      read = await reader.read(checked.block, { pairs: [...pairs.values()], credits });
+    } catch (err) {
+      markDirty(touched, checked.block);
+      throw err;
+    }
+    const outlooks = evaluateRenewals(charges, {
+      blockTime: checked.time,
+      funds: (w, t) => read.funds.get(`${w}:${t}`),
+      credit: (k) => (refilled.has(k) ? read.credits.get(k) : 0n),
+    });
+    const failed = new Set(charges.filter((c) => !outlooks.has(c.key)).map((c) => c.wallet));
+    const rows = charges
+      .filter((c) => !failed.has(c.wallet))
+      .map((c) => ({ charge: c, outlook: outlooks.get(c.key)!, checkedBlock: checked.block, checkedAt: checked.time }));
+    await sql.begin(async (tx) => {
+      await saveOutlooks(
+        tx,
+        chainId,
+        wallets.filter((w) => !failed.has(w)),
+        rows,
+      );
+      await opts.onSaved?.(tx, rows, checked);
+    });
+    if (failed.size > 0) {
+      markDirty(failed, checked.block);
+      log("warn", "renewal reads failed; previous outlooks kept", {
+        chainId,
+        wallets: failed.size,
+        calls: read.failed,
+      });
+    }
+    const seconds = (performance.now() - started) / 1000;
+    opts.onPass?.({
+      chainId,
+      evaluated: rows.length,
+      failedWallets: failed.size,
+      seconds,
+      outlooks: rows.map((r) => r.outlook),
+    });
+    // Failed wallets wait for the next pass (no busy retry); a full pass means more are waiting.
+    return more;
+  }
+
+  return {
+    start() {
+      if (loop) return;
+      loop = createPollLoop({
+        intervalMs: opts.pollMs,
+        step: runOnce,
+        maxBackoffMs: Math.max(opts.pollMs, opts.intervalS * 1000),
+        onError: (err, failures, delayMs) => {
+          log(failures > 3 ? "error" : "warn", "renewal evaluation failed", {
+            chainId,
+            error: describeError(err),
+            retryInMs: delayMs,
+          });
+        },
+      });
+      loop.start();
+    },
+    async stop() {
+      await loop?.stop();
+      loop = null;
+    },
+    markDirty,
+    runOnce,
+  };
+}

@@ -1,0 +1,112 @@
+/**
+ * `subscription.renewal_at_risk` and `subscription.renewal_recovered` (renewals.md §4): observations of an evaluation
+ * at its `checked_block`, one per change. `at_risk` when a due instant (an allocation's next_charge_at) is first judged
+ * at risk, or for another reason than the last one sent for it; `recovered` when it is judged to renew after an
+ * `at_risk` was sent for it. What was last sent is kept on the outlook row (`sent_for`, `sent`). A reorg does not
+ * withdraw them: the next evaluation on the new branch decides.
+ */
+import { toSubscriptionRecord, type SubscriptionRecordRow } from "../domain/records";
+import type { RenewalObject } from "../domain/renewal-record";
+import { chainNow, statusJoins, statusSql } from "../domain/status";
+import type { Sql } from "../db/client";
+import { eventIdOf } from "../events/ids";
+import type { OnEvents } from "../events/hook";
+import { insertEvents } from "../events/queries";
+import type { NewEvent } from "../events/timeline";
+import type { Q } from "../db/query";
+import type { OutlookRow } from "./queries";
+import { renewalColumn, renewalJoins } from "./sql";
+
+/** Whether a change of outlook is announced, and as what; `sent` is the last outlook sent for this due instant. */
+export function observationType(
+  now: { outlook: string; reason: string | null },
+  sent: { outlook: string; reason: string | null } | null,
+): "subscription.renewal_at_risk" | "subscription.renewal_recovered" | null {
+  if (now.outlook === "at_risk") {
+    return sent?.outlook === "at_risk" && sent.reason === now.reason ? null : "subscription.renewal_at_risk";
+  }
+  return sent?.outlook === "at_risk" ? "subscription.renewal_recovered" : null;
+}
+
+/** The subscription records (status now, stored outlook) of allocations, by on-chain id. */
+async function records(tx: Q, chainId: number, ids: string[]) {
+  const sql = tx as unknown as Sql; // the status fragments are typed for the pool; a transaction renders them alike
+  const rows = await sql<(SubscriptionRecordRow & { subscription_id: string })[]>`
+    select s.chain_id, s.subscription_id, s.module, s.subscriber, s.plan_id, s.max_executions, s.times_executed,
+      s.total_spent, s.created_at, s.next_charge_at, s.allowance_expiry, s.paused, s.cancelled,
+      coalesce(b.blocked, false) as is_blocked, ${statusSql(sql)} as status, ${renewalColumn(sql)}
+    from subscriptions s
+    cross join ${chainNow(sql, chainId)}
+    ${statusJoins(sql)}
+    ${renewalJoins(sql)}
+    where s.chain_id = ${chainId} and s.subscription_id = any(${ids}::text[]::numeric[])`;
+  return new Map(rows.map((r) => [r.subscription_id, toSubscriptionRecord(r)]));
+}
+
+/**
+ * Inside the transaction that stored an evaluation's outlooks: writes the observation events of the changes among
+ * `rows`, records them as sent, and hands their range to `onEvents` (the webhook fan-out).
+ */
+export async function writeObservations(
+  tx: Q,
+  chainId: number,
+  rows: OutlookRow[],
+  checked: { block: bigint; time: number },
+  onEvents?: OnEvents,
+): Promise<NewEvent[]> {
+  if (rows.length === 0) return [];
+  const ids = rows.map((r) => r.charge.key);
+  const sentRows = await tx<{ id: string; sent_for: string | null; sent: RenewalObject | null }[]>`
+    select subscription_id::text as id, sent_for::text, sent from renewal_outlooks
+    where chain_id = ${chainId} and subscription_id = any(${ids}::text[]::numeric[])`;
+  const sentBy = new Map(sentRows.map((r) => [r.id, r]));
+  const changed: {
+    row: OutlookRow;
+    type: NonNullable<ReturnType<typeof observationType>>;
+    previous: RenewalObject | null;
+  }[] = [];
+  for (const row of rows) {
+    const s = sentBy.get(row.charge.key);
+    const previous = s?.sent && s.sent_for === String(row.charge.nextChargeAt) ? s.sent : null;
+    const type = observationType(row.outlook, previous);
+    if (type) changed.push({ row, type, previous });
+  }
+  if (changed.length === 0) return [];
+  const recs = await records(
+    tx,
+    chainId,
+    changed.map((c) => c.row.charge.key),
+  );
+  const events: NewEvent[] = [];
+  for (const { row, type, previous } of changed) {
+    const object = recs.get(row.charge.key);
+    if (!object?.renewal) continue; // no longer shown (e.g. paused meanwhile): nothing to announce
+    const { charge: c, outlook: o } = row;
+    events.push({
+      id: eventIdOf(chainId, "renewal", c.key, c.nextChargeAt, o.outlook, o.reason ?? "", checked.block),
+      merchant: c.merchant,
+      type,
+      blockNumber: checked.block,
+      logIndex: 2147483647, // after every log of the block it observed
+      subIndex: 0,
+      ts: checked.time,
+      data: { object, renewal: object.renewal, previous_renewal: previous },
+    });
+  }
+  if (events.length === 0) return [];
+  const sent = events.map((e) => JSON.stringify((e.data as { renewal: RenewalObject }).renewal));
+  const sentIds = events.map((e) => (e.data as { object: { on_chain_id: string } }).object.on_chain_id);
+  await tx`update renewal_outlooks o set sent_for = o.next_charge_at, sent = x.sent::jsonb
+    from unnest(${sentIds}::text[]::numeric[], ${sent}::text[]) as x(id, sent)
+    where o.chain_id = ${chainId} and o.subscription_id = x.id`;
+  const range = await insertEvents(tx, chainId, events);
+  if (range && onEvents) {
+    await onEvents(tx, {
+      chainId,
+      ...range,
+      withdrawals: false,
+      merchants: [...new Set(events.map((e) => e.merchant))],
+    });
+  }
+  return events;
+}

@@ -1,0 +1,111 @@
+/**
+ * The renewal outlook (renewals.md §2): what the next charge of each subscription will do, judged from the state of
+ * one block. Pure: the reader supplies the block's balances, allowances and credits.
+ */
+
+/** A failure the outlook can foresee (`TransferFailed` never is). */
+export type RenewalReason = "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance";
+
+/** The reasons, in the contract's order of checks. */
+export const RENEWAL_REASONS: readonly RenewalReason[] = [
+  "AllowanceExpired",
+  "InsufficientAllowance",
+  "InsufficientBalance",
+];
+
+/** One chargeable subscription's next charge. Times are unix seconds. */
+export type DueCharge = {
+  /** Caller's key for the subscription (e.g. its on-chain id as a string). */
+  key: string;
+  /** The on-chain subscription id: ties of due instants are ordered by it, as a number. */
+  onChainId: bigint;
+  /** The subscriber and the plan's token (lowercase): one wallet's charges in one token share its funds. */
+  wallet: string;
+  token: string;
+  amount: bigint;
+  nextChargeAt: number;
+  /** 0: never expires. */
+  allowanceExpiry: number;
+};
+
+/** A wallet's funds in one token at the evaluated block: its balance and its allowance to the processor. */
+export type WalletFunds = { balance: bigint; allowance: bigint };
+
+/** What the evaluated block showed; `undefined` where a read failed. */
+export type BlockReads = {
+  blockTime: number;
+  funds: (wallet: string, token: string) => WalletFunds | undefined;
+  credit: (key: string) => bigint | undefined;
+};
+
+/** The outlook of one charge. `balance`, `allowance`, `credit` are what the block showed (before earlier charges). */
+export type Outlook = {
+  dueAt: number;
+  outlook: "will_renew" | "at_risk";
+  reason: RenewalReason | null;
+  amount: bigint;
+  balance: bigint;
+  allowance: bigint;
+  credit: bigint;
+  /** How much more of the limiting resource the charge needs after the earlier charges (0n when it will renew). */
+  shortfall: bigint;
+};
+
+/** The due instant of a charge judged at a block of time `blockTime`: it cannot happen before that block. */
+export const dueInstant = (c: DueCharge, blockTime: number): number => Math.max(c.nextChargeAt, blockTime);
+
+/** Orders charges by due instant, then on-chain id as a number. */
+function byDue(blockTime: number) {
+  return (a: DueCharge, b: DueCharge) =>
+    dueInstant(a, blockTime) - dueInstant(b, blockTime) ||
+    (a.onChainId < b.onChainId ? -1 : a.onChainId > b.onChainId ? 1 : 0);
+}
+
+/**
+ * Judges one wallet's charges in one token, in due order, against its funds: each charge that will be paid from the
+ * wallet's funds consumes its amount from the running balance and allowance before the next is judged; a charge paid
+ * from credit, or judged at risk, consumes nothing. Checks follow the contract: allowance expiry, credit, allowance,
+ * balance. Returns undefined when a read the group needs failed (its previous outlooks stand).
+ */
+function judgeGroup(charges: DueCharge[], reads: BlockReads): Map<string, Outlook> | undefined {
+  const funds = reads.funds(charges[0]!.wallet, charges[0]!.token);
+  if (!funds) return undefined;
+  const credits = charges.map((c) => reads.credit(c.key));
+  if (credits.some((c) => c === undefined)) return undefined;
+  let { balance, allowance } = funds;
+  const out = new Map<string, Outlook>();
+  charges.forEach((c, i) => {
+    const credit = credits[i]!;
+    const dueAt = dueInstant(c, reads.blockTime);
+    const base = { dueAt, amount: c.amount, balance: funds.balance, allowance: funds.allowance, credit };
+    const risk = (reason: RenewalReason, shortfall: bigint) =>
+      out.set(c.key, { ...base, outlook: "at_risk", reason, shortfall });
+    if (c.allowanceExpiry !== 0 && dueAt > c.allowanceExpiry) return risk("AllowanceExpired", c.amount);
+    if (credit >= c.amount) return out.set(c.key, { ...base, outlook: "will_renew", reason: null, shortfall: 0n });
+    if (allowance < c.amount) return risk("InsufficientAllowance", c.amount - allowance);
+    if (balance < c.amount) return risk("InsufficientBalance", c.amount - balance);
+    balance -= c.amount;
+    allowance -= c.amount;
+    out.set(c.key, { ...base, outlook: "will_renew", reason: null, shortfall: 0n });
+  });
+  return out;
+}
+
+/**
+ * The outlooks of a set of chargeable charges judged at one block. Every charge of a wallet in a token that could
+ * come before another must be in the set (the caller passes whole groups). Charges of a group with a failed read get
+ * no outlook.
+ */
+export function evaluateRenewals(charges: readonly DueCharge[], reads: BlockReads): Map<string, Outlook> {
+  const groups = new Map<string, DueCharge[]>();
+  for (const c of charges) {
+    const k = `${c.wallet}:${c.token}`;
+    (groups.get(k) ?? groups.set(k, []).get(k)!).push(c);
+  }
+  const out = new Map<string, Outlook>();
+  for (const group of groups.values()) {
+    group.sort(byDue(reads.blockTime));
+    for (const [k, o] of judgeGroup(group, reads) ?? []) out.set(k, o);
+  }
+  return out;
+}

@@ -1,0 +1,211 @@
+/**
+ * `subscription.renewal_upcoming` (renewals.md §4): derived from the chain like an expiry. For a chargeable
+ * allocation, the notice instant is `next_charge_at − RENEWAL_NOTICE_S`; the event lies in the first block at or after
+ * it, comes before the logs of that block, and is created by the batch whose time range holds it, folding the batch's
+ * logs (a charge, pause, cancel or block before the instant prevents it). None when the instant is at or before the
+ * block that set the schedule, nor twice for one due instant (`renewal_notices`). Its id names the block's hash, the
+ * allocation and the due instant: a re-index gives the same id, a reorg that removes the block withdraws it.
+ */
+import { moduleOfEvent } from "../domain/attribution";
+import { isoFromUnix } from "../domain/records";
+import { eventIdOf } from "../events/ids";
+import { recordOf, statusAt, type NewEvent } from "../events/timeline";
+import type { BatchContext } from "../indexer/hooks";
+import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } from "../domain/subscription";
+import type { Q } from "../db/query";
+import { fromRow, type SubRow } from "../db/rows";
+import type { BatchEvent } from "../indexer/fetch";
+import type { BatchRows } from "../indexer/write";
+
+/** Whether an allocation is chargeable (renewals.md §1). */
+export function chargeable(s: SubState, blocked: boolean): boolean {
+  const max = Number(s.maxExecutions);
+  return !s.cancelled && !s.paused && !blocked && (max === 0 || s.timesExecuted < max);
+}
+
+/** A notice found by the fold: the allocation's state and block flag at the instant. */
+type Notice = { s: SubState; blocked: boolean; instant: number };
+
+/**
+ * Folds one allocation's logs of the batch (its own and its pair's block changes, in chain order) from its state
+ * before the batch, and returns the notice whose instant falls in the window of a state that is chargeable.
+ */
+export function noticesOf(
+  start: SubState | null,
+  blockedBefore: boolean,
+  logs: readonly BatchEvent[],
+  window: { fromTime: number; toTime: number; noticeS: number; merchant?: string; plans: BatchContext["plans"] },
+): Notice[] {
+  const out: Notice[] = [];
+  let s = start ? { ...start } : null;
+  let blocked = blockedBefore;
+  let prev = window.fromTime;
+  const check = (until: number) => {
+    if (!s || !chargeable(s, blocked)) return;
+    const instant = s.nextChargeAt - window.noticeS;
+    const setAt = Math.max(s.createdAt, s.lastPaidAt);
+    if (instant > prev && instant <= until && instant > setAt) out.push({ s: { ...s }, blocked, instant });
+  };
+  for (const ev of logs) {
+    check(ev.blockTime);
+    if (ev.name === "SubscriptionCreated") {
+      if (!window.merchant) return out;
+      s = subscriptionFromCreated(ev, window.merchant);
+    } else if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
+      blocked = ev.name === "SubscriberBlocked";
+    } else if (s) {
+      applyToSubscription(s, ev, window.plans.get(planKey(s.module, s.planId)));
+    }
+    prev = Math.max(prev, ev.blockTime);
+  }
+  check(window.toTime);
+  return out;
+}
+
+/** Chargeable allocations (committed state) whose notice instant lies in `(after, until]`, `skip` left out. */
+async function dueForNotice(q: Q, chainId: number, noticeS: number, after: number, until: number) {
+  return q<(SubRow & { blocked: boolean })[]>`
+    select s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, s.max_executions, s.times_executed,
+      s.total_spent, s.created_at, s.last_paid_at, s.next_charge_at, s.allowance_expiry, s.paused, s.cancelled,
+      s.block_number, s.log_index, s.tx_hash, coalesce(b.blocked, false) as blocked
+    from subscriptions s
+    left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber
+    where s.chain_id = ${chainId} and not s.cancelled and not s.paused
+      and s.next_charge_at > ${after + noticeS} and s.next_charge_at <= ${until + noticeS}`;
+}
+
+/** The batch's allocations to fold: states before it (touched, in-flight, due), their block flags and logs. */
+async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[], noticeS: number) {
+  const { chainId } = ctx;
+  const states = new Map<string, SubState | null>(ctx.rows.before);
+  const blocked = new Map<string, boolean>();
+  // The newest state an uncommitted batch ahead of this one gives (the database may not show it yet).
+  for (const r of [...inFlight].reverse()) {
+    for (const s of r.derived.subscriptions) if (!states.has(s.subscriptionId)) states.set(s.subscriptionId, s);
+  }
+  for (const r of await dueForNotice(tx, chainId, noticeS, ctx.fromTime, ctx.toTime)) {
+    if (!states.has(r.subscription_id)) states.set(r.subscription_id, fromRow(r));
+    blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
+  }
+  const logs = new Map<string, BatchEvent[]>();
+  const pairLogs = new Map<string, BatchEvent[]>();
+  const push = (m: Map<string, BatchEvent[]>, k: string, ev: BatchEvent) => (m.get(k) ?? m.set(k, []).get(k)!).push(ev);
+  for (const ev of ctx.rows.batch.events) {
+    if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
+      push(pairLogs, `${moduleOfEvent(ev)}:${String(ev.args.subscriber)}`, ev);
+    } else if (ev.subscriptionId !== null && ev.name !== "KeeperSet" && ev.name !== "FeeSet") {
+      if (ev.name === "SubscriptionCreated" && !states.has(ev.subscriptionId)) states.set(ev.subscriptionId, null);
+      push(logs, ev.subscriptionId, ev);
+    }
+  }
+  const pairs = new Map<string, [string, string]>();
+  for (const [id, s] of states) {
+    const ev = s ? null : logs.get(id)?.[0];
+    const module = s?.module ?? (ev ? moduleOfEvent(ev)! : "");
+    const subscriber = s?.subscriber ?? String(ev?.args.subscriber ?? "");
+    if (!blocked.has(`${module}:${subscriber}`)) pairs.set(`${module}:${subscriber}`, [module, subscriber]);
+  }
+  if (pairs.size > 0) {
+    const rows = await tx<{ module: string; subscriber: string; blocked: boolean }[]>`
+      select module, subscriber, blocked from blocked_subscribers where chain_id = ${chainId}
+        and (module, subscriber) in (select * from unnest(${[...pairs.values()].map((p) => p[0])}::text[],
+          ${[...pairs.values()].map((p) => p[1])}::text[]))`;
+    for (const r of rows) blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
+  }
+  return { states, blocked, logs, pairLogs };
+}
+
+/** The `renewal_upcoming` events of one batch, placed in their blocks; records them in `renewal_notices`. */
+export async function upcomingEvents(
+  tx: Q,
+  ctx: BatchContext,
+  inFlight: readonly BatchRows[],
+  noticeS: number,
+): Promise<NewEvent[]> {
+  if (noticeS <= 0 || ctx.toTime <= ctx.fromTime) return [];
+  const { chainId } = ctx;
+  const { states, blocked, logs, pairLogs } = await candidates(tx, ctx, inFlight, noticeS);
+  const found: Notice[] = [];
+  for (const [id, s] of states) {
+    const own = logs.get(id) ?? [];
+    const first = s ?? null;
+    const module = first?.module ?? (own[0] ? moduleOfEvent(own[0])! : "");
+    const subscriber = first?.subscriber ?? String(own[0]?.args.subscriber ?? "");
+    const pair = `${module}:${subscriber}`;
+    const merged = [...own, ...(pairLogs.get(pair) ?? [])].sort((a, b) =>
+      a.blockNumber < b.blockNumber ? -1 : a.blockNumber > b.blockNumber ? 1 : a.logIndex - b.logIndex,
+    );
+    const window = {
+      fromTime: ctx.fromTime,
+      toTime: ctx.toTime,
+      noticeS,
+      merchant: ctx.merchants.get(module),
+      plans: ctx.plans,
+    };
+    found.push(...noticesOf(first, blocked.get(pair) ?? false, merged, window));
+  }
+  if (found.length === 0) return [];
+  const ids = found.map((n) => n.s.subscriptionId);
+  const dues = found.map((n) => n.s.nextChargeAt);
+  const announced = new Set(
+    (
+      await tx<{ k: string }[]>`
+        select subscription_id::text || ':' || due_at as k from renewal_notices where chain_id = ${chainId}
+          and (subscription_id, due_at) in (select * from unnest(${ids}::text[]::numeric[], ${dues}::bigint[]))`
+    ).map((r) => r.k),
+  );
+  const fresh = found.filter((n) => !announced.has(`${n.s.subscriptionId}:${n.s.nextChargeAt}`));
+  if (fresh.length === 0) return [];
+  const terms = await planTerms(tx, ctx, fresh);
+  const events: NewEvent[] = [];
+  for (const n of fresh) {
+    const block = await ctx.blockAt(n.instant);
+    const plan = terms.get(planKey(n.s.module, n.s.planId));
+    const status = statusAt(n.s, n.blocked, ctx.plans.get(planKey(n.s.module, n.s.planId)), n.instant);
+    events.push({
+      id: eventIdOf(chainId, block.hash, "renewal_upcoming", n.s.subscriptionId, n.s.nextChargeAt),
+      merchant: n.s.merchant,
+      type: "subscription.renewal_upcoming",
+      blockNumber: block.number,
+      logIndex: -1,
+      subIndex: 0,
+      ts: n.instant,
+      data: {
+        object: recordOf(chainId, n.s, n.blocked, status),
+        due_at: isoFromUnix(n.s.nextChargeAt),
+        amount: plan?.amount ?? null,
+        currency: plan?.symbol ?? null,
+        token_decimals: plan?.decimals ?? null,
+      },
+    });
+  }
+  await tx`insert into renewal_notices (chain_id, subscription_id, due_at, block_number)
+    select ${chainId}, s, d, b from unnest(${fresh.map((n) => n.s.subscriptionId)}::text[]::numeric[],
+      ${fresh.map((n) => n.s.nextChargeAt)}::bigint[], ${events.map((e) => e.blockNumber.toString())}::bigint[]) as x(s, d, b)
+    on conflict do nothing`;
+  return events;
+}
+
+/** Amount and token metadata of the notices' plans: committed rows, else the batch's own. */
+async function planTerms(tx: Q, ctx: BatchContext, notices: Notice[]) {
+  const keys = [...new Set(notices.map((n) => planKey(n.s.module, n.s.planId)))];
+  const plans = new Map<string, { amount: string; token: string }>();
+  for (const p of ctx.rows.derived.plans) plans.set(planKey(p.module, p.planId), { amount: p.amount, token: p.token });
+  const rows = await tx<{ module: string; plan_id: string; amount: string; token: string }[]>`
+    select module, plan_id::text, amount::text, token from plans
+    where chain_id = ${ctx.chainId} and (module || ':' || plan_id) = any(${keys}::text[])`;
+  for (const r of rows) plans.set(planKey(r.module, r.plan_id), { amount: r.amount, token: r.token });
+  const tokens = [...new Set([...plans.values()].map((p) => p.token))];
+  const meta = new Map<string, { symbol: string | null; decimals: number | null }>();
+  for (const t of await tx<{ address: string; symbol: string | null; decimals: number | null }[]>`
+    select address, symbol, decimals from tokens where chain_id = ${ctx.chainId} and address = any(${tokens}::text[])`) {
+    meta.set(t.address, t);
+  }
+  for (const t of ctx.rows.tokens) meta.set(t.address, t);
+  const out = new Map<string, { amount: string; symbol: string | null; decimals: number | null }>();
+  for (const [k, p] of plans) {
+    const m = meta.get(p.token);
+    out.set(k, { amount: p.amount, symbol: m?.symbol ?? null, decimals: m?.decimals ?? null });
+  }
+  return out;
+}

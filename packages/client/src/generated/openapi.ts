@@ -224,6 +224,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v0/renewals/{merchant}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List renewal outlooks
+         * @description The renewal outlook of every chargeable subscription of the merchant due within the horizon (`RENEWAL_HORIZON_S`, 7 days by default) or past due: whether its next charge will succeed, judged from the subscriber's balance, allowance, allowance expiry and prepaid credit at `checked_block`, in the contract's order of checks, one wallet's charges in a token sharing its funds in due order. Ordered by `due_at`, then on-chain id. Filter by `outlook`, `reason`, `due_before`, `token`; page with `limit` and `starting_after`.
+         */
+        get: operations["getV0RenewalsByMerchant"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v0/auth/check": {
         parameters: {
             query?: never;
@@ -2124,7 +2144,21 @@ export interface operations {
                      *         "expires_at": "1798761600",
                      *         "remaining_executions": 9,
                      *         "created_at": "2026-09-21T10:00:00.000Z",
-                     *         "is_blocked": false
+                     *         "is_blocked": false,
+                     *         "renewal": {
+                     *           "due_at": "2026-12-20T10:00:00.000Z",
+                     *           "outlook": "will_renew",
+                     *           "reason": null,
+                     *           "amount": "9990000",
+                     *           "currency": "USDC",
+                     *           "token_decimals": 6,
+                     *           "balance": "4200000",
+                     *           "allowance": "115792089237316195423570985008687907853269984665640564039457584007913129639935",
+                     *           "credit": "0",
+                     *           "shortfall": "0",
+                     *           "checked_block": "18422011",
+                     *           "checked_at": "2026-11-28T09:12:44.000Z"
+                     *         }
                      *       }
                      *     ]
                      */
@@ -2158,6 +2192,37 @@ export interface operations {
                         created_at: string;
                         /** @description Whether the merchant has blocked the subscriber on this module */
                         is_blocked: boolean;
+                        /** @description The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none */
+                        renewal: {
+                            /**
+                             * Format: date-time
+                             * @description The due instant judged: the later of next_charge_date and checked_at
+                             */
+                            due_at: string;
+                            outlook: "will_renew" | "at_risk";
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description The charge, token base units (decimal) */
+                            amount: string;
+                            /** @description Token symbol */
+                            currency: string | null;
+                            token_decimals: number | null;
+                            /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                            balance: string;
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            allowance: string;
+                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            credit: string;
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            shortfall: string;
+                            /** @description The block every read of the evaluation was pinned to (decimal) */
+                            checked_block: string;
+                            /**
+                             * Format: date-time
+                             * @description That block's timestamp
+                             */
+                            checked_at: string;
+                        } | null;
                     }[];
                     /**
                      * @example allocation_id,on_chain_id,module_address,user_address,plan_id,status,total_spent,times_executed,next_charge_date,expires_at,remaining_executions,created_at,is_blocked,total_spent_decimal
@@ -2361,7 +2426,21 @@ export interface operations {
                      *       "expires_at": "1798761600",
                      *       "remaining_executions": 9,
                      *       "created_at": "2026-09-21T10:00:00.000Z",
-                     *       "is_blocked": false
+                     *       "is_blocked": false,
+                     *       "renewal": {
+                     *         "due_at": "2026-12-20T10:00:00.000Z",
+                     *         "outlook": "will_renew",
+                     *         "reason": null,
+                     *         "amount": "9990000",
+                     *         "currency": "USDC",
+                     *         "token_decimals": 6,
+                     *         "balance": "4200000",
+                     *         "allowance": "115792089237316195423570985008687907853269984665640564039457584007913129639935",
+                     *         "credit": "0",
+                     *         "shortfall": "0",
+                     *         "checked_block": "18422011",
+                     *         "checked_at": "2026-11-28T09:12:44.000Z"
+                     *       }
                      *     }
                      */
                     "application/json": {
@@ -2394,6 +2473,37 @@ export interface operations {
                         created_at: string;
                         /** @description Whether the merchant has blocked the subscriber on this module */
                         is_blocked: boolean;
+                        /** @description The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none */
+                        renewal: {
+                            /**
+                             * Format: date-time
+                             * @description The due instant judged: the later of next_charge_date and checked_at
+                             */
+                            due_at: string;
+                            outlook: "will_renew" | "at_risk";
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description The charge, token base units (decimal) */
+                            amount: string;
+                            /** @description Token symbol */
+                            currency: string | null;
+                            token_decimals: number | null;
+                            /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                            balance: string;
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            allowance: string;
+                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            credit: string;
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            shortfall: string;
+                            /** @description The block every read of the evaluation was pinned to (decimal) */
+                            checked_block: string;
+                            /**
+                             * Format: date-time
+                             * @description That block's timestamp
+                             */
+                            checked_at: string;
+                        } | null;
                     };
                 };
             };
@@ -2517,6 +2627,282 @@ export interface operations {
                      *         "code": "not_found",
                      *         "message": "no subscription 99 of this merchant on chain 31337",
                      *         "param": "id",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The database is unreachable; retry shortly. */
+            503: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "api_error",
+                     *         "code": "unavailable",
+                     *         "message": "the database is unavailable, retry shortly",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getV0RenewalsByMerchant: {
+        parameters: {
+            query?: {
+                /**
+                 * @description json (default): a JSON array. csv: RFC 4180 text (CRLF, a header row of the JSON field names plus the amounts in token units as exact decimals), served as an attachment. Both are streamed when `limit` is absent.
+                 * @example csv
+                 */
+                format?: "json" | "csv";
+                /**
+                 * @description Chain to read. Default: the indexer's configured chain. Must be a chain this service indexes.
+                 * @example 31337
+                 */
+                chain_id?: number;
+                /** @description Only this outlook */
+                outlook?: "will_renew" | "at_risk";
+                /** @description Only renewals at risk for this reason (implies outlook=at_risk) */
+                reason?: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance";
+                /**
+                 * @description Only renewals due before this instant (ISO 8601)
+                 * @example 2026-12-01T00:00:00Z
+                 */
+                due_before?: string;
+                /**
+                 * @description Token symbol, exact and case-insensitive
+                 * @example USDC
+                 */
+                token?: string;
+                /**
+                 * @description Page size, 1 to 1000. When omitted, every matching row is returned. When a page is cut by the limit, a `Link: <url>; rel="next"` header names the next page.
+                 * @example 100
+                 */
+                limit?: number;
+                /**
+                 * @description An allocation_id: the page starts right after it (order: due_at, then on-chain id).
+                 * @example 31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:7
+                 */
+                starting_after?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Merchant wallet address (0x + 40 hex digits, any letter case).
+                 * @example 0x70997970c51812dc3a010c7d01b50e0d17dc79c8
+                 */
+                merchant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Outlooks (an empty array when none is due) */
+            200: {
+                headers: {
+                    /** @description Newest block of this chain the index has committed (decimal). Absent before the first batch. */
+                    "X-Indexed-Block"?: string;
+                    /** @description Timestamp of that block (ISO 8601, UTC, milliseconds). */
+                    "X-Indexed-At"?: string;
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Present when the page was cut by `limit`: `<url of the next page>; rel="next"`. */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:7",
+                     *         "on_chain_id": "7",
+                     *         "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                     *         "user_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
+                     *         "plan_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                     *         "due_at": "2026-12-01T10:00:00.000Z",
+                     *         "outlook": "at_risk",
+                     *         "reason": "InsufficientBalance",
+                     *         "amount": "9990000",
+                     *         "currency": "USDC",
+                     *         "token_decimals": 6,
+                     *         "balance": "4200000",
+                     *         "allowance": "115792089237316195423570985008687907853269984665640564039457584007913129639935",
+                     *         "credit": "0",
+                     *         "shortfall": "5790000",
+                     *         "checked_block": "18422011",
+                     *         "checked_at": "2026-11-28T09:12:44.000Z"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": {
+                        /** @description `<chain_id>:<module>:<subscription_id>` */
+                        allocation_id: string;
+                        /** @description Subscription id on the chain (decimal) */
+                        on_chain_id: string;
+                        module_address: string;
+                        /** @description Subscriber wallet (lowercase) */
+                        user_address: string;
+                        /** @description `<chain_id>:<module>:<plan_id>` */
+                        plan_id: string;
+                        /**
+                         * Format: date-time
+                         * @description The due instant judged: the later of next_charge_date and checked_at
+                         */
+                        due_at: string;
+                        outlook: "will_renew" | "at_risk";
+                        /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                        reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                        /** @description The charge, token base units (decimal) */
+                        amount: string;
+                        /** @description Token symbol */
+                        currency: string | null;
+                        token_decimals: number | null;
+                        /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                        balance: string;
+                        /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                        allowance: string;
+                        /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                        credit: string;
+                        /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                        shortfall: string;
+                        /** @description The block every read of the evaluation was pinned to (decimal) */
+                        checked_block: string;
+                        /**
+                         * Format: date-time
+                         * @description That block's timestamp
+                         */
+                        checked_at: string;
+                    }[];
+                    /**
+                     * @example allocation_id,on_chain_id,module_address,user_address,plan_id,due_at,outlook,reason,amount,currency,token_decimals,balance,allowance,credit,shortfall,checked_block,checked_at,amount_decimal,shortfall_decimal
+                     *     31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:7,7,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x90f79bf6eb2c4f870365e785982e1f101e93b906,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,2026-12-01T10:00:00.000Z,at_risk,InsufficientBalance,9990000,USDC,6,4200000,115792089237316195423570985008687907853269984665640564039457584007913129639935,0,5790000,18422011,2026-11-28T09:12:44.000Z,9.99,5.79
+                     */
+                    "text/csv": string;
+                };
+            };
+            /** @description A path or query parameter is missing (`missing_parameter`) or malformed (`invalid_parameter`); `param` names it. */
+            400: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_parameter",
+                     *         "message": "reason must be one of AllowanceExpired, InsufficientAllowance, InsufficientBalance",
+                     *         "param": "reason",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description No credential, a malformed Authorization header, or an unknown, revoked or expired API key or session. */
+            401: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Always `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "authentication_error",
+                     *         "code": "unauthenticated",
+                     *         "message": "invalid, revoked or expired credential",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The credential belongs to another merchant, or is a SIWE session signed for another chain than `chain_id`. */
+            403: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "permission_error",
+                     *         "code": "forbidden",
+                     *         "message": "this credential cannot read that merchant's data",
                      *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
                      *       }
                      *     }
@@ -3032,6 +3418,39 @@ export interface operations {
                      *           "amount_per_30d": "49950000",
                      *           "active_subscriptions": 5
                      *         }
+                     *       ],
+                     *       "renewals": [
+                     *         {
+                     *           "token": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "currency": "USDC",
+                     *           "token_decimals": 6,
+                     *           "due": {
+                     *             "count": 5,
+                     *             "amount": "49950000"
+                     *           },
+                     *           "will_renew": {
+                     *             "count": 4,
+                     *             "amount": "39960000"
+                     *           },
+                     *           "at_risk": {
+                     *             "count": 1,
+                     *             "amount": "9990000",
+                     *             "by_reason": {
+                     *               "AllowanceExpired": {
+                     *                 "count": 0,
+                     *                 "amount": "0"
+                     *               },
+                     *               "InsufficientAllowance": {
+                     *                 "count": 0,
+                     *                 "amount": "0"
+                     *               },
+                     *               "InsufficientBalance": {
+                     *                 "count": 1,
+                     *                 "amount": "9990000"
+                     *               }
+                     *             }
+                     *           }
+                     *         }
                      *       ]
                      *     }
                      */
@@ -3130,6 +3549,58 @@ export interface operations {
                             amount_per_30d: string;
                             /** @description ACTIVE subscriptions in this token */
                             active_subscriptions: number;
+                        }[];
+                        /** @description Renewal outlooks of the charges due within the horizon, per token (see GET /v0/renewals) */
+                        renewals: {
+                            /** @description Token contract (lowercase); null when unknown */
+                            token: string | null;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Token decimals; null when the token has none */
+                            token_decimals: number | null;
+                            /** @description Charges due within the horizon (RENEWAL_HORIZON_S) or past due, with an outlook */
+                            due: {
+                                /** @description How many charges */
+                                count: number;
+                                /** @description Their sum, token base units (decimal) */
+                                amount: string;
+                            };
+                            /** @description Of them, those that will renew */
+                            will_renew: {
+                                /** @description How many charges */
+                                count: number;
+                                /** @description Their sum, token base units (decimal) */
+                                amount: string;
+                            };
+                            at_risk: {
+                                /** @description How many charges */
+                                count: number;
+                                /** @description Their sum, token base units (decimal) */
+                                amount: string;
+                                by_reason: {
+                                    /** @description At risk: the allowance expires before the charge */
+                                    AllowanceExpired: {
+                                        /** @description How many charges */
+                                        count: number;
+                                        /** @description Their sum, token base units (decimal) */
+                                        amount: string;
+                                    };
+                                    /** @description At risk: the allowance to the processor is too small */
+                                    InsufficientAllowance: {
+                                        /** @description How many charges */
+                                        count: number;
+                                        /** @description Their sum, token base units (decimal) */
+                                        amount: string;
+                                    };
+                                    /** @description At risk: the balance is too small */
+                                    InsufficientBalance: {
+                                        /** @description How many charges */
+                                        count: number;
+                                        /** @description Their sum, token base units (decimal) */
+                                        amount: string;
+                                    };
+                                };
+                            };
                         }[];
                     };
                 };
@@ -3364,7 +3835,7 @@ export interface operations {
                         /** @description `evt_` + 40 hex digits; deterministic: the same fact always gets the same id */
                         id: string;
                         /** @description Event type */
-                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "event.reverted" | "webhook.test";
+                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "subscription.renewal_upcoming" | "subscription.renewal_at_risk" | "subscription.renewal_recovered" | "event.reverted" | "webhook.test";
                         /**
                          * Format: date-time
                          * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
@@ -3375,12 +3846,24 @@ export interface operations {
                         merchant: string;
                         /** @description Block that caused it; for an expiry the newest indexed block then */
                         block_number: string;
-                        /** @description `object`, plus `previous_status` for subscription.status_changed */
+                        /** @description `object`, plus `previous_status` for subscription.status_changed; `due_at`, `amount`, `currency`, `token_decimals` for subscription.renewal_upcoming; `renewal`, `previous_renewal` for renewal_at_risk and renewal_recovered (see GET /v0/renewals) */
                         data: {
                             /** @description The activity record, the subscription record, or `{id, type}` */
                             object: unknown;
                             /** @description subscription.status_changed only: the status before */
                             previous_status?: string;
+                            /** @description subscription.renewal_upcoming only: the due instant */
+                            due_at?: string;
+                            /** @description subscription.renewal_upcoming only: the charge, base units */
+                            amount?: string;
+                            /** @description subscription.renewal_upcoming only */
+                            currency?: string | null;
+                            /** @description subscription.renewal_upcoming only */
+                            token_decimals?: number | null;
+                            /** @description renewal_at_risk / renewal_recovered: the outlook observed */
+                            renewal?: unknown;
+                            /** @description renewal_at_risk / renewal_recovered: the outlook last sent for that due instant, or null */
+                            previous_renewal?: unknown;
                         };
                     }[];
                     /**
@@ -3597,7 +4080,7 @@ export interface operations {
                         /** @description `evt_` + 40 hex digits; deterministic: the same fact always gets the same id */
                         id: string;
                         /** @description Event type */
-                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "event.reverted" | "webhook.test";
+                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "subscription.renewal_upcoming" | "subscription.renewal_at_risk" | "subscription.renewal_recovered" | "event.reverted" | "webhook.test";
                         /**
                          * Format: date-time
                          * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
@@ -3608,12 +4091,24 @@ export interface operations {
                         merchant: string;
                         /** @description Block that caused it; for an expiry the newest indexed block then */
                         block_number: string;
-                        /** @description `object`, plus `previous_status` for subscription.status_changed */
+                        /** @description `object`, plus `previous_status` for subscription.status_changed; `due_at`, `amount`, `currency`, `token_decimals` for subscription.renewal_upcoming; `renewal`, `previous_renewal` for renewal_at_risk and renewal_recovered (see GET /v0/renewals) */
                         data: {
                             /** @description The activity record, the subscription record, or `{id, type}` */
                             object: unknown;
                             /** @description subscription.status_changed only: the status before */
                             previous_status?: string;
+                            /** @description subscription.renewal_upcoming only: the due instant */
+                            due_at?: string;
+                            /** @description subscription.renewal_upcoming only: the charge, base units */
+                            amount?: string;
+                            /** @description subscription.renewal_upcoming only */
+                            currency?: string | null;
+                            /** @description subscription.renewal_upcoming only */
+                            token_decimals?: number | null;
+                            /** @description renewal_at_risk / renewal_recovered: the outlook observed */
+                            renewal?: unknown;
+                            /** @description renewal_at_risk / renewal_recovered: the outlook last sent for that due instant, or null */
+                            previous_renewal?: unknown;
                         };
                     };
                 };

@@ -247,6 +247,13 @@ const Q = {
   subscription: queryOf(params("chain_id")),
   check: queryOf(params("module_address", "wallet", "plan_ids", "mode", "chain_id")),
   stats: queryOf(params("chain_id", "interval", "since", "until", "token")),
+  renewals: queryOf({
+    ...params("format", "chain_id", "limit", "token"),
+    outlook: fc.constantFrom("will_renew", "at_risk", "maybe", ""),
+    reason: fc.constantFrom("InsufficientBalance", "InsufficientAllowance", "AllowanceExpired", "TransferFailed", "x"),
+    due_before: typical.since!,
+    starting_after: typical.starting_after!,
+  }),
   events: queryOf({
     ...params("since", "limit", "order", "chain_id", "format"),
     type: fc.constantFrom(...EVENT_TYPES),
@@ -405,6 +412,7 @@ const ROUTES: Route[] = [
     query: Q.subscription,
   },
   { name: "stats", method: "GET", path: (m) => `/v0/stats/${m}`, query: Q.stats },
+  { name: "renewals", method: "GET", path: (m) => `/v0/renewals/${m}`, query: Q.renewals },
   { name: "events", method: "GET", path: (m) => `/v0/events/${m}`, query: Q.events },
   { name: "event by id", id: idOf("evt_"), method: "GET", path: (m, id) => `/v0/events/${m}/${id}` },
   {

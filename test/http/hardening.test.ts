@@ -261,7 +261,7 @@ describe("unexpected errors and notifications", () => {
     }
   });
 
-  test("a malformed NOTIFY payload is logged and dropped; the listener keeps working", async () => {
+  test("a malformed NOTIFY payload is logged and dropped; the listener keeps working (that half: Postgres only)", async () => {
     const lines: string[] = [];
     const log = createLogger("info", (l) => lines.push(l));
     expect(parseBatch("not json", log)).toBeNull();

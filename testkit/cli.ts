@@ -55,7 +55,12 @@ export type Child = {
 
 /** Spawns `bun run <script>` from the repository root with exactly `env` (plus PATH and HOME). */
 export function spawnBun(args: string[], env: Record<string, string>): Child {
-  const proc = spawn(["bun", "run", ...args], {
+  return spawnCommand(["bun", "run", ...args], env);
+}
+
+/** Spawns `cmd` from the repository root with exactly `env` (plus PATH and HOME), collecting its output. */
+export function spawnCommand(cmd: string[], env: Record<string, string>): Child {
+  const proc = spawn(cmd, {
     cwd: root,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
     stdin: "ignore",

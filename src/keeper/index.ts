@@ -140,6 +140,7 @@ export function createKeeper(opts: KeeperOptions): Keeper {
   return {
     address,
     inFlight: () => receipts.size(),
+    passes: () => loop.passes(),
     tick,
     start: async () => {
       if (loop.running()) return;

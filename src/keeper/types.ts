@@ -88,6 +88,8 @@ export type Keeper = {
   tick: () => Promise<TickResult>;
   /** Charges sent and not yet seen by the indexer. */
   inFlight: () => number;
+  /** Passes of the polling loop finished so far (tests wait for N more instead of sleeping). */
+  passes: () => number;
   /** The keeper's address. */
   address: Address;
 };

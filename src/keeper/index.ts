@@ -42,6 +42,7 @@ function keeperContext(opts: KeeperOptions): KeeperContext {
     claimTtlMs: opts.claimTtlMs ?? 120_000,
     maxFeePerGas: config.maxFeePerGas,
     observer: opts.observer,
+    now: opts.clock ?? Date.now,
   };
 }
 

@@ -30,6 +30,8 @@ export type ChainState = {
   invalidate: () => void;
   /** Stops listening to the notifier. */
   stop: () => Promise<void>;
+  /** Resolves once the notifier subscription is in place (LISTEN on Postgres) or has failed; at once without one. */
+  ready: Promise<void>;
 };
 
 /** What the read routes' services need: the database, the chain cache, the chain registry and the config. */
@@ -81,7 +83,7 @@ export function createChainState(opts: { sql: Sql; notifier?: Notifier; ttlMs?: 
         inflight = undefined;
       }));
 
-  opts.notifier
+  const subscribed = opts.notifier
     ?.subscribe(() => {
       loadedAt = -Infinity;
     })
@@ -94,6 +96,7 @@ export function createChainState(opts: { sql: Sql; notifier?: Notifier; ttlMs?: 
     });
 
   return {
+    ready: subscribed ?? Promise.resolve(),
     get: async (chainId) => {
       if (performance.now() - loadedAt > ttlMs) await refresh();
       return rows.get(chainId);

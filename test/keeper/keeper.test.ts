@@ -13,6 +13,7 @@ import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper"
 import { createLogger } from "../../src/common/log";
 import { accounts } from "../../testkit/accounts";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
+import { morePasses } from "../../testkit/cli";
 import { createTestDb, testDbKind } from "../../testkit/db";
 
 const LONG = 1; // plan: 30-day interval, for tests without time travel
@@ -105,12 +106,6 @@ async function until<T>(what: string, fn: () => Promise<T | undefined | false>, 
     await Bun.sleep(50);
   }
   throw new Error(`timed out waiting for ${what}`);
-}
-
-/** Waits until each keeper's loop has finished `n` more passes than now (instead of sleeping "long enough"). */
-async function morePasses(n: number, ...ks: Keeper[]) {
-  const from = ks.map((k) => k.passes());
-  await until(`${n} more keeper passes`, async () => ks.every((k, i) => k.passes() >= from[i]! + n));
 }
 
 async function sub(id: bigint) {

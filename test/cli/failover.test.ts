@@ -150,8 +150,9 @@ test("one keeper key on two machines: only the lock holder sends, and the standb
     await chain.fund("bob", token, 1_000_000n);
     for (const plan of [1, 2, 3]) await chain.subscribe("bob", module, plan);
     await until("every subscription to be charged", unpaid, 30_000);
-    // No sleep for "nothing else was sent": the standby's whole output is counted again at the end (one send).
-    expect(said(first, "charge sent")).toBeGreaterThanOrEqual(3);
+    // The log lines arrive through a pipe, after the index may show the charges: wait for them, not a sleep. No sleep
+    // for "nothing else was sent" either: the standby's whole output is counted again at the end (one send).
+    await until("the leader's three sends in its log", async () => said(first, "charge sent") >= 3);
     expect(said(second, "charge sent")).toBe(0);
 
     first.proc.kill("SIGKILL");
@@ -167,6 +168,7 @@ test("one keeper key on two machines: only the lock holder sends, and the standb
       },
       30_000,
     );
+    await until("the standby's send in its log", async () => said(second, "charge sent") >= 1);
     expect(said(second, "keeper holds its key's lock")).toBe(1);
     expect(said(second, "charge sent")).toBe(1);
     for (const c of [first, second]) expect(said(c, "charge attempt failed") + said(c, "keeper pass failed")).toBe(0);

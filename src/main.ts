@@ -12,13 +12,15 @@ if (import.meta.main) {
     process.exit(1);
   }
   const log = createLogger(config.LOG_LEVEL, undefined, resolveLogFormat(config.LOG_FORMAT));
+  const starting = startService(config, { log });
+  // Before start-up ends: a signal right after "service started" (or during start-up) must stop it gracefully too.
+  exitOnSignals(
+    async () => (await starting).stop(),
+    (signal) => log("info", "shutting down", { signal }),
+    (err) => log("error", "shutdown failed", { err }),
+  );
   try {
-    const service = await startService(config, { log });
-    exitOnSignals(
-      service.stop,
-      (signal) => log("info", "shutting down", { signal }),
-      (err) => log("error", "shutdown failed", { err }),
-    );
+    await starting;
   } catch (err) {
     console.error(startErrorMessage(err));
     process.exit(1);

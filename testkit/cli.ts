@@ -44,6 +44,15 @@ export async function until<T>(
   throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
 }
 
+/**
+ * Waits until each of `loops` (a keeper, an indexer: anything counting its poll passes) has finished `n` more passes
+ * than now: "several polls later" as a count, not a sleep.
+ */
+export async function morePasses(n: number, ...loops: { passes: () => number }[]): Promise<void> {
+  const from = loops.map((l) => l.passes());
+  await until(`${n} more poll passes`, async () => loops.every((l, i) => l.passes() >= from[i]! + n));
+}
+
 /** A child process whose stdout and stderr are collected as text while it runs. */
 export type Child = {
   proc: Subprocess<"ignore", "pipe", "pipe">;
@@ -55,7 +64,12 @@ export type Child = {
 
 /** Spawns `bun run <script>` from the repository root with exactly `env` (plus PATH and HOME). */
 export function spawnBun(args: string[], env: Record<string, string>): Child {
-  const proc = spawn(["bun", "run", ...args], {
+  return spawnCommand(["bun", "run", ...args], env);
+}
+
+/** Spawns `cmd` from the repository root with exactly `env` (plus PATH and HOME), collecting its output. */
+export function spawnCommand(cmd: string[], env: Record<string, string>): Child {
+  const proc = spawn(cmd, {
     cwd: root,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
     stdin: "ignore",

@@ -31,10 +31,19 @@ export type PollLoopOptions = {
   maxBackoffMs?: number;
   /** Told of each failure with the pause before the next pass; return a number to override that pause. */
   onError?: (err: unknown, failures: number, delayMs: number) => number | void;
+  /** Told of each pause as it begins (tests wait on this instead of sleeping). */
+  onPause?: (delayMs: number) => void;
 };
 
 /** A running poll loop. */
-export type PollLoop = { start: () => void; stop: () => Promise<void>; wake: () => void; running: () => boolean };
+export type PollLoop = {
+  start: () => void;
+  stop: () => Promise<void>;
+  wake: () => void;
+  running: () => boolean;
+  /** Passes finished so far, failed ones included (tests wait for N more instead of sleeping). */
+  passes: () => number;
+};
 
 /**
  * Runs `step` until stopped, backing off exponentially while it fails; `wake()` starts the next pass now, or right
@@ -46,6 +55,7 @@ export function createPollLoop(opts: PollLoopOptions): PollLoop {
   let running = false;
   let woken = false;
   let done: Promise<void> = Promise.resolve();
+  let passes = 0;
 
   async function run() {
     let failures = 0;
@@ -61,8 +71,12 @@ export function createPollLoop(opts: PollLoopOptions): PollLoop {
         failures++;
         delay = Math.min(maxBackoff, Math.max(opts.intervalMs, 100) * 2 ** Math.min(failures - 1, 10));
         delay = opts.onError?.(err, failures, delay) ?? delay;
+      } finally {
+        passes++;
       }
-      if (running) await waker.sleep(delay);
+      if (!running) break;
+      opts.onPause?.(delay);
+      await waker.sleep(delay);
     }
   }
 
@@ -82,6 +96,7 @@ export function createPollLoop(opts: PollLoopOptions): PollLoop {
       waker.wake();
     },
     running: () => running,
+    passes: () => passes,
   };
 }
 

@@ -38,6 +38,8 @@ export type ChainState = {
   invalidate: () => void;
   /** Stops listening to the notifier. */
   stop: () => Promise<void>;
+  /** Resolves once the notifier subscription is in place (LISTEN on Postgres) or has failed; at once without one. */
+  ready: Promise<void>;
 };
 
 /** What the read routes' services need: the database, the chain cache, the chain registry and the config. */
@@ -101,7 +103,7 @@ export function createChainState(opts: { sql: Sql; notifier?: Notifier; ttlMs?: 
         inflight = undefined;
       }));
 
-  opts.notifier
+  const subscribed = opts.notifier
     ?.subscribe(() => {
       loadedAt = -Infinity;
     })
@@ -114,6 +116,7 @@ export function createChainState(opts: { sql: Sql; notifier?: Notifier; ttlMs?: 
     });
 
   return {
+    ready: subscribed ?? Promise.resolve(),
     get: async (chainId) => {
       if (performance.now() - loadedAt > ttlMs) await refresh();
       return rows.get(chainId);

@@ -73,5 +73,6 @@ export function createIndexer(opts: IndexerOptions): Indexer {
     },
     status: state.status,
     waitForBlock: state.waitForBlock,
+    passes: () => loop?.passes() ?? 0,
   };
 }

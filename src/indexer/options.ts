@@ -66,4 +66,6 @@ export type Indexer = {
   stop(): Promise<void>;
   status(): IndexerStatus;
   waitForBlock(n: bigint, timeoutMs?: number): Promise<void>;
+  /** Poll passes finished since `start` (tests wait for N more instead of sleeping). */
+  passes(): number;
 };

@@ -42,6 +42,7 @@ function keeperContext(opts: KeeperOptions): KeeperContext {
     claimTtlMs: opts.claimTtlMs ?? 120_000,
     maxFeePerGas: config.maxFeePerGas,
     observer: opts.observer,
+    now: opts.clock ?? Date.now,
   };
 }
 
@@ -140,6 +141,7 @@ export function createKeeper(opts: KeeperOptions): Keeper {
   return {
     address,
     inFlight: () => receipts.size(),
+    passes: () => loop.passes(),
     tick,
     start: async () => {
       if (loop.running()) return;

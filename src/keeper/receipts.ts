@@ -81,7 +81,7 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
 
   async function mined(t: InFlight, r: TransactionReceipt, result: TickResult) {
     t.receiptBlock = r.blockNumber;
-    t.minedAt = Date.now();
+    t.minedAt = ctx.now();
     const fields = { subscriptionId: t.subscriptionId, tx: r.transactionHash, block: r.blockNumber };
     result.mined.push({ subscriptionId: t.subscriptionId, hash: r.transactionHash, status: r.status });
     if (r.status === "success") {
@@ -99,7 +99,7 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
     const previous = t.hashes[t.hashes.length - 1]!;
     const fields = { subscriptionId: t.subscriptionId, nonce: t.nonce, tx: previous };
     const fees = replacementFees(t.tx.fees, await currentFees(client), ctx.maxFeePerGas);
-    t.lastSentAt = Date.now();
+    t.lastSentAt = ctx.now();
     if (!fees) return log("warn", "charge not mined and the fee cap leaves no room to replace it; waiting", fields);
     try {
       const hash = await nonces.resend(t.nonce, { ...t.tx, fees });
@@ -121,12 +121,12 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
     try {
       const receipt = await findReceipt(client, t.hashes);
       if (receipt) return await mined(t, receipt, result);
-      if (Date.now() - t.sentAt > timing.txTimeoutMs) {
+      if (ctx.now() - t.sentAt > timing.txTimeoutMs) {
         log("warn", "charge not mined in time, giving up", { subscriptionId: t.subscriptionId, tx: t.hashes });
         nonces.reset();
         return await forget(t);
       }
-      if (Date.now() - t.lastSentAt > timing.txDeadlineMs) await replace(t, result);
+      if (ctx.now() - t.lastSentAt > timing.txDeadlineMs) await replace(t, result);
     } catch (err) {
       result.errors += 1;
       log("warn", "receipt lookup failed", { tx: t.hashes[t.hashes.length - 1], err });
@@ -137,7 +137,7 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
 
   return {
     track: (c) => {
-      const now = Date.now();
+      const now = ctx.now();
       const { hash, ...rest } = c;
       inFlight.set(c.subscriptionId, { ...rest, hashes: [hash], sentAt: now, lastSentAt: now });
     },
@@ -149,7 +149,7 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
       for (const t of [...inFlight.values()]) {
         if (t.receiptBlock === undefined) continue;
         const reached = indexed !== null && indexed >= t.receiptBlock;
-        const stale = Date.now() - (t.minedAt ?? t.sentAt) > timing.awaitIndexTimeoutMs;
+        const stale = ctx.now() - (t.minedAt ?? t.sentAt) > timing.awaitIndexTimeoutMs;
         if (!reached && stale)
           log("warn", "indexer has not reached a mined charge", { subscriptionId: t.subscriptionId });
         if (reached || stale) await forget(t);

@@ -45,6 +45,8 @@ export type KeeperOptions = {
   batchLimit?: number;
   /** Told of each charge sent and of each mined outcome (metrics). */
   observer?: KeeperObserver;
+  /** Milliseconds "now" for the deadlines of sent charges (default `Date.now`; tests inject a clock). */
+  clock?: () => number;
 };
 
 /** What the keeper reports: a charge sent, then its mined outcome (`failed` with the on-chain reason). */
@@ -88,6 +90,8 @@ export type Keeper = {
   tick: () => Promise<TickResult>;
   /** Charges sent and not yet seen by the indexer. */
   inFlight: () => number;
+  /** Passes of the polling loop finished so far (tests wait for N more instead of sleeping). */
+  passes: () => number;
   /** The keeper's address. */
   address: Address;
 };
@@ -110,6 +114,8 @@ export type KeeperContext = {
   claimTtlMs: number;
   maxFeePerGas?: bigint;
   observer?: KeeperObserver;
+  /** Milliseconds now, for the deadlines of sent charges. */
+  now: () => number;
 };
 
 /** An empty pass result. */

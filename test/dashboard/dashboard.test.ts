@@ -6,7 +6,7 @@
  * rows, the CSV download carries the credential, API keys can be created and revoked, no request leaves the origin
  * and nothing is logged as an error. Screenshots at 1280 and 390 px go to /tmp/dashboard-shots (not committed).
  */
-import { freePort } from "../../testkit/cli";
+import { freePort, until } from "../../testkit/cli";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync } from "node:fs";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -310,7 +310,7 @@ describe("signed in with an API key", () => {
       expect(shown).toEqual(log.map((d) => d.id));
       await page.locator("tr[data-delivery-id] >> text=Redeliver").first().click();
       await page.waitForSelector("text=queued");
-      for (let i = 0; i < 100 && receiver.received.length < 2; i++) await Bun.sleep(50);
+      await until("the redelivery to arrive", async () => receiver.received.length >= 2);
       expect(receiver.received.map((r) => r.id)).toEqual([receiver.received[0]!.id, receiver.received[0]!.id]);
 
       await go(page, "#/webhooks");

@@ -6,6 +6,7 @@ import { createDb, DataDirInUseError, pidAlive, type Db } from "../../src/db/cli
 import type { Logger } from "../../src/common/log";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
 import { createTestDb, testDbKind } from "../../testkit/db";
+import { until } from "../../testkit/cli";
 
 let db: Db;
 
@@ -44,11 +45,16 @@ test("the notifier delivers a committed batch to subscribers, and unsubscribe st
   const unsubscribe = await notifier.subscribe((b) => got.push(b));
   const batch = { chainId: 31337, fromBlock: "10", toBlock: "12", reorg: false };
   await notifier.publish(batch);
-  for (let i = 0; i < 100 && got.length === 0; i++) await Bun.sleep(10);
+  await until("the batch to be delivered", async () => got.length > 0);
   expect(got).toEqual([batch]);
   await unsubscribe();
+  // A second subscriber as the witness: once it has the next batch, the first one would have had it too.
+  const witness: IndexedBatch[] = [];
+  const unsubscribeWitness = await notifier.subscribe((b) => witness.push(b));
   await notifier.publish({ ...batch, toBlock: "13" });
-  await Bun.sleep(100);
+  await until("the witness to get the next batch", async () => witness.length > 0);
+  await unsubscribeWitness();
+  expect(witness).toEqual([{ ...batch, toBlock: "13" }]);
   expect(got.length).toBe(1);
 });
 

@@ -14,6 +14,7 @@ import type { Config } from "../../src/common/config";
 import type { Db, Sql } from "../../src/db/client";
 import { createNotifier, type Notifier } from "../../src/db/notify";
 import { createTestDb } from "../../testkit/db";
+import { until } from "../../testkit/cli";
 import {
   CHAIN_A,
   CHAIN_B,
@@ -254,7 +255,7 @@ describe("authorization check cache", () => {
     expect(loads).toBe(1);
     clock.advance(200);
     expect(await cache.get("k", CHAIN_A, load)).toBe(1); // 400 ms left: served, and reloaded behind
-    await Bun.sleep(0);
+    await until("the reload to be stored", async () => cache.stats().stores === 2);
     expect(loads).toBe(2);
     clock.advance(1_000); // past the first load's max age, within the reload's
     expect(await cache.get("k", CHAIN_A, load)).toBe(2);
@@ -266,7 +267,7 @@ describe("authorization check cache", () => {
     expect(await cache.get("k", CHAIN_A, () => new Promise((resolve) => (release = resolve)))).toBe(2);
     await publishBatch(CHAIN_A);
     release({ value: 99 });
-    await Bun.sleep(0);
+    await until("the reload to be dropped", async () => cache.stats().races === 1);
     expect(await cache.get("k", CHAIN_A, load)).toBe(3); // the entry was of the old generation: read again
     expect(cache.stats()).toMatchObject({ refreshes: 2, races: 1, misses: 2 });
     await generations.stop();

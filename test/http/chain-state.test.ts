@@ -5,6 +5,7 @@ import { UnavailableError } from "../../src/http/errors";
 import { createNotifier } from "../../src/db/notify";
 import type { Db } from "../../src/db/client";
 import { createTestDb } from "../../testkit/db";
+import { until } from "../../testkit/cli";
 import { insertChain } from "../../testkit/seed";
 
 let db: Db;
@@ -26,19 +27,14 @@ describe("chain state cache", () => {
   test("serves from memory within the TTL and refreshes when the indexer announces a batch", async () => {
     const notifier = createNotifier(db);
     const state = createChainState({ sql: db.sql, notifier, ttlMs: 3_600_000 });
-    // Let the notifier subscription settle (LISTEN on Postgres).
-    await Bun.sleep(200);
+    await state.ready; // LISTEN is in place on Postgres: the batch below cannot be missed
+
     expect((await state.get(1))?.indexedBlock).toBe("100");
     expect(await state.get(2)).toBeUndefined();
     await db.sql`update chains set indexed_block = 101 where chain_id = 1`;
     expect((await state.get(1))?.indexedBlock).toBe("100"); // cached
     await notifier.publish({ chainId: 1, fromBlock: "101", toBlock: "101", reorg: false });
-    let block: string | null | undefined;
-    for (let i = 0; i < 50 && block !== "101"; i++) {
-      block = (await state.get(1))?.indexedBlock;
-      if (block !== "101") await Bun.sleep(20);
-    }
-    expect(block).toBe("101");
+    await until("the announced batch to refresh the cache", async () => (await state.get(1))?.indexedBlock === "101");
     await state.stop();
   });
 

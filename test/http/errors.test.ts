@@ -7,6 +7,7 @@ import { createChainRegistry } from "../../src/chain/clients";
 import { createDb, type Db } from "../../src/db/client";
 import { CHAIN_A, M1, MOD, W } from "../../testkit/seed";
 import { admin, request, startSeededApp, testConfig, type SeededApp } from "../../testkit/app";
+import { until } from "../../testkit/cli";
 
 let s: SeededApp;
 beforeAll(async () => {
@@ -390,12 +391,7 @@ describe("database outage", () => {
         503,
       );
       proxy.restore();
-      let status = 0;
-      for (let i = 0; i < 50 && status !== 200; i++) {
-        status = (await request(app, path)).status;
-        if (status !== 200) await Bun.sleep(100);
-      }
-      expect(status).toBe(200);
+      await until("the app to answer again", async () => (await request(app, path)).status === 200);
       expect((await request(app, path)).body.on_chain_id).toBe("1");
     } finally {
       await db.sql.end({ timeout: 1 });

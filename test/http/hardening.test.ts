@@ -89,8 +89,11 @@ describe("client address of the rate limit", () => {
   });
 });
 
-/** A POST of `size` bytes over a raw socket (declared length, or chunked), reusing one small buffer. */
-async function rawPost(base: string, path: string, size: number, chunked: boolean) {
+/**
+ * A POST of `size` bytes over a raw socket (declared length, or chunked), reusing one small buffer; only the first
+ * `send` bytes of the body are sent (all by default), and sending stops once an answer arrives.
+ */
+async function rawPost(base: string, path: string, size: number, chunked: boolean, send = size) {
   const { hostname, port } = new URL(base);
   const chunk = new Uint8Array(64 * 1024).fill(0x7b);
   let response = "";
@@ -113,7 +116,7 @@ async function rawPost(base: string, path: string, size: number, chunked: boolea
   });
   const length = chunked ? "Transfer-Encoding: chunked" : `Content-Length: ${size}`;
   socket.write(`POST ${path} HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\n${length}\r\n\r\n`);
-  for (let sent = 0; sent < size && !response; sent += chunk.length) {
+  for (let sent = 0; sent < send && !response; sent += chunk.length) {
     if (chunked) socket.write(`${chunk.length.toString(16)}\r\n`);
     socket.write(chunk);
     if (chunked) socket.write("\r\n");
@@ -129,19 +132,16 @@ async function rawPost(base: string, path: string, size: number, chunked: boolea
 }
 
 describe("request bodies", () => {
-  test("10 MB posts are a 413 body_too_large envelope, refused before they are read: RSS stays flat", async () => {
+  // Memory while such posts arrive is measured by `bun run bench/memory.ts`, not asserted here.
+  test("10 MB posts are a 413 body_too_large envelope, refused on their headers before a body byte is read", async () => {
     const base = await serve();
-    Bun.gc(true);
-    const before = process.memoryUsage().rss;
-    for (let i = 0; i < 10; i++) {
-      const res = await rawPost(base, "/v0/siwe/verify", 10_000_000, false);
+    for (let i = 0; i < 3; i++) {
+      // Headers only: a server that waited for the declared 10 MB would never answer.
+      const res = await rawPost(base, "/v0/siwe/verify", 10_000_000, false, 0);
       expect(res.status).toBe(413);
       expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "body_too_large", param: "body" });
       expect(res.body.error.request_id).toMatch(/^req_/);
     }
-    Bun.gc(true);
-    const grownMb = (process.memoryUsage().rss - before) / 1e6;
-    expect(grownMb).toBeLessThan(40);
   }, 60_000);
 
   test("a chunked body is cut as soon as it passes the limit, with the same envelope", async () => {
@@ -261,7 +261,7 @@ describe("unexpected errors and notifications", () => {
     }
   });
 
-  test("a malformed NOTIFY payload is logged and dropped; the listener keeps working", async () => {
+  test("a malformed NOTIFY payload is logged and dropped; the listener keeps working (that half: Postgres only)", async () => {
     const lines: string[] = [];
     const log = createLogger("info", (l) => lines.push(l));
     expect(parseBatch("not json", log)).toBeNull();

@@ -65,7 +65,7 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-describe("DATABASE_READ_URL", () => {
+describe("DATABASE_READ_URL (Postgres only: a private primary and replica on both runs)", () => {
   test("needs DATABASE_URL", () => {
     expect(() => loadConfig({ DATABASE_READ_URL: "postgres://replica/db" })).toThrow(ConfigError);
   });

@@ -6,6 +6,7 @@ import type { Db } from "../../src/db/client";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
 import { createIndexer } from "../../src/indexer";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+import { morePasses } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
 import { dumpChainData } from "../../testkit/compare";
@@ -355,7 +356,7 @@ describe("realtime", () => {
       const receipt = await chain.charge(scenario.modules.m1, scenario.subs[2]!);
       await chain.testClient.mine({ blocks: 2 });
       await indexer.waitForBlock(receipt.blockNumber - 1n, 10_000);
-      await Bun.sleep(100); // several polls: the charge's block is only 2 deep
+      await morePasses(3, indexer); // several polls: the charge's block is only 2 deep
       expect(indexer.status().indexedBlock).toBe((receipt.blockNumber - 1n).toString());
       expect((await db.sql`select 1 from activity where tx_hash = ${receipt.transactionHash}`).length).toBe(0);
       await chain.testClient.mine({ blocks: 1 });

@@ -12,6 +12,7 @@ import type { Db } from "../../src/db/client";
 import { createIndexer, type Indexer, type IndexerTuning } from "../../src/indexer";
 import { listActivity } from "../../src/http/features/activity/service";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+import { morePasses } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
 import { clearChainData, dumpChainData } from "../../testkit/compare";
@@ -142,9 +143,9 @@ describe("a lagging backend is not a reorg", () => {
         await synced(run.db);
         const watch = watchForLosses(run);
         run.proxy.faults.lagBlocks = lag;
-        await Bun.sleep(300); // many polls against the lagging backend
+        await morePasses(5, run.indexer); // several polls against the lagging backend
         await failCharge();
-        await Bun.sleep(300);
+        await morePasses(5, run.indexer);
         expect(run.indexer.status().indexedBlock).toBe(((await head()) - 1n).toString());
         run.proxy.faults.lagBlocks = 0;
         await failCharge();
@@ -166,7 +167,7 @@ describe("a lagging backend is not a reorg", () => {
       run.proxy.faults.nullHeaders = 0.3;
       for (let i = 0; i < 6; i++) {
         await failCharge();
-        await Bun.sleep(60);
+        await morePasses(1, run.indexer);
       }
       await synced(run.db);
       run.proxy.faults.nullHeaders = 0;
@@ -188,7 +189,7 @@ describe("missing logs", () => {
       run.proxy.faults.emptyNewestLogs = 0.7;
       for (let i = 0; i < 6; i++) {
         await failCharge();
-        await Bun.sleep(60);
+        await morePasses(1, run.indexer);
       }
       await chain.testClient.mine({ blocks: 1 });
       await synced(run.db);

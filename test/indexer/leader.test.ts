@@ -74,7 +74,7 @@ describe("one writer per chain", () => {
   }, 120_000);
 
   if (testDbKind === "postgres") {
-    test("two processes, one database: one leads, one waits; kill -9 the leader and the other takes over", async () => {
+    test("two processes, one database: one leads, one waits; kill -9 the leader and the other takes over (Postgres only)", async () => {
       const db = await createTestDb();
       const env = {
         RPC_URL: chain.rpcUrl,
@@ -114,7 +114,7 @@ describe("one writer per chain", () => {
       }
     }, 120_000);
   } else {
-    test("on PGlite the indexer leads at once without reserving the only session", async () => {
+    test("the indexer leads at once without reserving the only session (PGlite only)", async () => {
       const db = await createTestDb();
       const a = indexerOn(db.sql, "pglite");
       try {

@@ -6,6 +6,7 @@ import { publicClientFor } from "../../src/chain/clients";
 import { createDb, type Db } from "../../src/db/client";
 import { createIndexer } from "../../src/indexer";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+import { morePasses } from "../../testkit/cli";
 import { createTestDb, testDbKind } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
 import { backfillEnv, spawnIndexer } from "../../testkit/indexer-child";
@@ -111,7 +112,7 @@ describe("restart", () => {
         if (Date.now() > deadline) throw new Error("the fault never fired");
         await Bun.sleep(20);
       }
-      await Bun.sleep(200); // a few more failed attempts
+      await morePasses(3, indexer); // a few more failed attempts
       for (const table of ["events", "activity", "subscriptions", "modules", "plans", "tokens", "blocks"]) {
         expect({ [table]: Number((await db.sql.unsafe(`select count(*) as n from ${table}`))[0]!.n) }).toEqual({
           [table]: 0,

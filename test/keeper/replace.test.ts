@@ -48,6 +48,10 @@ afterAll(async () => {
   await chain?.stop();
 }, 60_000);
 
+/** The keepers' clock: the deadline passes when a test moves it, never because the machine is slow. */
+let clockMs = Date.now();
+const DEADLINE_MS = 60_000;
+
 function makeKeeper(config: Partial<KeeperConfig>, lines: string[]): Keeper {
   const keeper = createKeeper({
     sql: db.sql,
@@ -58,10 +62,11 @@ function makeKeeper(config: Partial<KeeperConfig>, lines: string[]): Keeper {
       PROCESSOR_ADDRESS: chain.processor,
       POLL_INTERVAL_MS: 100,
       retrySchedule: [3600],
-      txDeadlineMs: 300,
+      txDeadlineMs: DEADLINE_MS,
       ...config,
     },
     log: createLogger("debug", (l) => lines.push(l)),
+    clock: () => clockMs,
   });
   keepers.push(keeper);
   return keeper;
@@ -111,11 +116,12 @@ test("a charge not mined by the deadline is replaced at its nonce with 12.5 % hi
     expect(first.sent.map((s) => s.subscriptionId)).toEqual([`${id}`]);
     const original = first.sent[0]!.hash;
     const before = await eip1559(original);
-    // Before the deadline the next pass only waits.
+    // Up to the deadline the next pass only waits.
+    clockMs += DEADLINE_MS;
     const waiting = await keeper.tick();
     expect(waiting.replaced).toEqual([]);
     expect(waiting.sent).toEqual([]);
-    await Bun.sleep(400);
+    clockMs += 1;
     const late = await keeper.tick();
     expect(late.replaced).toHaveLength(1);
     expect(late.replaced[0]).toMatchObject({ subscriptionId: `${id}`, replaced: original, nonce: before.nonce });
@@ -148,7 +154,7 @@ test("KEEPER_MAX_FEE_GWEI is never exceeded: no replacement above it, no send wh
     expect(first.sent).toHaveLength(1);
     const original = first.sent[0]!.hash;
     expect((await eip1559(original)).maxFee).toBeLessThanOrEqual(cap);
-    await Bun.sleep(400);
+    clockMs += DEADLINE_MS + 1;
     const late = await keeper.tick();
     expect(late.replaced).toEqual([]);
     expect(lines.some((l) => l.includes("fee cap leaves no room to replace it"))).toBe(true);

@@ -86,7 +86,7 @@ describe("GET /metrics", () => {
     expect(() => loadConfig({ PORT: "9100", METRICS_PORT: "9100" })).toThrow(ConfigError);
   });
 
-  test("indexer, RPC, keeper, webhook and HTTP metrics move as the chain does", async () => {
+  test("indexer, RPC, keeper, webhook and HTTP metrics move as the chain does (pool gauges: Postgres only)", async () => {
     const chainId = String(chain.chainId);
     const before = await scrape();
     const token = await chain.deployToken();

@@ -76,6 +76,7 @@ beforeAll(async () => {
   page.on("console", (m) => void (m.type() === "error" && errors.push(m.text())));
   page.on("pageerror", (e) => errors.push(e.message));
   await page.goto(`${service.url}/dashboard#key=${apiKey}&merchant=${merchant}`);
+  await page.click("[data-confirm-link]", { timeout: 30_000 });
   await page.waitForSelector('main[data-ready="#/"]', { timeout: 30_000 });
 }, 90_000);
 

@@ -201,11 +201,14 @@ describe("format=csv on the subscriptions list", () => {
           `attachment; filename="subscriptions-${merchant}-${CHAIN_A}.csv"`,
         );
         expect(parsed.header).toEqual(SUBSCRIPTION_CSV_COLUMNS.map((c) => c.name));
-        expect(parsed.header.slice(0, 13)).toEqual(Object.keys(json[0]!));
+        // Every scalar field of the record is a column; the nested `renewal` outlook is not (GET /v0/renewals lists it).
+        expect(parsed.header.slice(0, 13)).toEqual(Object.keys(json[0]!).filter((k) => k !== "renewal"));
         expect(parsed.rows.length).toBe(json.length);
         json.forEach((record, k) => {
           const row = parsed.rows[k]!;
-          for (const [field, value] of Object.entries(record)) expect(row[field]).toBe(expectedCell(value));
+          for (const [field, value] of Object.entries(record)) {
+            if (field !== "renewal") expect(row[field]).toBe(expectedCell(value));
+          }
         });
       }
     }

@@ -1,24 +1,29 @@
-/** A bounded map that forgets its least recently used key first. */
+/**
+ * A bounded map that forgets first a key not used since the last sweep (CLOCK, the usual cheap approximation of
+ * least-recently-used): a hit only marks its entry, so the hot path never reorders the map.
+ */
 export class Lru<K, V> {
-  private readonly map = new Map<K, V>();
+  private readonly map = new Map<K, { value: V; used: boolean }>();
   constructor(private readonly max: number) {}
 
-  /** The value of `key`, marked as the most recently used. */
+  /** The value of `key`, marked as used. */
   get(key: K): V | undefined {
-    const v = this.map.get(key);
-    if (v !== undefined) {
-      // Map order is insertion order: re-inserting moves the key to the most recent end.
-      this.map.delete(key);
-      this.map.set(key, v);
-    }
-    return v;
+    const e = this.map.get(key);
+    if (e === undefined) return undefined;
+    e.used = true;
+    return e.value;
   }
 
-  /** Stores `value`, dropping the least recently used keys beyond the bound. */
+  /** Stores `value`, dropping keys beyond the bound: the oldest not used since it was stored or last passed over. */
   set(key: K, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    while (this.map.size > this.max) this.map.delete(this.map.keys().next().value as K);
+    const e = this.map.get(key);
+    if (e !== undefined) {
+      e.value = value;
+      e.used = true;
+      return;
+    }
+    this.map.set(key, { value, used: false });
+    while (this.map.size > this.max) this.evictOne();
   }
 
   delete(key: K): boolean {
@@ -31,5 +36,15 @@ export class Lru<K, V> {
 
   get size(): number {
     return this.map.size;
+  }
+
+  /** Drops the oldest unused entry; a used one passed over loses its mark and goes to the recent end (a second chance). */
+  private evictOne(): void {
+    for (const [k, e] of this.map) {
+      this.map.delete(k);
+      if (!e.used) return;
+      e.used = false;
+      this.map.set(k, e);
+    }
   }
 }

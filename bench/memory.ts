@@ -2,12 +2,18 @@
  * Memory benchmark (figures the test suite no longer asserts, since RSS and heap depend on the machine and on what
  * else runs in the process): (a) heap growth while a 50,000-record activity list streams, sampled every 5 chunks
  * after a full GC; (b) RSS before and after ten 10 MB posts that the body limit refuses (413). On PGlite, in process.
+ * (c) The RSS of an API-only process on PGlite (`ROLES=api bun start`, no DATABASE_URL) idle 2 s after its first
+ * `/healthz`, on a fresh data directory and reopened (issue 19 target: ≤ 250 MB).
  *
  *   bun run bench/memory.ts [--records 50000]
  */
 import { createApp } from "../src/http/app";
 import { BIG, seedBigMerchant } from "../testkit/bulk";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { admin, startSeededApp } from "../testkit/app";
+import { freePort, spawnBun, until } from "../testkit/cli";
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -63,6 +69,41 @@ async function refusedPost(port: number, size: number): Promise<string> {
   await answered.promise;
   socket.end();
   return response.slice(0, response.indexOf("\r\n"));
+}
+
+/** (c) RSS in MB of an API-only process on PGlite over `dataDir`, 2 s after it first answered. */
+async function apiOnlyRss(dataDir: string): Promise<number> {
+  const port = await freePort();
+  const child = spawnBun(["src/main.ts"], {
+    ROLES: "api",
+    CHAIN_ID: "31337",
+    SIWE_DOMAIN: "localhost",
+    ADMIN_API_KEY: "admin-key-0123456789abcdef",
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "warn",
+  });
+  try {
+    await until("the API answers", async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
+    await Bun.sleep(2_000);
+    return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.proc.pid}/status`, "utf8"))![1]) / 1024;
+  } finally {
+    child.proc.kill();
+    await child.proc.exited;
+  }
+}
+
+const dir = mkdtempSync(join(tmpdir(), "bench-memory-"));
+try {
+  const fresh = await apiOnlyRss(join(dir, "data"));
+  const reopened = await apiOnlyRss(join(dir, "data"));
+  console.log(
+    `(c) API-only process on PGlite, idle: ${fresh.toFixed(0)} MB RSS on a fresh data directory, ` +
+      `${reopened.toFixed(0)} MB reopened (target ≤ 250 MB)`,
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
 }
 
 const s = await startSeededApp();

@@ -1,33 +1,49 @@
-/** Memory of an API-only process on the embedded database: `ROLES=api bun start` with no DATABASE_URL. */
-import { expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+/**
+ * The embedded database's buffer pool: an API-only process (`ROLES=api bun start`, no DATABASE_URL) opens PGlite with
+ * a small `shared_buffers`, since Postgres zeroes the whole pool inside the WASM heap at start (~120 MB of RSS). The
+ * RSS itself is a figure of `bun run bench/memory.ts`, not asserted here. PGlite on both runs of the suite.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, spawnBun, until } from "../../testkit/cli";
+import { loadConfig } from "../../src/common/config";
+import { createDb, PGLITE_READER_SHARED_BUFFERS } from "../../src/db/client";
+import { startService } from "../../src/service";
+import { freePort } from "../../testkit/cli";
 
-/** Resident set size of `pid` in MB. */
-const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
+const dir = mkdtempSync(join(tmpdir(), "pglite-buffers-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-test("an API-only process on PGlite idles under 250 MB RSS (a 16 MB buffer pool: Postgres zeroes all of it at start)", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "pglite-rss-"));
-  const port = await freePort();
-  const child = spawnBun(["src/main.ts"], {
+const sharedBuffers = async (sql: { unsafe: (q: string) => Promise<unknown> }) =>
+  ((await sql.unsafe("show shared_buffers")) as { shared_buffers: string }[])[0]!.shared_buffers;
+
+test("PGlite only: an API-only service opens the embedded database with the reader's small buffer pool", async () => {
+  const config = loadConfig({
     ROLES: "api",
     CHAIN_ID: "31337",
     SIWE_DOMAIN: "localhost",
     ADMIN_API_KEY: "admin-key-0123456789abcdef",
-    DATA_DIR: join(dir, "data"),
-    PORT: String(port),
+    DATA_DIR: join(dir, "api"),
+    PORT: String(await freePort()),
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
   });
+  const service = await startService(config);
   try {
-    await until("the API answers", async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
-    await Bun.sleep(2_000); // idle
-    expect(rssMb(child.proc.pid)).toBeLessThan(250);
+    expect(service.db.kind).toBe("pglite");
+    expect(await sharedBuffers(service.db.sql)).toBe(PGLITE_READER_SHARED_BUFFERS);
+    expect((await fetch(`${service.url}/healthz`)).ok).toBe(true);
   } finally {
-    child.proc.kill();
-    await child.proc.exited;
-    rmSync(dir, { recursive: true, force: true });
+    await service.stop();
+  }
+}, 90_000);
+
+test("PGlite only: without the option the embedded database keeps Postgres's default pool (what the indexer gets)", async () => {
+  const db = await createDb({ dataDir: join(dir, "default") });
+  try {
+    expect(await sharedBuffers(db.sql)).toBe("128MB");
+  } finally {
+    await db.close();
   }
 }, 90_000);

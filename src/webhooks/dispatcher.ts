@@ -54,7 +54,13 @@ export type DispatcherOptions = {
 };
 
 /** A running dispatcher. */
-export type Dispatcher = { start: () => Promise<void>; stop: () => Promise<void>; wake: () => void };
+export type Dispatcher = {
+  start: () => Promise<void>;
+  stop: () => Promise<void>;
+  wake: () => void;
+  /** Poll passes finished so far (tests wait for passes instead of sleeping). */
+  passes: () => number;
+};
 
 /** Seconds until the attempt after failed attempt `attempt` (1-based), ±10 %; null after the last one. */
 export function retryDelay(schedule: number[], attempt: number, random = Math.random): number | null {
@@ -231,5 +237,6 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       await buffer.flush().catch((err) => log("error", "webhook outcomes not recorded at stop", { err }));
     },
     wake: () => loop.wake(),
+    passes: () => loop.passes(),
   };
 }

@@ -257,7 +257,9 @@ describe("dispatching rules", () => {
     expect(row!.disabled_reason).toContain("failed");
     const before = receiver.received.length;
     await emit(db, 2);
-    await Bun.sleep(400);
+    // Three passes of the loop after the new deliveries were stored: each would have sent them to an enabled endpoint.
+    const passes = d.passes();
+    await until("three more passes", async () => (d.wake(), d.passes() >= passes + 3), 30_000);
     expect(receiver.received.length).toBe(before);
     await d.stop();
     expect(

@@ -230,7 +230,7 @@ describe("cache", () => {
     });
     const gate = gateVia(`http://127.0.0.1:${slow.port}`);
     const inFlight = gate.check(addr(PAID));
-    await Bun.sleep(50);
+    await until("the first request reached the service", () => requests === 1);
     gate.evict(addr(PAID)); // what a cancellation's webhook does while the answer is on its way
     const after = gate.check(addr(PAID));
     expect((await inFlight).source).toBe("api");

@@ -56,13 +56,16 @@ export async function request(
 }
 
 /** A fresh database with the standard fixture and the app over it. */
-export async function startSeededApp(env: Record<string, string> = {}): Promise<SeededApp> {
+export async function startSeededApp(
+  env: Record<string, string> = {},
+  deps: { now?: () => number } = {},
+): Promise<SeededApp> {
   const db = await createTestDb();
   try {
     const fixture = await seedFixture(db.sql);
     const config = testConfig(env);
     const chains = await createChainRegistry(config);
-    const app = createApp({ sql: db.sql, config, chains, notifier: createNotifier(db) });
+    const app = createApp({ sql: db.sql, config, chains, notifier: createNotifier(db), now: deps.now });
     return {
       db,
       fixture,

@@ -27,8 +27,8 @@ export function createApp(deps: AppDeps) {
   // the primary, so a key or session just written is found at once.
   const readSql = deps.readSql ?? deps.sql;
   const chainState = createChainState({ sql: readSql, notifier: deps.notifier });
-  const limiter = createAppLimiter(deps.config);
-  const credentialLimiter = createCredentialLimiter(deps.config);
+  const limiter = createAppLimiter(deps.config, deps.now);
+  const credentialLimiter = createCredentialLimiter(deps.config, deps.now);
   const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter, credentialLimiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
   return new Elysia({ serve: serveOptions })

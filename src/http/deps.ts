@@ -27,6 +27,8 @@ export type AppDeps = {
   log?: Logger;
   /** Reports each answered request (the `/metrics` listener's HTTP metrics). */
   observeRequest?: RequestObserver;
+  /** Clock of the rate limits in ms (default `Date.now`); tests freeze it. */
+  now?: () => number;
 };
 
 /** What every `/v0` feature receives: the app's dependencies plus the shared chain cache and rate-limit stores. */
@@ -40,8 +42,9 @@ export type RouteDeps = AppDeps & {
 };
 
 /** The rate-limit store of an app, configured from RATE_LIMIT_PER_MINUTE, TRUSTED_PROXY_HOPS and CLIENT_IP_HEADER. */
-export function createAppLimiter(config: Config): ClientLimiter {
+export function createAppLimiter(config: Config, now?: () => number): ClientLimiter {
   return createClientLimiter({
+    now,
     perMinute: config.RATE_LIMIT_PER_MINUTE,
     trustedProxyHops: config.TRUSTED_PROXY_HOPS,
     clientIpHeader: config.CLIENT_IP_HEADER,
@@ -49,6 +52,6 @@ export function createAppLimiter(config: Config): ClientLimiter {
 }
 
 /** The per-credential store of an app (RATE_LIMIT_PER_KEY_PER_MINUTE), keyed by the credential's id. */
-export function createCredentialLimiter(config: Config): KeyLimiter {
-  return createKeyLimiter({ perMinute: config.RATE_LIMIT_PER_KEY_PER_MINUTE });
+export function createCredentialLimiter(config: Config, now?: () => number): KeyLimiter {
+  return createKeyLimiter({ perMinute: config.RATE_LIMIT_PER_KEY_PER_MINUTE, now });
 }

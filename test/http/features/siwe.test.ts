@@ -448,8 +448,10 @@ describe("contract wallets", () => {
 
 describe("GET /v0/siwe/nonce writes a row: limited per client and in number (through the app)", () => {
   let s: SeededApp;
+  // The rate limits' clock stands still: a slow machine's 60 requests must not refill the bucket meanwhile.
+  const clock = { t: Date.now() };
   beforeAll(async () => {
-    s = await startSeededApp({ CLIENT_IP_HEADER: "Fly-Client-IP" });
+    s = await startSeededApp({ CLIENT_IP_HEADER: "Fly-Client-IP" }, { now: () => clock.t });
   }, 60_000);
   afterAll(() => s?.close());
 
@@ -468,6 +470,10 @@ describe("GET /v0/siwe/nonce writes a row: limited per client and in number (thr
     expect(await rows()).toBe(before);
     expect((await nonceFrom("2001:db8:5:7::1")).status).toBe(200);
     expect((await nonceFrom("192.0.2.9")).status).toBe(200);
+    // A second later the client has one more.
+    clock.t += 1_000;
+    expect((await nonceFrom("2001:db8:5:6::1")).status).toBe(200);
+    expect((await nonceFrom("2001:db8:5:6::1")).status).toBe(429);
   });
 
   test("at most 10,000 unspent nonces: a new one makes the oldest unspent go; spent ones stay", async () => {

@@ -57,9 +57,10 @@ export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credential
   const { sql, config, chains } = deps;
   requireApi(config);
   const domain = config.SIWE_DOMAIN;
-  const limiter = deps.limiter ?? createAppLimiter(config);
-  const credentialLimiter = deps.credentialLimiter ?? createCredentialLimiter(config);
+  const limiter = deps.limiter ?? createAppLimiter(config, deps.now);
+  const credentialLimiter = deps.credentialLimiter ?? createCredentialLimiter(config, deps.now);
   const nonceLimiter = createClientLimiter({
+    now: deps.now,
     perMinute: NONCE_PER_MINUTE,
     trustedProxyHops: config.TRUSTED_PROXY_HOPS,
     clientIpHeader: config.CLIENT_IP_HEADER,

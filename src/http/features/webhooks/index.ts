@@ -133,7 +133,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
 
 /** Send a test event (TESTS_PER_MINUTE per endpoint), read the delivery log, replay events. */
 function endpointActionRoutes({ deps, sql, config, auth }: Shared) {
-  const tests = createKeyLimiter({ perMinute: TESTS_PER_MINUTE });
+  const tests = createKeyLimiter({ perMinute: TESTS_PER_MINUTE, now: deps.now });
   return new Elysia({ prefix: "/v0/webhook_endpoints", name: "webhook-endpoint-actions" })
     .use(bodyFields)
     .use(auth)

@@ -46,9 +46,20 @@ export function createNonceManager(ctx: KeeperContext): NonceManager {
     );
     const hash = keccak256(raw);
     await record({ hash, nonce: n });
-    await wallet.sendRawTransaction({ serializedTransaction: raw });
+    try {
+      await wallet.sendRawTransaction({ serializedTransaction: raw });
+    } catch (err) {
+      // An answer lost on the way back (a timeout, a dropped connection) after the node took it: it is sent.
+      if (!(await nodeHas(hash))) throw err;
+    }
     return hash;
   };
+
+  const nodeHas = (hash: Hash) =>
+    client.getTransaction({ hash }).then(
+      () => true,
+      () => false,
+    );
 
   const serialized = <T>(run: () => Promise<T>): Promise<T> => {
     const result = queue.then(run, run);

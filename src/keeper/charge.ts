@@ -109,10 +109,16 @@ export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts
     const tx = { data, gas: (estimate * 12n) / 10n + 10_000n, fees };
     // The claim names the transaction before the node has it: a keeper killed after the broadcast leaves a claim
     // that a new holder of the key can check, instead of one it would take as never sent.
-    const { hash, nonce } = await nonces.send(tx, async (signed) => {
-      const claim = { chainId, subscriptionId, owner, ttlMs: ctx.claimTtlMs, txHash: signed.hash, nonce: signed.nonce };
-      if (!(await recordClaimTx(sql, claim))) throw new ClaimTakenError(`subscription ${subscriptionId} is claimed`);
-    });
+    const { hash, nonce } = await nonces.send(tx, (signed) =>
+      recordClaimTx(sql, {
+        chainId,
+        subscriptionId,
+        owner,
+        ttlMs: ctx.claimTtlMs,
+        txHash: signed.hash,
+        nonce: signed.nonce,
+      }),
+    );
     receipts.track({ module: due.module, subscriptionId, nonce, tx, hash });
     result.sent.push({ module: due.module, subscriptionId, hash });
     ctx.observer?.charge("sent");

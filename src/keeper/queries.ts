@@ -1,5 +1,6 @@
 import type { Sql } from "../db/client";
 import { paidUntilSql } from "../domain/status";
+import { ClaimTakenError } from "./errors";
 
 /** A subscription the keeper should try to charge now. */
 export type DueSubscription = {
@@ -126,13 +127,13 @@ export async function claimSubscription(
 
 /**
  * Records a signed transaction on `owner`'s claim before it is broadcast (so a keeper killed after the broadcast
- * leaves a claim that names it), renewing the claim for `ttlMs`; takes the claim back if it expired. False when
- * another keeper holds a live claim: the transaction must then not be broadcast.
+ * leaves a claim that names it), renewing the claim for `ttlMs`; takes the claim back if it expired. Throws
+ * ClaimTakenError when another keeper holds a live claim: the transaction must then not be broadcast.
  */
 export async function recordClaimTx(
   sql: Sql,
   c: { chainId: number; subscriptionId: string; owner: string; ttlMs: number; txHash: string; nonce: number },
-): Promise<boolean> {
+): Promise<void> {
   const rows = await sql`
     insert into keeper_claims (chain_id, subscription_id, owner, expires_at, tx_hash, tx_nonce)
     values (${c.chainId}, ${c.subscriptionId}, ${c.owner}, now() + make_interval(secs => ${c.ttlMs / 1000}),
@@ -142,7 +143,7 @@ export async function recordClaimTx(
         tx_nonce = excluded.tx_nonce
       where keeper_claims.owner = excluded.owner or keeper_claims.expires_at <= now()
     returning 1`;
-  return rows.length === 1;
+  if (rows.length === 0) throw new ClaimTakenError(`subscription ${c.subscriptionId} is claimed by another keeper`);
 }
 
 /** Drops this owner's claim on a subscription. */

@@ -103,12 +103,10 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
     if (!fees) return log("warn", "charge not mined and the fee cap leaves no room to replace it; waiting", fields);
     try {
       // The claim names the replacement (and is renewed) before the node has it, as for a first send.
-      const hash = await nonces.resend(t.nonce, { ...t.tx, fees }, async (signed) => {
-        const claim = { chainId, subscriptionId: t.subscriptionId, owner, ttlMs: ctx.claimTtlMs, txHash: signed.hash };
-        if (!(await recordClaimTx(sql, { ...claim, nonce: signed.nonce }))) {
-          throw new ClaimTakenError(`subscription ${t.subscriptionId} is claimed`);
-        }
-      });
+      const claim = { chainId, subscriptionId: t.subscriptionId, owner, ttlMs: ctx.claimTtlMs };
+      const hash = await nonces.resend(t.nonce, { ...t.tx, fees }, (signed) =>
+        recordClaimTx(sql, { ...claim, txHash: signed.hash, nonce: signed.nonce }),
+      );
       t.hashes.push(hash);
       t.tx = { ...t.tx, fees };
       result.replaced.push({ subscriptionId: t.subscriptionId, nonce: t.nonce, replaced: previous, hash });

@@ -1,9 +1,9 @@
 import { encodeFunctionData, getAbiItem, getAddress, type Address } from "viem";
 import { subscriptionProcessorAbi } from "../chain/abis";
-import { QUIET_REVERTS, revertName } from "./errors";
+import { ClaimTakenError, QUIET_REVERTS, revertName } from "./errors";
 import { capFees, currentFees } from "./fees";
 import type { NonceManager } from "./nonce";
-import { claimSubscription, noteClaimTx, noteRecheck, releaseClaim, type DueSubscription } from "./queries";
+import { claimSubscription, noteRecheck, recordClaimTx, releaseClaim, type DueSubscription } from "./queries";
 import type { Receipts } from "./receipts";
 import type { Fees, KeeperContext, TickResult } from "./types";
 
@@ -107,12 +107,22 @@ export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts
     }
     const data = encodeFunctionData({ abi: subscriptionProcessorAbi, functionName: "charge", args: [module, id] });
     const tx = { data, gas: (estimate * 12n) / 10n + 10_000n, fees };
-    const { hash, nonce } = await nonces.send(tx);
+    // The claim names the transaction before the node has it: a keeper killed after the broadcast leaves a claim
+    // that a new holder of the key can check, instead of one it would take as never sent.
+    const { hash, nonce } = await nonces.send(tx, (signed) =>
+      recordClaimTx(sql, {
+        chainId,
+        subscriptionId,
+        owner,
+        ttlMs: ctx.claimTtlMs,
+        txHash: signed.hash,
+        nonce: signed.nonce,
+      }),
+    );
     receipts.track({ module: due.module, subscriptionId, nonce, tx, hash });
     result.sent.push({ module: due.module, subscriptionId, hash });
     ctx.observer?.charge("sent");
     log("info", "charge sent", { subscriptionId, module: due.module, tx: hash, nonce, expectFailure: !sim.success });
-    await noteClaimTx(sql, { chainId, subscriptionId, owner, txHash: hash });
     return undefined;
   }
 
@@ -130,7 +140,11 @@ export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts
       } catch (err) {
         sent = receipts.has(subscriptionId);
         const name = revertName(err);
-        if (name) {
+        if (err instanceof ClaimTakenError) {
+          // Our claim expired and another keeper took it between the claim and the send: nothing was broadcast.
+          log("debug", "charge skipped", { subscriptionId, reason: "claimed" });
+          skip("claimed");
+        } else if (name) {
           // The estimate or the send itself reverted: the state moved between simulation and now.
           log(QUIET_REVERTS.has(name) ? "debug" : "warn", "charge skipped", { subscriptionId, reason: name });
           skip(name);

@@ -20,3 +20,6 @@ export function revertName(err: unknown): string | undefined {
 export function isNonceUsed(err: unknown): boolean {
   return /nonce too low|already known|nonce has already been used|known transaction/i.test(String(err));
 }
+
+/** A signed charge whose claim another keeper holds now: it is not broadcast. */
+export class ClaimTakenError extends AppError {}

@@ -28,6 +28,12 @@ function keeperContext(opts: KeeperOptions): KeeperContext {
       fields: { walletChainId: wallet.chain.id, chainId },
     });
   }
+  // Charges are signed here so that their hash is recorded before the node sees them (nonce.ts).
+  if (wallet.account.type !== "local") {
+    throw new KeeperConfigError(`the keeper signs its charges itself: its account must be a local (private-key) one`, {
+      fields: { accountType: wallet.account.type },
+    });
+  }
   const address = wallet.account.address;
   return {
     sql,

@@ -1,15 +1,24 @@
-import type { Hash, Hex } from "viem";
-import type { Fees, KeeperContext, KeeperWallet } from "./types";
+import { keccak256, type Hash, type Hex, type LocalAccount } from "viem";
+import type { Fees, KeeperContext } from "./types";
 
 /** One transaction to the processor: calldata, gas limit and fees. */
 export type TxRequest = { data: Hex; gas: bigint; fees: Fees };
 
+/**
+ * Told of a signed transaction (its hash and nonce) before it is broadcast, to record it; a throw keeps it unsent
+ * (the nonce is not used).
+ */
+export type BeforeBroadcast = (signed: { hash: Hash; nonce: number }) => Promise<void>;
+
 /** The keeper's nonces: read once from the node, counted locally, sends serialized so they go out in order. */
 export type NonceManager = {
-  /** Sends `tx` with the next nonce; a failed send forgets the count, so the next send re-reads it. */
-  send: (tx: TxRequest) => Promise<{ hash: Hash; nonce: number }>;
-  /** Sends `tx` at a nonce already used (a replacement); the count does not move. */
-  resend: (nonce: number, tx: TxRequest) => Promise<Hash>;
+  /**
+   * Signs `tx` with the next nonce, hands it to `record`, then broadcasts it; a failed send forgets the count, so the
+   * next send re-reads it.
+   */
+  send: (tx: TxRequest, record: BeforeBroadcast) => Promise<{ hash: Hash; nonce: number }>;
+  /** The same at a nonce already used (a replacement); the count does not move. */
+  resend: (nonce: number, tx: TxRequest, record: BeforeBroadcast) => Promise<Hash>;
   /** Forgets the count (another sender moved the account's nonce, or a transaction was given up). */
   reset: () => void;
   /**
@@ -19,22 +28,38 @@ export type NonceManager = {
   check: (unmined: number) => Promise<void>;
 };
 
-/** Creates the nonce manager of one keeper account. */
+/** Creates the nonce manager of one keeper account (a local account: it signs here, the node only broadcasts). */
 export function createNonceManager(ctx: KeeperContext): NonceManager {
   const { client, wallet, chain, processor, address } = ctx;
+  const account = wallet.account as LocalAccount;
   let nonce: number | undefined;
   let queue: Promise<unknown> = Promise.resolve();
 
-  const transmit = (n: number, tx: TxRequest) =>
-    wallet.sendTransaction({
-      account: wallet.account,
-      chain,
-      to: processor,
-      data: tx.data,
-      gas: tx.gas,
-      nonce: n,
-      ...tx.fees,
-    } as Parameters<KeeperWallet["sendTransaction"]>[0]);
+  /**
+   * Signs locally (the hash is known before the node sees the transaction), records, then broadcasts
+   * (`eth_sendRawTransaction`): a failed record broadcasts nothing.
+   */
+  const transmit = async (n: number, tx: TxRequest, record: BeforeBroadcast): Promise<Hash> => {
+    const raw = await account.signTransaction(
+      { chainId: chain.id, to: processor, data: tx.data, gas: tx.gas, nonce: n, ...tx.fees },
+      { serializer: chain.serializers?.transaction },
+    );
+    const hash = keccak256(raw);
+    await record({ hash, nonce: n });
+    try {
+      await wallet.sendRawTransaction({ serializedTransaction: raw });
+    } catch (err) {
+      // An answer lost on the way back (a timeout, a dropped connection) after the node took it: it is sent.
+      if (!(await nodeHas(hash))) throw err;
+    }
+    return hash;
+  };
+
+  const nodeHas = (hash: Hash) =>
+    client.getTransaction({ hash }).then(
+      () => true,
+      () => false,
+    );
 
   const serialized = <T>(run: () => Promise<T>): Promise<T> => {
     const result = queue.then(run, run);
@@ -43,12 +68,12 @@ export function createNonceManager(ctx: KeeperContext): NonceManager {
   };
 
   return {
-    send: (tx) =>
+    send: (tx, record) =>
       serialized(async () => {
         if (nonce === undefined) nonce = await client.getTransactionCount({ address, blockTag: "pending" });
         const n = nonce;
         try {
-          const hash = await transmit(n, tx);
+          const hash = await transmit(n, tx, record);
           nonce = n + 1;
           return { hash, nonce: n };
         } catch (err) {
@@ -56,7 +81,7 @@ export function createNonceManager(ctx: KeeperContext): NonceManager {
           throw err;
         }
       }),
-    resend: (n, tx) => serialized(() => transmit(n, tx)),
+    resend: (n, tx, record) => serialized(() => transmit(n, tx, record)),
     reset: () => {
       nonce = undefined;
     },

@@ -2,8 +2,9 @@ import { eachBounded } from "../common/async";
 import type { Charger, PassContext } from "./charge";
 import type { KeeperLock } from "./lock";
 import type { NonceManager } from "./nonce";
-import { findDueSubscriptions, indexedBlock, releaseUnsentClaims, type DueSubscription } from "./queries";
+import { findDueSubscriptions, indexedBlock, type DueSubscription } from "./queries";
 import type { Receipts } from "./receipts";
+import { takeOverClaims } from "./takeover";
 import { emptyResult, type KeeperConfig, type KeeperContext, type TickResult } from "./types";
 
 /** What one pass uses besides the context. */
@@ -23,13 +24,25 @@ export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<Ti
   const retrySchedule = config.retrySchedule.length ? config.retrySchedule : [86_400];
   let standbyLogged = false;
 
-  /** Whether this instance may send now; a change of holder resets the nonce and the dead holder's claims. */
+  /** Sorts the claims a dead holder of the key left (takeover.ts); on an error they expire with their TTL. */
+  async function takeOver() {
+    try {
+      const { unsent, released, kept } = await takeOverClaims(ctx);
+      if (unsent || released.length || kept.length) {
+        log("info", "keeper took over the claims of the key's previous holder", { unsent, released, kept });
+      }
+    } catch (err) {
+      log("warn", "keeper could not check the claims of the key's previous holder: they expire", { err });
+    }
+  }
+
+  /** Whether this instance may send now; a change of holder resets the nonce and sorts the dead holder's claims. */
   async function holdLock(): Promise<boolean> {
     const state = await (await deps.lock()).hold();
     if (state.lost) log("warn", "keeper lost its key's lock: standing by", { keeper: address });
     if (state.acquired) {
       nonces.reset();
-      await releaseUnsentClaims(sql, { chainId, address });
+      await takeOver();
       log("info", "keeper holds its key's lock: sending charges", { keeper: address, chainId });
     } else if (!state.held && !standbyLogged) {
       log("info", "keeper is a standby: another process sends with this key", { keeper: address, chainId });

@@ -1,5 +1,6 @@
 import type { Sql } from "../db/client";
 import { paidUntilSql } from "../domain/status";
+import { ClaimTakenError } from "./errors";
 
 /** A subscription the keeper should try to charge now. */
 export type DueSubscription = {
@@ -118,20 +119,31 @@ export async function claimSubscription(
     insert into keeper_claims (chain_id, subscription_id, owner, expires_at)
     values (${c.chainId}, ${c.subscriptionId}, ${c.owner}, now() + make_interval(secs => ${c.ttlMs / 1000}))
     on conflict (chain_id, subscription_id) do update
-      set owner = excluded.owner, expires_at = excluded.expires_at, tx_hash = null
+      set owner = excluded.owner, expires_at = excluded.expires_at, tx_hash = null, tx_nonce = null
       where keeper_claims.owner = excluded.owner or keeper_claims.expires_at <= now()
     returning 1`;
   return rows.length === 1;
 }
 
-/** Records the transaction sent under a claim (for operators looking at the table). */
-export async function noteClaimTx(
+/**
+ * Records a signed transaction on `owner`'s claim before it is broadcast (so a keeper killed after the broadcast
+ * leaves a claim that names it), renewing the claim for `ttlMs`; takes the claim back if it expired. Throws
+ * ClaimTakenError when another keeper holds a live claim: the transaction must then not be broadcast.
+ */
+export async function recordClaimTx(
   sql: Sql,
-  c: { chainId: number; subscriptionId: string; owner: string; txHash: string },
-) {
-  await sql`
-    update keeper_claims set tx_hash = ${c.txHash}
-    where chain_id = ${c.chainId} and subscription_id = ${c.subscriptionId} and owner = ${c.owner}`;
+  c: { chainId: number; subscriptionId: string; owner: string; ttlMs: number; txHash: string; nonce: number },
+): Promise<void> {
+  const rows = await sql`
+    insert into keeper_claims (chain_id, subscription_id, owner, expires_at, tx_hash, tx_nonce)
+    values (${c.chainId}, ${c.subscriptionId}, ${c.owner}, now() + make_interval(secs => ${c.ttlMs / 1000}),
+      ${c.txHash}, ${c.nonce})
+    on conflict (chain_id, subscription_id) do update
+      set owner = excluded.owner, expires_at = excluded.expires_at, tx_hash = excluded.tx_hash,
+        tx_nonce = excluded.tx_nonce
+      where keeper_claims.owner = excluded.owner or keeper_claims.expires_at <= now()
+    returning 1`;
+  if (rows.length === 0) throw new ClaimTakenError(`subscription ${c.subscriptionId} is claimed by another keeper`);
 }
 
 /** Drops this owner's claim on a subscription. */
@@ -156,10 +168,37 @@ export async function noteRecheck(sql: Sql, c: { chainId: number; subscriptionId
 
 /**
  * Drops claims a dead instance of the same key left without a transaction (called when taking the key's lock:
- * no other live process sends with this key). Claims with a sent transaction expire on their own.
+ * no other live process sends with this key). A transaction is recorded before it is broadcast, so these were never
+ * sent. Returns how many.
  */
-export async function releaseUnsentClaims(sql: Sql, c: { chainId: number; address: string }) {
+export async function releaseUnsentClaims(sql: Sql, c: { chainId: number; address: string }): Promise<number> {
+  const rows = await sql`
+    delete from keeper_claims
+    where chain_id = ${c.chainId} and tx_hash is null and starts_with(owner, ${`${c.address.toLowerCase()}:`})
+    returning 1`;
+  return rows.length;
+}
+
+/** A live claim of another instance of this key that names a transaction. */
+export type SentClaim = { subscription_id: string; owner: string; tx_hash: string; tx_nonce: string | null };
+
+/** The live claims other instances of this key (`address`) left with a transaction recorded. */
+export async function sentClaimsOfKey(
+  sql: Sql,
+  c: { chainId: number; address: string; owner: string },
+): Promise<SentClaim[]> {
+  return sql<SentClaim[]>`
+    select subscription_id::text as subscription_id, owner, tx_hash, tx_nonce::text as tx_nonce
+    from keeper_claims
+    where chain_id = ${c.chainId} and tx_hash is not null and owner <> ${c.owner} and expires_at > now()
+      and starts_with(owner, ${`${c.address.toLowerCase()}:`})
+    order by subscription_id`;
+}
+
+/** Drops a claim if it still names the same owner and transaction. */
+export async function releaseSentClaim(sql: Sql, c: { chainId: number; claim: SentClaim }) {
   await sql`
     delete from keeper_claims
-    where chain_id = ${c.chainId} and tx_hash is null and starts_with(owner, ${`${c.address.toLowerCase()}:`})`;
+    where chain_id = ${c.chainId} and subscription_id = ${c.claim.subscription_id} and owner = ${c.claim.owner}
+      and tx_hash = ${c.claim.tx_hash}`;
 }

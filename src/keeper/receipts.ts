@@ -8,10 +8,10 @@ import {
 import { subscriptionProcessorAbi } from "../chain/abis";
 import { failureReasonName } from "../domain/failure-reasons";
 import { eachBounded } from "../common/async";
-import { isNonceUsed } from "./errors";
+import { ClaimTakenError, isNonceUsed } from "./errors";
 import { currentFees, replacementFees } from "./fees";
 import type { NonceManager, TxRequest } from "./nonce";
-import { claimSubscription, noteClaimTx, releaseClaim } from "./queries";
+import { recordClaimTx, releaseClaim } from "./queries";
 import type { KeeperContext, TickResult } from "./types";
 
 /** A charge sent and not yet reflected by the index; every version sent at its nonce is in `hashes`. */
@@ -102,16 +102,21 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
     t.lastSentAt = ctx.now();
     if (!fees) return log("warn", "charge not mined and the fee cap leaves no room to replace it; waiting", fields);
     try {
-      const hash = await nonces.resend(t.nonce, { ...t.tx, fees });
+      // The claim names the replacement (and is renewed) before the node has it, as for a first send.
+      const claim = { chainId, subscriptionId: t.subscriptionId, owner, ttlMs: ctx.claimTtlMs };
+      const hash = await nonces.resend(t.nonce, { ...t.tx, fees }, (signed) =>
+        recordClaimTx(sql, { ...claim, txHash: signed.hash, nonce: signed.nonce }),
+      );
       t.hashes.push(hash);
       t.tx = { ...t.tx, fees };
       result.replaced.push({ subscriptionId: t.subscriptionId, nonce: t.nonce, replaced: previous, hash });
       log("info", "charge not mined in time, replaced with higher fees", { ...fields, replacement: hash, ...fees });
-      await claimSubscription(sql, { chainId, subscriptionId: t.subscriptionId, owner, ttlMs: ctx.claimTtlMs });
-      await noteClaimTx(sql, { chainId, subscriptionId: t.subscriptionId, owner, txHash: hash });
     } catch (err) {
       // A version already mined makes the nonce used: the next round finds its receipt.
       if (isNonceUsed(err)) return log("debug", "replacement not needed, the nonce is used", fields);
+      // Our claim expired and another keeper's took its place: ours stays pending as it is, unreplaced.
+      if (err instanceof ClaimTakenError)
+        return log("warn", "charge not replaced: another keeper holds its claim", fields);
       result.errors += 1;
       log("warn", "charge replacement failed", { ...fields, err });
     }

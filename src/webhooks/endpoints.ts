@@ -52,6 +52,13 @@ const ENDPOINT_COLUMNS =
 const DELIVERY_COLUMNS = `id, event_id, event_type, attempts, status, response_status, error, duration_ms, created_at,
   last_attempt_at, next_attempt_at`;
 
+/**
+ * The endpoints a chain-scoped credential (of `chainId`) may see and change: those of its chain and the all-chain ones;
+ * every endpoint when `chainId` is undefined. One rule for every read and write, in the query's own WHERE.
+ */
+const inChainScope = (sql: Sql, chainId: number | undefined) =>
+  chainId === undefined ? sql`` : sql`and (chain_id is null or chain_id = ${chainId})`;
+
 /** A random id with a prefix (`we_`, `wd_`). */
 export const randomId = (prefix: string) => `${prefix}${randomBytes(12).toString("hex")}`;
 
@@ -112,8 +119,7 @@ export async function createEndpoint(
  */
 export async function listEndpoints(sql: Sql, merchant: string, chainId?: number): Promise<EndpointObject[]> {
   const rows = await sql<EndpointRow[]>`
-    select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints where merchant = ${merchant}
-    ${chainId === undefined ? sql`` : sql`and (chain_id is null or chain_id = ${chainId})`}
+    select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints where merchant = ${merchant} ${inChainScope(sql, chainId)}
     order by created_at, id`;
   return rows.map(toEndpoint);
 }
@@ -148,17 +154,20 @@ export async function getEndpoint(
 ): Promise<EndpointObject | undefined> {
   const [row] = await sql<EndpointRow[]>`
     select ${sql.unsafe(ENDPOINT_COLUMNS)} from webhook_endpoints
-    where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`}
-    ${chainId === undefined ? sql`` : sql`and (chain_id is null or chain_id = ${chainId})`}`;
+    where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`} ${inChainScope(sql, chainId)}`;
   return row && toEndpoint(row);
 }
 
-/** Applies a change; `enabled: true` re-enables (and restarts the failure clock). Undefined when unknown. */
+/**
+ * Applies a change; `enabled: true` re-enables (and restarts the failure clock). Undefined when unknown, or outside
+ * `chainId`'s scope when given.
+ */
 export async function updateEndpoint(
   sql: Sql,
   merchant: string,
   id: string,
   patch: { url?: string; eventTypes?: string[]; description?: string | null; enabled?: boolean },
+  chainId?: number,
 ): Promise<EndpointObject | undefined> {
   const [row] = await sql<EndpointRow[]>`
     update webhook_endpoints set
@@ -169,31 +178,41 @@ export async function updateEndpoint(
       disabled_reason = case when ${patch.enabled === true} then null else disabled_reason end,
       failing_since = case when ${patch.enabled === true} then null else failing_since end,
       updated_at = clock_timestamp()
-    where id = ${id} and merchant = ${merchant}
+    where id = ${id} and merchant = ${merchant} ${inChainScope(sql, chainId)}
     returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
   return row && toEndpoint(row);
 }
 
-/** Deletes an endpoint with its deliveries (pending ones are thereby cancelled). False when unknown. */
-export async function deleteEndpoint(sql: Sql, merchant: string | null, id: string): Promise<boolean> {
+/**
+ * Deletes an endpoint with its deliveries (pending ones are thereby cancelled). False when unknown, or outside
+ * `chainId`'s scope when given.
+ */
+export async function deleteEndpoint(
+  sql: Sql,
+  merchant: string | null,
+  id: string,
+  chainId?: number,
+): Promise<boolean> {
   const rows = await sql`
-    delete from webhook_endpoints where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`}
+    delete from webhook_endpoints
+    where id = ${id} ${merchant === null ? sql`` : sql`and merchant = ${merchant}`} ${inChainScope(sql, chainId)}
     returning id`;
   return rows.length > 0;
 }
 
-/** A new secret; the previous one keeps signing for 24 h. Undefined when unknown. */
+/** A new secret; the previous one keeps signing for 24 h. Undefined when unknown, or outside `chainId`'s scope. */
 export async function rotateSecret(
   sql: Sql,
   merchant: string,
   id: string,
   secretKey: string | undefined,
+  chainId?: number,
 ): Promise<(EndpointObject & { secret: string }) | undefined> {
   const secret = newSecret();
   const [row] = await sql<EndpointRow[]>`
     update webhook_endpoints set previous_secret = secret, previous_secret_expires_at = clock_timestamp() + interval '24 hours',
       secret = ${sealSecret(secret, secretKey, id)}, updated_at = clock_timestamp()
-    where id = ${id} and merchant = ${merchant}
+    where id = ${id} and merchant = ${merchant} ${inChainScope(sql, chainId)}
     returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
   return row && { ...toEndpoint(row), secret };
 }

@@ -88,7 +88,7 @@ export async function createFromBody(
 
 /**
  * Validates a change (`{url?, event_types?, description?, enabled?}`) and applies it; undefined when the merchant
- * has no such endpoint.
+ * has no such endpoint (or none in `chainId`'s scope, when given).
  */
 export async function updateFromBody(
   sql: Sql,
@@ -96,6 +96,7 @@ export async function updateFromBody(
   id: string,
   b: Record<string, unknown>,
   config: Pick<DispatcherConfig, "allowPrivate">,
+  chainId?: number,
 ) {
   if (b.enabled !== undefined && typeof b.enabled !== "boolean") {
     throw new InvalidFieldError("enabled", "enabled must be true or false");
@@ -107,5 +108,5 @@ export async function updateFromBody(
     description: b.description === undefined ? undefined : (b.description as string | null),
     enabled: b.enabled as boolean | undefined,
   };
-  return updateEndpoint(sql, merchant, id, patch);
+  return updateEndpoint(sql, merchant, id, patch, chainId);
 }

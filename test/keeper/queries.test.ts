@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
-import { claimSubscription, findDueSubscriptions, noteRecheck, releaseClaim } from "../../src/keeper/queries";
+import { ClaimTakenError } from "../../src/keeper/errors";
+import {
+  claimSubscription,
+  findDueSubscriptions,
+  noteRecheck,
+  recordClaimTx,
+  releaseClaim,
+} from "../../src/keeper/queries";
 import { createTestDb } from "../../testkit/db";
 
 const CHAIN = 31337;
@@ -205,6 +212,27 @@ describe("findDueSubscriptions", () => {
     expect(await claimSubscription(db.sql, { chainId: CHAIN, subscriptionId: "1", owner: ME, ttlMs: 60_000 })).toBe(
       true,
     );
+  });
+
+  test("a transaction is recorded on the keeper's own claim (taken back if expired), never over another's live one", async () => {
+    const tx = (owner: string, n: number) =>
+      recordClaimTx(db.sql, { chainId: CHAIN, subscriptionId: "1", owner, ttlMs: 60_000, txHash: `0x0${n}`, nonce: n });
+    const claim = async () =>
+      (await db.sql`select owner, tx_hash, tx_nonce::int as tx_nonce from keeper_claims where subscription_id = 1`)[0];
+    expect(await claimSubscription(db.sql, { chainId: CHAIN, subscriptionId: "1", owner: ME, ttlMs: 60_000 })).toBe(
+      true,
+    );
+    await tx(ME, 1);
+    expect(await claim()).toEqual({ owner: ME, tx_hash: "0x01", tx_nonce: 1 });
+    await expect(tx("0xother:1", 2)).rejects.toBeInstanceOf(ClaimTakenError);
+    expect(await claim()).toEqual({ owner: ME, tx_hash: "0x01", tx_nonce: 1 });
+    // Expired (the keeper was slow): the next record takes it back.
+    await db.sql`update keeper_claims set expires_at = now() - interval '1 second'`;
+    await tx("0xother:1", 3);
+    expect(await claim()).toEqual({ owner: "0xother:1", tx_hash: "0x03", tx_nonce: 3 });
+    // A new claim of the same owner forgets the transaction of the previous one.
+    await claimSubscription(db.sql, { chainId: CHAIN, subscriptionId: "1", owner: "0xother:1", ttlMs: 60_000 });
+    expect(await claim()).toEqual({ owner: "0xother:1", tx_hash: null, tx_nonce: null });
   });
 
   describe("with maxAttempts (KEEPER_MAX_ATTEMPTS) and a recheck interval", () => {

@@ -3,14 +3,28 @@
  * fees at least 12.5 % higher, exactly one version is mined and indexed; KEEPER_MAX_FEE_GWEI is never exceeded.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { TransactionReceiptNotFoundError, parseGwei, type Address, type Hash } from "viem";
+import {
+  TransactionNotFoundError,
+  TransactionReceiptNotFoundError,
+  createWalletClient,
+  http,
+  keccak256,
+  parseGwei,
+  parseTransaction,
+  type Address,
+  type Hash,
+  type Hex,
+} from "viem";
 import { publicClientFor } from "../../src/chain/clients";
 import { createLogger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
 import { createIndexer } from "../../src/indexer";
 import { createKeeper, type Keeper, type KeeperConfig } from "../../src/keeper";
+import { accounts } from "../../testkit/accounts";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
+import { startRpcProxy, type HeldRequest } from "../../testkit/rpc-proxy";
 
 let chain: TestChain;
 let db: Db;
@@ -52,11 +66,15 @@ afterAll(async () => {
 let clockMs = Date.now();
 const DEADLINE_MS = 60_000;
 
-function makeKeeper(config: Partial<KeeperConfig>, lines: string[]): Keeper {
+function makeKeeper(config: Partial<KeeperConfig>, lines: string[], rpcUrl = chain.rpcUrl): Keeper {
   const keeper = createKeeper({
     sql: db.sql,
-    client: publicClientFor(chain.rpcUrl),
-    wallet: chain.wallet("keeper"),
+    client: publicClientFor(rpcUrl),
+    wallet: createWalletClient({
+      chain: chain.wallet("keeper").chain,
+      transport: http(rpcUrl, { retryCount: 0 }),
+      account: accounts.keeper,
+    }),
     config: {
       chainId: chain.chainId,
       PROCESSOR_ADDRESS: chain.processor,
@@ -73,7 +91,7 @@ function makeKeeper(config: Partial<KeeperConfig>, lines: string[]): Keeper {
 }
 
 /** A due subscription, indexed, with automine switched off afterwards so that the keeper's sends stay pending. */
-async function dueWithAutomineOff(name: "alice" | "bob" | "carol"): Promise<bigint> {
+async function dueWithAutomineOff(name: "alice" | "bob" | "carol" | "dave"): Promise<bigint> {
   await chain.fund(name, token, 10_000_000n);
   const id = await chain.subscribe(name, module, 1);
   await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
@@ -174,7 +192,47 @@ test("KEEPER_MAX_FEE_GWEI is never exceeded: no replacement above it, no send wh
     expect(r.skipped).toContainEqual({ module: module.toLowerCase(), subscriptionId: `${other}`, reason: "fee_cap" });
     expect(poorLines.some((l) => l.includes("KEEPER_MAX_FEE_GWEI") && l.includes('"level":"warn"'))).toBe(true);
     expect(await chain.publicClient.getTransactionCount({ address: chain.keeper, blockTag: "pending" })).toBe(nonce);
+    await poor.stop();
   } finally {
+    await chain.testClient.setAutomine(true);
+  }
+}, 60_000);
+
+test("a replacement's hash is on the claim before the node has it", async () => {
+  const lines: string[] = [];
+  const proxy = startRpcProxy(chain.rpcUrl);
+  const id = await dueWithAutomineOff("dave");
+  try {
+    const keeper = makeKeeper({ maxFeePerGas: parseGwei("1000") }, lines, proxy.url);
+    const original = (await keeper.tick()).sent.find((s) => s.subscriptionId === `${id}`)!.hash;
+    const nonce = (await eip1559(original)).nonce;
+    proxy.hold("eth_sendRawTransaction");
+    clockMs += DEADLINE_MS + 1;
+    const ticking = keeper.tick();
+    // A charge left due by the test above is sent and replaced too: its broadcasts pass (sends are serialized).
+    const ours = (h: HeldRequest) => parseTransaction(h.params[0] as Hex).nonce === nonce;
+    const held = await until("the replacement's broadcast", async () => {
+      for (const h of proxy.held.filter((h) => !ours(h))) void h.release();
+      return proxy.held.find(ours);
+    });
+    const replacement = keccak256(held.params[0] as Hex);
+    expect(replacement).not.toBe(original);
+    const [claim] = await db.sql<{ tx_hash: string; tx_nonce: string }[]>`
+      select tx_hash, tx_nonce::text as tx_nonce from keeper_claims where subscription_id = ${id.toString()}`;
+    expect(claim).toEqual({ tx_hash: replacement, tx_nonce: String(nonce) });
+    await expect(chain.publicClient.getTransaction({ hash: replacement })).rejects.toBeInstanceOf(
+      TransactionNotFoundError,
+    );
+    proxy.unhold("eth_sendRawTransaction");
+    for (const h of proxy.held) await h.release();
+    expect((await ticking).replaced.map((r) => r.hash)).toContain(replacement);
+    await chain.testClient.mine({ blocks: 1 });
+    expect(await minedOnce([original, replacement])).toBe(replacement);
+    expect(await chargesIndexed(id)).toEqual(["CHARGE"]);
+    await keeper.stop();
+  } finally {
+    for (const h of proxy.held) h.drop();
+    proxy.stop();
     await chain.testClient.setAutomine(true);
   }
 }, 60_000);

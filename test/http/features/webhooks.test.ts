@@ -673,6 +673,36 @@ describe("chain scopes: an endpoint made by a chain-scoped credential receives a
     await call(s, "DELETE", `/v0/webhook_endpoints/${M4}/${onAEndpoint.id}`, onA);
   });
 
+  test("a key scoped to chain B cannot patch, rotate or delete chain A's endpoint: 404, and nothing changes", async () => {
+    const onAEndpoint = (await create(onA)).body;
+    const keyB = (await call(s, "POST", `/v0/api_keys/${M4}`, onB)).body.key;
+    const stored = async () =>
+      (
+        await s.db.sql`select url, enabled, description, secret, previous_secret, updated_at
+          from webhook_endpoints where id = ${onAEndpoint.id}`
+      )[0];
+    const before = await stored();
+    const path = `/v0/webhook_endpoints/${M4}/${onAEndpoint.id}`;
+    for (const [method, suffix, body] of [
+      ["PATCH", "", { enabled: false, description: "taken" }],
+      ["PATCH", "", { url: "ftp://refused.example" }], // a refused body on an endpoint it cannot see: still a 404
+      ["POST", "/rotate_secret", undefined],
+      ["DELETE", "", undefined],
+    ] as const) {
+      const res = await call(s, method, `${path}${suffix}`, keyB, body);
+      expect(res.status, `${method} ${suffix} ${JSON.stringify(body)}`).toBe(404);
+      expect(res.body.error.param).toBe("id");
+    }
+    expect(await stored()).toEqual(before);
+    // The key acts on its own chain's endpoints (and the all-chain ones) as before.
+    const onBEndpoint = (await create(onB)).body;
+    expect(
+      (await call(s, "PATCH", `/v0/webhook_endpoints/${M4}/${onBEndpoint.id}`, keyB, { enabled: false })).body,
+    ).toMatchObject({ id: onBEndpoint.id, enabled: false });
+    expect((await call(s, "DELETE", `/v0/webhook_endpoints/${M4}/${onBEndpoint.id}`, keyB)).status).toBe(200);
+    expect((await call(s, "DELETE", path, onA)).status).toBe(200);
+  });
+
   test("replay to a chain-scoped endpoint enqueues only its chain's events; redeliver never crosses chains", async () => {
     const scoped = (await create(onB)).body.id;
     const all = (await create(cliKey)).body.id;

@@ -8,10 +8,10 @@ import { createKeyLimiter } from "../../rate-limit";
 import type { Sql } from "../../../db/client";
 import { dispatcherConfig, type DispatcherConfig } from "../../../webhooks/dispatcher";
 import { deleteEndpoint, listEndpoints, rotateSecret } from "../../../webhooks/endpoints";
-import { bodyObject, createFromBody, updateFromBody } from "../../../webhooks/input";
+import { bodyObject, createFromBody } from "../../../webhooks/input";
 import { replayToEndpoint } from "../../../webhooks/resend";
 import { sendTest } from "../../../webhooks/test-delivery";
-import { deliveriesPage, endpointPath, redeliver, replayRequest, requireEndpoint } from "./service";
+import { deliveriesPage, endpointPath, patchEndpoint, redeliver, replayRequest, requireEndpoint } from "./service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
 import { chainScope, type Principal } from "../../../auth/principal";
 
@@ -96,10 +96,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       "/:merchant/:id",
       async (ctx: BodyCtx) => {
         const { merchant, id } = endpointPath(ctx.params);
-        await requireEndpoint(sql, merchant, id, scope(ctx));
-        const updated = await updateFromBody(sql, merchant, id, ctx.fields, config);
-        if (!updated) throw notFound(id);
-        return updated;
+        return patchEndpoint(sql, merchant, id, ctx.fields, config, scope(ctx));
       },
       {
         fields: ["url", "event_types", "description", "enabled"],
@@ -112,8 +109,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       "/:merchant/:id",
       async (ctx: Ctx) => {
         const { merchant, id } = endpointPath(ctx.params);
-        await requireEndpoint(sql, merchant, id, scope(ctx));
-        if (!(await deleteEndpoint(sql, merchant, id))) throw notFound(id);
+        if (!(await deleteEndpoint(sql, merchant, id, scope(ctx)))) throw notFound(id);
         return { id, deleted: true as const };
       },
       { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.remove },
@@ -122,8 +118,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       "/:merchant/:id/rotate_secret",
       async (ctx: Ctx) => {
         const { merchant, id } = endpointPath(ctx.params);
-        await requireEndpoint(sql, merchant, id, scope(ctx));
-        const rotated = await rotateSecret(sql, merchant, id, config.secretKey);
+        const rotated = await rotateSecret(sql, merchant, id, config.secretKey, scope(ctx));
         if (!rotated) throw notFound(id);
         return rotated;
       },

@@ -4,7 +4,9 @@ import { ApiError, InvalidParameterError, NotFoundError } from "../../errors";
 import { nextLink } from "../../paging";
 import { parseEnum, parseLimit, parseSince, parseAddress, type RawParams } from "../../params";
 import { findDelivery, getEndpoint, listDeliveries, toDelivery } from "../../../webhooks/endpoints";
-import { eventTypesField, stringField } from "../../../webhooks/input";
+import { InvalidFieldError } from "../../../webhooks/errors";
+import { eventTypesField, stringField, updateFromBody } from "../../../webhooks/input";
+import type { DispatcherConfig } from "../../../webhooks/dispatcher";
 import type { ReplayRequest } from "../../../webhooks/resend";
 import { redeliverTargets, redeliverTo } from "../../../webhooks/resend";
 import { EVENT_ID_PATTERN } from "../../../events/ids";
@@ -27,6 +29,29 @@ export async function requireEndpoint(sql: Sql, merchant: string, id: string, ch
   const endpoint = await getEndpoint(sql, merchant, id, chainId);
   if (!endpoint) throw new NotFoundError(`no endpoint ${id}`, "id");
   return endpoint;
+}
+
+/**
+ * `PATCH …/:id`: the change in one UPDATE scoped to the merchant and `chainId` (no window between a check and the
+ * write), a 404 when it matches nothing. A refused body on an endpoint the credential cannot see stays the 404 it
+ * always was: the endpoint is read on that error path only.
+ */
+export async function patchEndpoint(
+  sql: Sql,
+  merchant: string,
+  id: string,
+  fields: Record<string, unknown>,
+  config: Pick<DispatcherConfig, "allowPrivate">,
+  chainId?: number,
+) {
+  const updated = await updateFromBody(sql, merchant, id, fields, config, chainId).catch(async (err) => {
+    if (err instanceof InvalidFieldError && !(await getEndpoint(sql, merchant, id, chainId))) {
+      throw new NotFoundError(`no endpoint ${id}`, "id");
+    }
+    throw err;
+  });
+  if (!updated) throw new NotFoundError(`no endpoint ${id}`, "id");
+  return updated;
 }
 
 /**

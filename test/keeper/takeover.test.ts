@@ -1,0 +1,206 @@
+/**
+ * A charge is on its claim before the node has it, and what a new holder of the key does with the claims a dead
+ * holder left: real anvil, the real indexer, an RPC proxy that holds `eth_sendRawTransaction` while the test looks.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createWalletClient, http, keccak256, TransactionNotFoundError, type Address, type Hash, type Hex } from "viem";
+import { publicClientFor } from "../../src/chain/clients";
+import { createLogger } from "../../src/common/log";
+import type { Db } from "../../src/db/client";
+import { createIndexer } from "../../src/indexer";
+import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper";
+import { accounts } from "../../testkit/accounts";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { until } from "../../testkit/cli";
+import { createTestDb, testDbKind } from "../../testkit/db";
+import { startRpcProxy, type RpcProxy } from "../../testkit/rpc-proxy";
+
+let chain: TestChain;
+let db: Db;
+let token: Address;
+let module: Address;
+let proxy: RpcProxy;
+let indexer: ReturnType<typeof createIndexer>;
+const keepers: Keeper[] = [];
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  db = await createTestDb();
+  token = await chain.deployToken();
+  module = await chain.createModule("merchant");
+  await chain.createPlan("merchant", module, { planId: 1, token, amount: 1_000_000n, interval: 30 * 86_400 });
+  proxy = startRpcProxy(chain.rpcUrl);
+  indexer = createIndexer({
+    sql: db.sql,
+    db,
+    client: publicClientFor(chain.rpcUrl),
+    config: {
+      PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
+      START_BLOCK: Number(chain.startBlock),
+      CONFIRMATIONS: 0,
+      POLL_INTERVAL_MS: 100,
+      chainId: chain.chainId,
+    },
+  });
+  await indexer.start();
+}, 60_000);
+
+afterAll(async () => {
+  for (const h of proxy?.held ?? []) h.drop();
+  for (const k of keepers) await k.stop().catch(() => {});
+  await indexer?.stop();
+  proxy?.stop();
+  await db?.close();
+  await chain?.stop();
+}, 60_000);
+
+/** A keeper whose node (reads and broadcasts) is behind the proxy. */
+function keeperViaProxy(extra: Partial<KeeperOptions> = {}): Keeper {
+  const keeper = createKeeper({
+    sql: db.sql,
+    client: publicClientFor(proxy.url),
+    wallet: createWalletClient({
+      chain: chain.wallet("keeper").chain,
+      transport: http(proxy.url, { retryCount: 0 }),
+      account: accounts.keeper,
+    }),
+    config: {
+      chainId: chain.chainId,
+      PROCESSOR_ADDRESS: chain.processor,
+      POLL_INTERVAL_MS: 100,
+      retrySchedule: [3600],
+    },
+    ...extra,
+  });
+  keepers.push(keeper);
+  return keeper;
+}
+
+async function dueSubscription(name: "alice" | "bob" | "carol"): Promise<bigint> {
+  await chain.fund(name, token, 10_000_000n);
+  const id = await chain.subscribe(name, module, 1);
+  await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
+  return id;
+}
+
+async function claimOf(id: bigint | number) {
+  const [row] = await db.sql<{ owner: string; tx_hash: string | null; tx_nonce: string | null }[]>`
+    select owner, tx_hash, tx_nonce::text as tx_nonce from keeper_claims
+    where chain_id = ${chain.chainId} and subscription_id = ${id.toString()}`;
+  return row;
+}
+
+async function nodeHas(hash: Hash): Promise<boolean> {
+  try {
+    await chain.publicClient.getTransaction({ hash });
+    return true;
+  } catch (err) {
+    expect(err).toBeInstanceOf(TransactionNotFoundError);
+    return false;
+  }
+}
+
+async function charges(id: bigint) {
+  await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
+  const rows = await db.sql<{ type: string }[]>`
+    select type from activity where chain_id = ${chain.chainId} and subscription_id = ${id.toString()}`;
+  return rows.map((r) => r.type);
+}
+
+const pendingNonce = () => chain.publicClient.getTransactionCount({ address: chain.keeper, blockTag: "pending" });
+
+test(`a charge's hash and nonce are on its claim before the node has the transaction (${testDbKind})`, async () => {
+  const keeper = keeperViaProxy();
+  const id = await dueSubscription("alice");
+  const nonce = await pendingNonce();
+  proxy.hold("eth_sendRawTransaction");
+  try {
+    const ticking = keeper.tick();
+    const held = await until("the keeper's broadcast", async () => proxy.held[0]);
+    const hash = keccak256(held.params[0] as Hex);
+    // The keeper waits on its broadcast: the claim already names the transaction, the node has never seen it.
+    expect(await claimOf(id)).toMatchObject({ tx_hash: hash, tx_nonce: String(nonce) });
+    expect(await nodeHas(hash)).toBe(false);
+    await held.release();
+    const r = await ticking;
+    expect(r.sent).toEqual([{ module: module.toLowerCase(), subscriptionId: `${id}`, hash }]);
+    expect((await chain.publicClient.waitForTransactionReceipt({ hash })).status).toBe("success");
+    expect(await charges(id)).toEqual(["CHARGE"]);
+  } finally {
+    proxy.unhold("eth_sendRawTransaction");
+    proxy.held.length = 0;
+    await keeper.stop();
+  }
+}, 60_000);
+
+test(`a broadcast whose answer is lost after the node took it counts as sent, not as failed (${testDbKind})`, async () => {
+  const keeper = keeperViaProxy();
+  const id = await dueSubscription("bob");
+  proxy.hold("eth_sendRawTransaction");
+  try {
+    const ticking = keeper.tick();
+    const held = await until("the keeper's broadcast", async () => proxy.held[0]);
+    await held.forward();
+    held.drop(); // the keeper gets a 503 for a transaction the node has
+    const r = await ticking;
+    const hash = keccak256(held.params[0] as Hex);
+    expect(r.errors).toBe(0);
+    expect(r.sent.map((s) => s.hash)).toEqual([hash]);
+    expect(keeper.inFlight()).toBe(1);
+    expect((await claimOf(id))?.tx_hash).toBe(hash);
+    expect((await chain.publicClient.waitForTransactionReceipt({ hash })).status).toBe("success");
+    expect(await charges(id)).toEqual(["CHARGE"]);
+  } finally {
+    proxy.unhold("eth_sendRawTransaction");
+    proxy.held.length = 0;
+    await keeper.stop();
+  }
+}, 60_000);
+
+test(`a new holder of the key releases a dead holder's claims only when their transaction was never broadcast or can no longer be mined (${testDbKind})`, async () => {
+  const dead = `${chain.keeper.toLowerCase()}:dead0001`;
+  const otherKey = `${accounts.keeper2.address.toLowerCase()}:dead0002`;
+  const unknownHash = (n: number) => `0x${n.toString(16).padStart(64, "f")}`;
+  // A mined transaction of the key, and one pending at the next nonce (automine off).
+  const mined = await chain.send(chain.wallet("keeper").sendTransaction({ to: chain.keeper, value: 0n }));
+  await chain.testClient.setAutomine(false);
+  try {
+    const minedCount = await chain.publicClient.getTransactionCount({ address: chain.keeper, blockTag: "latest" });
+    const pendingHash = await chain.wallet("keeper").sendTransaction({ to: chain.keeper, value: 0n });
+    expect(await pendingNonce()).toBe(minedCount + 1);
+    const claims: [number, string, string | null, number | null][] = [
+      [9001, dead, null, null], // never signed
+      [9002, dead, mined.transactionHash, minedCount - 1], // mined
+      [9003, dead, pendingHash, minedCount], // pending
+      [9004, dead, unknownHash(4), minedCount - 1], // unknown, its nonce taken by another: never minable
+      [9005, dead, unknownHash(5), minedCount + 1], // unknown, its nonce free (the pending count): ours to take
+      [9006, dead, unknownHash(6), minedCount], // unknown, its nonce held by the pending one: may be its version
+      [9007, dead, unknownHash(7), null], // unknown, no nonce recorded (a claim from before 0026)
+      [9008, otherKey, unknownHash(8), 0], // another key's: never this keeper's to judge
+    ];
+    for (const [id, owner, hash, nonce] of claims) {
+      await db.sql`
+        insert into keeper_claims (chain_id, subscription_id, owner, tx_hash, tx_nonce, expires_at)
+        values (${chain.chainId}, ${id}, ${owner}, ${hash}, ${nonce}, now() + interval '1 hour')`;
+    }
+    const lines: string[] = [];
+    const keeper = keeperViaProxy({ log: createLogger("info", (l) => lines.push(l)) });
+    const r = await keeper.tick();
+    expect(r.sent).toEqual([]);
+    const left = await db.sql<{ id: number }[]>`
+      select subscription_id::int as id from keeper_claims where chain_id = ${chain.chainId} and subscription_id >= 9000
+      order by 1`;
+    expect(left.map((c) => c.id)).toEqual([9002, 9003, 9006, 9007, 9008]);
+    const said = lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
+    expect([said.unsent, said.released.sort(), said.kept.sort()]).toEqual([
+      1,
+      ["9004", "9005"],
+      ["9002", "9003", "9006", "9007"],
+    ]);
+    await keeper.stop();
+  } finally {
+    await chain.testClient.setAutomine(true);
+    await chain.testClient.mine({ blocks: 1 });
+    await db.sql`delete from keeper_claims where subscription_id >= 9000`;
+  }
+}, 60_000);

@@ -134,6 +134,73 @@ async function* mapBatches<T, R>(batches: AsyncIterable<readonly T[]>, f: (row: 
 
 const encoder = new TextEncoder();
 
+/** A row Postgres rendered (postgres.js `.raw()`: its columns as undecoded bytes), the record's text in one column. */
+export type RenderedRow = readonly (Uint8Array | null)[];
+
+/** How rendered rows form a document: the text before the first row, between two rows, after the last. */
+export type RenderedDocument = { open: string; separator: string; close: string };
+
+/** The JSON array of records rendered one per row. */
+export const JSON_DOCUMENT: RenderedDocument = { open: "[", separator: ",", close: "]" };
+
+/** `lead`, then column `text` of every row, `separator` between two rows, as one byte array. */
+export function joinRendered(
+  rows: readonly RenderedRow[],
+  text: number,
+  lead: Uint8Array,
+  separator: Uint8Array,
+): Uint8Array {
+  let size = lead.length + Math.max(0, rows.length - 1) * separator.length;
+  for (const row of rows) size += row[text]!.length;
+  const out = new Uint8Array(size);
+  out.set(lead, 0);
+  let at = lead.length;
+  for (let i = 0; i < rows.length; i++) {
+    if (i > 0 && separator.length > 0) {
+      out.set(separator, at);
+      at += separator.length;
+    }
+    const bytes = rows[i]![text]!;
+    out.set(bytes, at);
+    at += bytes.length;
+  }
+  return out;
+}
+
+/** The whole document of rows held in memory (a page), as bytes. */
+export function renderedDocument(rows: readonly RenderedRow[], text: number, doc: RenderedDocument): Uint8Array {
+  const head = joinRendered(rows, text, encoder.encode(doc.open), encoder.encode(doc.separator));
+  const close = encoder.encode(doc.close);
+  const out = new Uint8Array(head.length + close.length);
+  out.set(head, 0);
+  out.set(close, head.length);
+  return out;
+}
+
+/**
+ * A document of rows Postgres rendered (each row's JSON or CSV line, see src/db/render.ts) as byte chunks, one per
+ * batch: nothing is decoded or serialized here. Like {@link jsonArrayChunks}, the first chunk waits for the first
+ * batch, so a failure of the first query still becomes an error response.
+ */
+export async function* renderedChunks(
+  batches: AsyncIterable<readonly RenderedRow[]>,
+  text: number,
+  doc: RenderedDocument,
+): AsyncGenerator<Uint8Array> {
+  const separator = encoder.encode(doc.separator);
+  let lead = encoder.encode(doc.open);
+  let started = false;
+  for await (const rows of batches) {
+    if (rows.length === 0) continue;
+    yield joinRendered(rows, text, lead, separator);
+    lead = separator;
+    started = true;
+  }
+  yield encoder.encode(started ? doc.close : doc.open + doc.close);
+}
+
+const bytes = (chunk: string | Uint8Array) => (typeof chunk === "string" ? encoder.encode(chunk) : chunk);
+
 /**
  * A response whose body is `chunks`, pulled one at a time. The first chunk is awaited before the response exists,
  * so its errors take the normal error path (a 4xx/5xx envelope). An error after that cannot change the status any
@@ -141,18 +208,18 @@ const encoder = new TextEncoder();
  * but short list. A client that goes away cancels the stream and no further chunk is read.
  */
 export async function streamResponse(
-  chunks: AsyncGenerator<string>,
+  chunks: AsyncGenerator<string | Uint8Array>,
   headers: Record<string, string>,
   onError: (err: unknown) => void,
 ): Promise<Response> {
   const first = await chunks.next();
-  let pending: string | undefined = first.done ? undefined : first.value;
+  let pending: string | Uint8Array | undefined = first.done ? undefined : first.value;
   let finished = Boolean(first.done);
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
         if (pending !== undefined) {
-          controller.enqueue(encoder.encode(pending));
+          controller.enqueue(bytes(pending));
           pending = undefined;
           if (finished) controller.close();
           return;
@@ -161,7 +228,7 @@ export async function streamResponse(
         if (next.done) {
           finished = true;
           controller.close();
-        } else controller.enqueue(encoder.encode(next.value));
+        } else controller.enqueue(bytes(next.value));
       } catch (err) {
         onError(err);
         controller.error(err);
@@ -206,6 +273,16 @@ export function listResponse<T, C>(r: ListResponse<T, C>): Promise<Response> {
     r.format === "csv"
       ? csvDocumentChunks(r.columns, mapBatches(r.batches, r.toCsvRow))
       : jsonArrayChunks(r.batches, r.toRecord);
+  return sendList({ ...r, chunks });
+}
+
+/** Streams the chunks of a list already serialized in `format`, with its headers (see {@link streamResponse}). */
+export function sendList(
+  r: Pick<ListResponse<unknown, unknown>, "format" | "filename" | "headers" | "logLevel" | "logFields"> & {
+    chunks: AsyncGenerator<string | Uint8Array>;
+  },
+): Promise<Response> {
+  const chunks = r.chunks;
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(r.headers)) headers[k] = String(v);
   Object.assign(headers, listContentHeaders(r.format, r.filename));

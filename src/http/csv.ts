@@ -56,13 +56,14 @@ export function csvText<T>(columns: readonly CsvColumn<T>[], rows: readonly T[])
  * formula cells prefixed with `'`, then quoted (quotes doubled) when they hold a comma, a quote, CR or LF.
  */
 export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql">): SqlFragment {
-  if (field.kind === "plain") return sql`coalesce(${field.sql}, '')`;
-  const v = field.kind === "number" ? sql`(${field.sql})::text` : field.sql;
+  const v = field.sql;
+  if (field.kind === "plain") return sql`coalesce(${v}, '')`;
+  if (field.kind === "number") return sql`coalesce(case when ${v} < 0 then '''' else '' end || (${v})::text, '')`;
+  const formula = sql`left(${v}, 1) in ('=', '+', '-', '@', E'\\t', E'\\r')`;
   return sql`(case when ${v} is null then ''
-    else (case when ${v} ~ E'[",\\r\\n]' then '"' else '' end)
-      || (case when ${v} ~ E'^[=+@\\t\\r-]' then '''' else '' end)
-      || (case when ${v} ~ E'[",\\r\\n]' then replace(${v}, '"', '""') || '"' else ${v} end)
-    end)`;
+    when ${v} ~ E'[",\\r\\n]' then '"' || (case when ${formula} then '''' else '' end) || replace(${v}, '"', '""') || '"'
+    when ${formula} then '''' || ${v}
+    else ${v} end)`;
 }
 
 /** SQL of one line of {@link csvLines}: every column's {@link csvCellSql}, comma-separated, CRLF-ended. */
@@ -102,13 +103,10 @@ export function formatUnits(amount: string | null | undefined, decimals: number 
   return `${negative ? "-" : ""}${whole}${frac ? `.${frac}` : ""}`;
 }
 
-/** SQL of {@link formatUnits} over a numeric's text `amount` and an integer `decimals`: text only, no arithmetic. */
+/**
+ * SQL of {@link formatUnits} over a numeric `amount` and an integer `decimals`: the product with 10^-decimals is exact
+ * (its scale is `decimals`), trim_scale drops the fraction's trailing zeros and numeric's text has no exponent.
+ */
 export function formatUnitsSql(sql: Sql, amount: SqlFragment, decimals: SqlFragment): SqlFragment {
-  const digits = sql`ltrim(${amount}, '-')`;
-  const frac = sql`rtrim(right(lpad(${digits}, greatest(${decimals}, length(${digits})), '0'), ${decimals}), '0')`;
-  return sql`(case when ${amount} is null or ${decimals} is null then '' else
-    (case when left(${amount}, 1) = '-' then '-' else '' end)
-    || (case when length(${digits}) > ${decimals} then left(${digits}, length(${digits}) - ${decimals}) else '0' end)
-    || (case when ${frac} = '' then '' else '.' || ${frac} end)
-    end)`;
+  return sql`coalesce(trim_scale((${amount}) * ('1e-' || ${decimals})::numeric)::text, '')`;
 }

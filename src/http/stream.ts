@@ -13,8 +13,14 @@ import { documented, parseEnum, type RawParams } from "./params";
 import { createLogger, type LogLevel } from "../common/log";
 import { describeError } from "../common/errors";
 
-/** Rows per chunk of a streamed list. */
+/** Rows per chunk of a streamed list (and the most a list without `limit` may hold to be served as one page). */
 export const STREAM_CHUNK_ROWS = 1000;
+
+/**
+ * Rows per chunk of a list Postgres renders (the activity log): one query and one text per chunk, so a bigger chunk
+ * costs only its bytes in memory (about 0.5 MB per 1,000 JSON records).
+ */
+export const RENDERED_CHUNK_ROWS = Number(process.env.RENDERED_CHUNK_ROWS ?? 4000);
 
 /** Chain position of a row in (block_number, log_index) order: the keyset of every streamed list. */
 export type Position = { blockNumber: string; logIndex: number };
@@ -178,25 +184,41 @@ export function renderedDocument(rows: readonly RenderedRow[], text: number, doc
 }
 
 /**
- * A document of rows Postgres rendered (each row's JSON or CSV line, see src/db/render.ts) as byte chunks, one per
- * batch: nothing is decoded or serialized here. Like {@link jsonArrayChunks}, the first chunk waits for the first
- * batch, so a failure of the first query still becomes an error response.
+ * A keyset chunk Postgres rendered as one text: its rows' texts joined (led by the document's separator, or by its
+ * opening for the first chunk), how many rows, the last row's position.
  */
-export async function* renderedChunks(
-  batches: AsyncIterable<readonly RenderedRow[]>,
-  text: number,
-  doc: RenderedDocument,
-): AsyncGenerator<Uint8Array> {
-  const separator = encoder.encode(doc.separator);
-  let lead = encoder.encode(doc.open);
-  let started = false;
-  for await (const rows of batches) {
-    if (rows.length === 0) continue;
-    yield joinRendered(rows, text, lead, separator);
-    lead = separator;
-    started = true;
+export type RenderedChunk = { text: Uint8Array | null; rows: number; last: Position | undefined };
+
+/**
+ * A document of keyset chunks Postgres rendered (see src/db/render.ts), as byte chunks: nothing is decoded or
+ * serialized here. `first` is the chunk already read (more rows follow it), its text starting with the document's opening; the next
+ * chunk's query starts as soon as a full chunk is handed out (one chunk ahead at most, as {@link keysetBatches}),
+ * until a chunk comes back short; `close` ends the document.
+ */
+export async function* renderedChunks(opts: {
+  first: RenderedChunk;
+  read: (after: Position, size: number) => Promise<RenderedChunk>;
+  /** Rows per chunk read. */
+  size: number;
+  close: string;
+}): AsyncGenerator<Uint8Array> {
+  let chunk = opts.first;
+  let full = true;
+  let ahead: Promise<RenderedChunk> | undefined;
+  try {
+    for (;;) {
+      ahead = full && chunk.last ? opts.read(chunk.last, opts.size) : undefined;
+      if (chunk.text && chunk.rows > 0) yield chunk.text;
+      if (!ahead) break;
+      chunk = await ahead;
+      ahead = undefined;
+      full = chunk.rows >= opts.size;
+    }
+  } finally {
+    // A consumer that stops early (a client gone) leaves the read ahead to finish unobserved.
+    ahead?.catch(() => {});
   }
-  yield encoder.encode(started ? doc.close : doc.open + doc.close);
+  yield encoder.encode(opts.close);
 }
 
 const bytes = (chunk: string | Uint8Array) => (typeof chunk === "string" ? encoder.encode(chunk) : chunk);

@@ -123,7 +123,7 @@ function recordField(sql: Sql, name: string): SqlField {
 function decimalField(sql: Sql, amount: "amount_charged" | "fee_paid"): Pick<SqlField, "kind" | "sql"> {
   return {
     kind: "plain",
-    sql: formatUnitsSql(sql, recordField(sql, amount).sql, recordField(sql, "token_decimals").sql),
+    sql: formatUnitsSql(sql, sql`(${recordField(sql, amount).sql})::numeric`, recordField(sql, "token_decimals").sql),
   };
 }
 

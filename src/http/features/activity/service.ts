@@ -14,14 +14,16 @@ import {
   type ActivityRecordRow,
   type SqlFragment,
 } from "../../../domain/records";
-import { jsonObjectSql } from "../../../db/render";
+import { jsonObjectSql, sqlLiteral } from "../../../db/render";
 import { csvHeader, csvLineSql } from "../../csv";
 import {
   JSON_DOCUMENT,
-  keysetBatches,
+  joinRendered,
   renderedChunks,
   renderedDocument,
+  type RenderedChunk,
   sendList,
+  RENDERED_CHUNK_ROWS,
   STREAM_CHUNK_ROWS,
   type ListFormat,
   type Position,
@@ -83,13 +85,11 @@ export function listActivity(sql: Sql, q: ActivityQuery): Promise<ActivityRow[]>
  */
 export async function selectActivity(sql: Sql, q: ActivityQuery, rows: number | undefined): Promise<ActivityRow[]> {
   return withDeadline(
-    sql<ActivityRow[]>`${activityScan(
-      sql,
-      q,
-      rows,
-      sql`a.chain_id, a.block_number, a.log_index, a.tx_hash, ${activityTimestampSql(sql)} as timestamp,
-        a.module, a.subscription_id, a.type, a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals`,
-    )}`,
+    sql<ActivityRow[]>`
+      select a.chain_id, a.block_number, a.log_index, a.tx_hash, ${activityTimestampSql(sql)} as timestamp,
+        a.module, a.subscription_id, a.type, a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals
+      ${activityFrom(sql, q, rows)}
+      ${orderBy(sql, q)}`,
     DEADLINE_LIST_MS,
   );
 }
@@ -103,6 +103,11 @@ export type RenderedActivityRow = [Uint8Array, Uint8Array, Uint8Array, Uint8Arra
 /** Column of the rendered record in a {@link RenderedActivityRow}. */
 const RENDERED = 3;
 
+/** The record of `format` in SQL: its JSON, or its CSV line (CRLF included). */
+function recordTextSql(sql: Sql, format: ListFormat): SqlFragment {
+  return format === "csv" ? csvLineSql(sql, ACTIVITY_CSV_COLUMNS) : jsonObjectSql(sql, activityRecordSql(sql));
+}
+
 /**
  * The records of {@link selectActivity} rendered by Postgres, byte for byte what `JSON.stringify` of
  * toActivityRecord (or csvLines of ACTIVITY_CSV_COLUMNS) gives: one text column to decode per row, not fourteen.
@@ -113,27 +118,66 @@ export async function selectRenderedActivity(
   rows: number | undefined,
   format: ListFormat,
 ): Promise<RenderedActivityRow[]> {
-  const text = format === "csv" ? csvLineSql(sql, ACTIVITY_CSV_COLUMNS) : jsonObjectSql(sql, activityRecordSql(sql));
-  const query = sql`${activityScan(sql, q, rows, sql`a.block_number, a.log_index, a.tx_hash, ${text}`)}`.raw();
+  const query = sql`
+    select a.block_number, a.log_index, a.tx_hash, ${recordTextSql(sql, format)}
+    ${activityFrom(sql, q, rows)}
+    ${orderBy(sql, q)}`.raw();
   return (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as RenderedActivityRow[];
 }
 
-/** The query of `q` with the select list `columns` (see {@link selectActivity}). */
-function activityScan(sql: Sql, q: ActivityQuery, rows: number | undefined, columns: SqlFragment) {
+/**
+ * The next `rows` records of `q` rendered by Postgres as one text (see {@link selectRenderedActivity}), led by the
+ * document's separator: a chunk of the stream, one row for postgres.js to take apart instead of one per record.
+ */
+export async function selectRenderedChunk(
+  sql: Sql,
+  q: ActivityQuery,
+  rows: number,
+  format: ListFormat,
+): Promise<RenderedChunk> {
+  const doc = documentOf(format);
+  const last = q.order === "desc" ? sql`min` : sql`max`;
+  const query = sql`
+    select count(*)::int, ${last}(array[a.block_number, a.log_index::bigint]),
+      ${sqlLiteral(sql, doc.separator)} || string_agg(${recordTextSql(sql, format)}, ${sqlLiteral(sql, doc.separator)}
+        ${orderBy(sql, q)})
+    ${activityFrom(sql, q, rows)}`.raw();
+  const [row] = (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as [
+    Uint8Array,
+    Uint8Array | null,
+    Uint8Array | null,
+  ][];
+  const count = Number(utf8.decode(row![0]));
+  if (count === 0 || !row![1]) return { text: null, rows: 0, last: undefined };
+  const [blockNumber, logIndex] = utf8.decode(row![1]).slice(1, -1).split(",");
+  return { text: row![2], rows: count, last: { blockNumber: blockNumber!, logIndex: Number(logIndex) } };
+}
+
+/**
+ * `from` the records of `q` (alias `a`) with their token (alias `t`): the keyset scan and its limit run first, over
+ * activity alone, and the few token rows are joined to its result (a join inside the scan costs a token lookup for
+ * every record). The token filter is an `exists` for the same reason.
+ */
+function activityFrom(sql: Sql, q: ActivityQuery, rows: number | undefined): SqlFragment {
   const desc = q.order === "desc";
-  const dir = desc ? sql`desc` : sql`asc`;
-  return sql`
-      select ${columns}
-      from activity a
-      left join tokens t on t.chain_id = a.chain_id and t.address = coalesce(a.token, (
+  const token = sql`coalesce(a.token, (
         select p.token from subscriptions s
         join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
-        where s.chain_id = a.chain_id and s.subscription_id = a.subscription_id))
+        where s.chain_id = a.chain_id and s.subscription_id = a.subscription_id))`;
+  return sql`
+    from (
+      select a.*, ${token} as token_address
+      from activity a
       where a.merchant = ${q.merchant} and a.chain_id = ${q.chainId}
       ${q.type ? sql`and a.type = ${q.type}` : sql``}
       ${q.maxBlock !== undefined ? sql`and a.block_number <= ${q.maxBlock}::bigint` : sql``}
       ${q.since ? sql`and a.block_time >= ${q.since} and (a.block_number, a.log_index) >= (${sinceBound(sql, q)})` : sql``}
-      ${q.token ? sql`and lower(t.symbol) = lower(${q.token})` : sql``}
+      ${
+        q.token
+          ? sql`and exists (select 1 from tokens k where k.chain_id = a.chain_id and k.address = ${token}
+              and lower(k.symbol) = lower(${q.token}))`
+          : sql``
+      }
       ${
         q.after
           ? desc
@@ -141,13 +185,16 @@ function activityScan(sql: Sql, q: ActivityQuery, rows: number | undefined, colu
             : sql`and (a.block_number, a.log_index) > (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)`
           : sql``
       }
-      order by a.block_number ${dir}, a.log_index ${dir}
-      ${rows ? sql`limit ${rows}` : sql``}`;
+      ${orderBy(sql, q)}
+      ${rows ? sql`limit ${rows}` : sql``}
+    ) a
+    left join tokens t on t.chain_id = a.chain_id and t.address = a.token_address`;
 }
 
-/** Chain position of a rendered row. */
-function renderedPosition(r: RenderedActivityRow): Position {
-  return { blockNumber: utf8.decode(r[0]), logIndex: Number(utf8.decode(r[1])) };
+/** Chain order of `q`: `order by` block and log index, ascending or descending. */
+function orderBy(sql: Sql, q: ActivityQuery): SqlFragment {
+  const dir = q.order === "desc" ? sql`desc` : sql`asc`;
+  return sql`order by a.block_number ${dir}, a.log_index ${dir}`;
 }
 
 const utf8 = new TextDecoder();
@@ -238,7 +285,8 @@ export async function loadActivityPage(
 
 /**
  * Streams the whole list of an overflowing query (JSON array or CSV), continuing after the rows already read, in
- * chunks bounded by the same indexed block. Postgres renders every record (see {@link selectRenderedActivity}).
+ * chunks bounded by the same indexed block. Postgres renders every record and joins each chunk into one text (see
+ * {@link selectRenderedChunk}).
  */
 export function streamActivity(
   deps: Pick<ReadDeps, "readSql" | "config">,
@@ -247,17 +295,27 @@ export function streamActivity(
 ): Promise<Response> {
   const q = overflow.query;
   const format = overflow.format;
-  const batches = keysetBatches({
-    first: overflow.first,
-    read: (after, size) => selectRenderedActivity(deps.readSql, { ...q, after }, size, format),
-    position: renderedPosition,
-  });
+  const doc = documentOf(format);
+  const rows = overflow.first;
+  const last = rows[rows.length - 1]!;
+  const first: RenderedChunk = {
+    text: joinRendered(rows, RENDERED, utf8Bytes(doc.open), utf8Bytes(doc.separator)),
+    rows: rows.length,
+    last: { blockNumber: utf8.decode(last[0]), logIndex: Number(utf8.decode(last[1])) },
+  };
   return sendList({
     format,
-    chunks: renderedChunks(batches, RENDERED, documentOf(format)),
+    chunks: renderedChunks({
+      first,
+      read: (after, size) => selectRenderedChunk(deps.readSql, { ...q, after }, size, format),
+      size: RENDERED_CHUNK_ROWS,
+      close: doc.close,
+    }),
     filename: opts.filename,
     headers: opts.headers,
     logLevel: deps.config.LOG_LEVEL,
     logFields: { route: "activity", merchant: q.merchant, chain_id: q.chainId, request_id: opts.requestId },
   });
 }
+
+const utf8Bytes = (text: string) => new TextEncoder().encode(text);

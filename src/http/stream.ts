@@ -20,7 +20,7 @@ export const STREAM_CHUNK_ROWS = 1000;
  * Rows per chunk of a list Postgres renders (the activity log): one query and one text per chunk, so a bigger chunk
  * costs only its bytes in memory (about 0.5 MB per 1,000 JSON records).
  */
-export const RENDERED_CHUNK_ROWS = Number(process.env.RENDERED_CHUNK_ROWS ?? 4000);
+export const RENDERED_CHUNK_ROWS = 4000;
 
 /** Chain position of a row in (block_number, log_index) order: the keyset of every streamed list. */
 export type Position = { blockNumber: string; logIndex: number };

@@ -4,9 +4,21 @@
  * prefixed with a single quote `'`. Rows come in batches from any (async) iterator, so a writer over a keyset
  * stream keeps one batch in memory.
  */
+import type postgres from "postgres";
+import type { SqlField, SqlFragment } from "../domain/records";
+import { sqlLiteral } from "../db/render";
 
-/** One column: its header and how a row renders in it (null and undefined are empty cells). */
-export type CsvColumn<T> = { name: string; value: (row: T) => string | number | boolean | null | undefined };
+type Sql = postgres.Sql<{}>;
+
+/**
+ * One column: its header and how a row renders in it (null and undefined are empty cells); `sql`, when the column
+ * can be rendered by Postgres (see {@link csvLineSql}), is the same value in SQL.
+ */
+export type CsvColumn<T> = {
+  name: string;
+  value: (row: T) => string | number | boolean | null | undefined;
+  sql?: (sql: Sql) => Pick<SqlField, "kind" | "sql">;
+};
 
 /** The line end of RFC 4180. */
 export const CRLF = "\r\n";
@@ -40,6 +52,30 @@ export function csvText<T>(columns: readonly CsvColumn<T>[], rows: readonly T[])
 }
 
 /**
+ * SQL of {@link csvCell} over an expression (a number is its text; `plain` text is never escaped, see SqlField):
+ * formula cells prefixed with `'`, then quoted (quotes doubled) when they hold a comma, a quote, CR or LF.
+ */
+export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql">): SqlFragment {
+  const v = field.sql;
+  if (field.kind === "plain") return sql`coalesce(${v}, '')`;
+  if (field.kind === "number") return sql`coalesce(case when ${v} < 0 then '''' else '' end || (${v})::text, '')`;
+  const formula = sql`left(${v}, 1) in ('=', '+', '-', '@', E'\\t', E'\\r')`;
+  return sql`(case when ${v} is null then ''
+    when ${v} ~ E'[",\\r\\n]' then '"' || (case when ${formula} then '''' else '' end) || replace(${v}, '"', '""') || '"'
+    when ${formula} then '''' || ${v}
+    else ${v} end)`;
+}
+
+/** SQL of one line of {@link csvLines}: every column's {@link csvCellSql}, comma-separated, CRLF-ended. */
+export function csvLineSql<T>(sql: Sql, columns: readonly CsvColumn<T>[]): SqlFragment {
+  const cells = columns.map((c, i) => {
+    if (!c.sql) throw new Error(`CSV column ${c.name} has no SQL`);
+    return sql`${csvCellSql(sql, c.sql(sql))} || ${sqlLiteral(sql, i === columns.length - 1 ? CRLF : ",")}`;
+  });
+  return sql`(${cells.flatMap((c, i) => (i === 0 ? [c] : [sql`||`, c]))})`;
+}
+
+/**
  * The CSV document of `batches` as text chunks: the header first, then one chunk per batch. Reads the next batch
  * only when the consumer asks for the next chunk, so memory holds one batch whatever the number of rows.
  */
@@ -65,4 +101,12 @@ export function formatUnits(amount: string | null | undefined, decimals: number 
   const whole = abs / unit;
   const frac = (abs % unit).toString().padStart(decimals, "0").replace(/0+$/, "");
   return `${negative ? "-" : ""}${whole}${frac ? `.${frac}` : ""}`;
+}
+
+/**
+ * SQL of {@link formatUnits} over a numeric `amount` and an integer `decimals`: the product with 10^-decimals is exact
+ * (its scale is `decimals`), trim_scale drops the fraction's trailing zeros and numeric's text has no exponent.
+ */
+export function formatUnitsSql(sql: Sql, amount: SqlFragment, decimals: SqlFragment): SqlFragment {
+  return sql`coalesce(trim_scale((${amount}) * ('1e-' || ${decimals})::numeric)::text, '')`;
 }

@@ -13,8 +13,14 @@ import { documented, parseEnum, type RawParams } from "./params";
 import { createLogger, type LogLevel } from "../common/log";
 import { describeError } from "../common/errors";
 
-/** Rows per chunk of a streamed list. */
+/** Rows per chunk of a streamed list (and the most a list without `limit` may hold to be served as one page). */
 export const STREAM_CHUNK_ROWS = 1000;
+
+/**
+ * Rows per chunk of a list Postgres renders (the activity log): one query and one text per chunk, so a bigger chunk
+ * costs only its bytes in memory (about 0.5 MB per 1,000 JSON records).
+ */
+export const RENDERED_CHUNK_ROWS = 4000;
 
 /** Chain position of a row in (block_number, log_index) order: the keyset of every streamed list. */
 export type Position = { blockNumber: string; logIndex: number };
@@ -134,6 +140,89 @@ async function* mapBatches<T, R>(batches: AsyncIterable<readonly T[]>, f: (row: 
 
 const encoder = new TextEncoder();
 
+/** A row Postgres rendered (postgres.js `.raw()`: its columns as undecoded bytes), the record's text in one column. */
+export type RenderedRow = readonly (Uint8Array | null)[];
+
+/** How rendered rows form a document: the text before the first row, between two rows, after the last. */
+export type RenderedDocument = { open: string; separator: string; close: string };
+
+/** The JSON array of records rendered one per row. */
+export const JSON_DOCUMENT: RenderedDocument = { open: "[", separator: ",", close: "]" };
+
+/** `lead`, then column `text` of every row, `separator` between two rows, as one byte array. */
+export function joinRendered(
+  rows: readonly RenderedRow[],
+  text: number,
+  lead: Uint8Array,
+  separator: Uint8Array,
+): Uint8Array {
+  let size = lead.length + Math.max(0, rows.length - 1) * separator.length;
+  for (const row of rows) size += row[text]!.length;
+  const out = new Uint8Array(size);
+  out.set(lead, 0);
+  let at = lead.length;
+  for (let i = 0; i < rows.length; i++) {
+    if (i > 0 && separator.length > 0) {
+      out.set(separator, at);
+      at += separator.length;
+    }
+    const bytes = rows[i]![text]!;
+    out.set(bytes, at);
+    at += bytes.length;
+  }
+  return out;
+}
+
+/** The whole document of rows held in memory (a page), as bytes. */
+export function renderedDocument(rows: readonly RenderedRow[], text: number, doc: RenderedDocument): Uint8Array {
+  const head = joinRendered(rows, text, encoder.encode(doc.open), encoder.encode(doc.separator));
+  const close = encoder.encode(doc.close);
+  const out = new Uint8Array(head.length + close.length);
+  out.set(head, 0);
+  out.set(close, head.length);
+  return out;
+}
+
+/**
+ * A keyset chunk Postgres rendered as one text: its rows' texts joined (led by the document's separator, or by its
+ * opening for the first chunk), how many rows, the last row's position.
+ */
+export type RenderedChunk = { text: Uint8Array | null; rows: number; last: Position | undefined };
+
+/**
+ * A document of keyset chunks Postgres rendered (see src/db/render.ts), as byte chunks: nothing is decoded or
+ * serialized here. `first` is the chunk already read (more rows follow it), its text starting with the document's opening; the next
+ * chunk's query starts as soon as a full chunk is handed out (one chunk ahead at most, as {@link keysetBatches}),
+ * until a chunk comes back short; `close` ends the document.
+ */
+export async function* renderedChunks(opts: {
+  first: RenderedChunk;
+  read: (after: Position, size: number) => Promise<RenderedChunk>;
+  /** Rows per chunk read. */
+  size: number;
+  close: string;
+}): AsyncGenerator<Uint8Array> {
+  let chunk = opts.first;
+  let full = true;
+  let ahead: Promise<RenderedChunk> | undefined;
+  try {
+    for (;;) {
+      ahead = full && chunk.last ? opts.read(chunk.last, opts.size) : undefined;
+      if (chunk.text && chunk.rows > 0) yield chunk.text;
+      if (!ahead) break;
+      chunk = await ahead;
+      ahead = undefined;
+      full = chunk.rows >= opts.size;
+    }
+  } finally {
+    // A consumer that stops early (a client gone) leaves the read ahead to finish unobserved.
+    ahead?.catch(() => {});
+  }
+  yield encoder.encode(opts.close);
+}
+
+const bytes = (chunk: string | Uint8Array) => (typeof chunk === "string" ? encoder.encode(chunk) : chunk);
+
 /**
  * A response whose body is `chunks`, pulled one at a time. The first chunk is awaited before the response exists,
  * so its errors take the normal error path (a 4xx/5xx envelope). An error after that cannot change the status any
@@ -141,18 +230,18 @@ const encoder = new TextEncoder();
  * but short list. A client that goes away cancels the stream and no further chunk is read.
  */
 export async function streamResponse(
-  chunks: AsyncGenerator<string>,
+  chunks: AsyncGenerator<string | Uint8Array>,
   headers: Record<string, string>,
   onError: (err: unknown) => void,
 ): Promise<Response> {
   const first = await chunks.next();
-  let pending: string | undefined = first.done ? undefined : first.value;
+  let pending: string | Uint8Array | undefined = first.done ? undefined : first.value;
   let finished = Boolean(first.done);
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
         if (pending !== undefined) {
-          controller.enqueue(encoder.encode(pending));
+          controller.enqueue(bytes(pending));
           pending = undefined;
           if (finished) controller.close();
           return;
@@ -161,7 +250,7 @@ export async function streamResponse(
         if (next.done) {
           finished = true;
           controller.close();
-        } else controller.enqueue(encoder.encode(next.value));
+        } else controller.enqueue(bytes(next.value));
       } catch (err) {
         onError(err);
         controller.error(err);
@@ -206,6 +295,16 @@ export function listResponse<T, C>(r: ListResponse<T, C>): Promise<Response> {
     r.format === "csv"
       ? csvDocumentChunks(r.columns, mapBatches(r.batches, r.toCsvRow))
       : jsonArrayChunks(r.batches, r.toRecord);
+  return sendList({ ...r, chunks });
+}
+
+/** Streams the chunks of a list already serialized in `format`, with its headers (see {@link streamResponse}). */
+export function sendList(
+  r: Pick<ListResponse<unknown, unknown>, "format" | "filename" | "headers" | "logLevel" | "logFields"> & {
+    chunks: AsyncGenerator<string | Uint8Array>;
+  },
+): Promise<Response> {
+  const chunks = r.chunks;
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(r.headers)) headers[k] = String(v);
   Object.assign(headers, listContentHeaders(r.format, r.filename));

@@ -94,7 +94,7 @@ export function activityRoutes(deps: RouteDeps, cache?: ResponseCache<ActivityPa
     const filename = `${ROUTE_NAMES[route]}-${q.merchant}-${chainId}.csv`;
     if (page instanceof ListOverflow) {
       const requestId = (ctx as { requestId?: string }).requestId;
-      return streamActivity(deps, page, { format, filename, headers, requestId });
+      return streamActivity(deps, page, { filename, headers, requestId });
     }
     if (page.nextAfter) headers.link = nextLink(ctx.request.url, page.nextAfter);
     Object.assign(headers, listContentHeaders(format, filename));

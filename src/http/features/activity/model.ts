@@ -3,7 +3,9 @@ import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 import { FAILURE_REASONS } from "../../../domain/failure-reasons";
-import { csvText, formatUnits, type CsvColumn } from "../../csv";
+import { csvText, formatUnits, formatUnitsSql, type CsvColumn } from "../../csv";
+import { activityRecordSql, type SqlField } from "../../../domain/records";
+import type { Sql } from "../../../db/client";
 import { FormatParamDoc, withCsvContent } from "../../stream";
 
 /** Activity types. */
@@ -99,10 +101,31 @@ export const ACTIVITY_CSV_COLUMNS: readonly CsvColumn<ActivityRecord>[] = [
       "fee_paid",
       "timestamp",
     ] as const
-  ).map((name) => ({ name, value: (r: ActivityRecord) => r[name] })),
-  { name: "amount_charged_decimal", value: (r) => formatUnits(r.amount_charged, r.token_decimals) },
-  { name: "fee_paid_decimal", value: (r) => formatUnits(r.fee_paid, r.token_decimals) },
+  ).map((name) => ({ name, value: (r: ActivityRecord) => r[name], sql: (sql: Sql) => recordField(sql, name) })),
+  {
+    name: "amount_charged_decimal",
+    value: (r) => formatUnits(r.amount_charged, r.token_decimals),
+    sql: (sql) => decimalField(sql, "amount_charged"),
+  },
+  {
+    name: "fee_paid_decimal",
+    value: (r) => formatUnits(r.fee_paid, r.token_decimals),
+    sql: (sql) => decimalField(sql, "fee_paid"),
+  },
 ];
+
+/** The SQL of one field of the activity record (src/domain/records.ts). */
+function recordField(sql: Sql, name: string): SqlField {
+  return activityRecordSql(sql).find((f) => f.name === name)!;
+}
+
+/** An amount of the record in token units, in SQL: digits and at most one point, never escaped in CSV. */
+function decimalField(sql: Sql, amount: "amount_charged" | "fee_paid"): Pick<SqlField, "kind" | "sql"> {
+  return {
+    kind: "plain",
+    sql: formatUnitsSql(sql, sql`(${recordField(sql, amount).sql})::numeric`, recordField(sql, "token_decimals").sql),
+  };
+}
 
 const commonQuery = {
   format: t.Optional(FormatParamDoc),

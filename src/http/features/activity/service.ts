@@ -6,11 +6,31 @@ import type { ReadDeps } from "../../chain-state";
 import type { Loaded } from "../../cache";
 import { InvalidParameterError } from "../../errors";
 import { AppError } from "../../../common/errors";
-import { eventId, toActivityRecord as toRecord, type ActivityRecordRow } from "../../../domain/records";
+import {
+  activityRecordSql,
+  activityTimestampSql,
+  eventId,
+  toActivityRecord as toRecord,
+  type ActivityRecordRow,
+  type SqlFragment,
+} from "../../../domain/records";
+import { jsonObjectSql, sqlLiteral } from "../../../db/render";
+import { csvHeader, csvLineSql } from "../../csv";
+import {
+  JSON_DOCUMENT,
+  joinRendered,
+  renderedChunks,
+  renderedDocument,
+  type RenderedChunk,
+  sendList,
+  RENDERED_CHUNK_ROWS,
+  STREAM_CHUNK_ROWS,
+  type ListFormat,
+  type Position,
+  type RenderedDocument,
+} from "../../stream";
 
 export { eventId };
-import { csvText } from "../../csv";
-import { keysetBatches, listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 
 /** An activity row as {@link listActivity} selects it: the record's columns (one mapping, in domain/records). */
 export type ActivityRow = ActivityRecordRow;
@@ -64,23 +84,100 @@ export function listActivity(sql: Sql, q: ActivityQuery): Promise<ActivityRow[]>
  * on failures) takes the token of its subscription's plan.
  */
 export async function selectActivity(sql: Sql, q: ActivityQuery, rows: number | undefined): Promise<ActivityRow[]> {
-  const desc = q.order === "desc";
-  const dir = desc ? sql`desc` : sql`asc`;
   return withDeadline(
     sql<ActivityRow[]>`
-      select a.chain_id, a.block_number, a.log_index, a.tx_hash,
-        to_char(a.block_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as timestamp,
+      select a.chain_id, a.block_number, a.log_index, a.tx_hash, ${activityTimestampSql(sql)} as timestamp,
         a.module, a.subscription_id, a.type, a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals
-      from activity a
-      left join tokens t on t.chain_id = a.chain_id and t.address = coalesce(a.token, (
+      ${activityFrom(sql, q, rows)}
+      ${orderBy(sql, q)}`,
+    DEADLINE_LIST_MS,
+  );
+}
+
+/**
+ * A row of {@link selectRenderedActivity} as postgres.js `.raw()` hands it over, undecoded: block_number, log_index,
+ * tx_hash, then the record rendered by Postgres (its JSON, or its CSV line).
+ */
+export type RenderedActivityRow = [Uint8Array, Uint8Array, Uint8Array, Uint8Array];
+
+/** Column of the rendered record in a {@link RenderedActivityRow}. */
+const RENDERED = 3;
+
+/** The record of `format` in SQL: its JSON, or its CSV line (CRLF included). */
+function recordTextSql(sql: Sql, format: ListFormat): SqlFragment {
+  return format === "csv" ? csvLineSql(sql, ACTIVITY_CSV_COLUMNS) : jsonObjectSql(sql, activityRecordSql(sql));
+}
+
+/**
+ * The records of {@link selectActivity} rendered by Postgres, byte for byte what `JSON.stringify` of
+ * toActivityRecord (or csvLines of ACTIVITY_CSV_COLUMNS) gives: one text column to decode per row, not fourteen.
+ */
+export async function selectRenderedActivity(
+  sql: Sql,
+  q: ActivityQuery,
+  rows: number | undefined,
+  format: ListFormat,
+): Promise<RenderedActivityRow[]> {
+  const query = sql`
+    select a.block_number, a.log_index, a.tx_hash, ${recordTextSql(sql, format)}
+    ${activityFrom(sql, q, rows)}
+    ${orderBy(sql, q)}`.raw();
+  return (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as RenderedActivityRow[];
+}
+
+/**
+ * The next `rows` records of `q` rendered by Postgres as one text (see {@link selectRenderedActivity}), led by the
+ * document's separator: a chunk of the stream, one row for postgres.js to take apart instead of one per record.
+ */
+export async function selectRenderedChunk(
+  sql: Sql,
+  q: ActivityQuery,
+  rows: number,
+  format: ListFormat,
+): Promise<RenderedChunk> {
+  const doc = documentOf(format);
+  const last = q.order === "desc" ? sql`min` : sql`max`;
+  const query = sql`
+    select count(*)::int, ${last}(array[a.block_number, a.log_index::bigint]),
+      ${sqlLiteral(sql, doc.separator)} || string_agg(${recordTextSql(sql, format)}, ${sqlLiteral(sql, doc.separator)}
+        ${orderBy(sql, q)})
+    ${activityFrom(sql, q, rows)}`.raw();
+  const [row] = (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as [
+    Uint8Array,
+    Uint8Array | null,
+    Uint8Array | null,
+  ][];
+  const count = Number(utf8.decode(row![0]));
+  if (count === 0 || !row![1]) return { text: null, rows: 0, last: undefined };
+  const [blockNumber, logIndex] = utf8.decode(row![1]).slice(1, -1).split(",");
+  return { text: row![2], rows: count, last: { blockNumber: blockNumber!, logIndex: Number(logIndex) } };
+}
+
+/**
+ * `from` the records of `q` (alias `a`) with their token (alias `t`): the keyset scan and its limit run first, over
+ * activity alone, and the few token rows are joined to its result (a join inside the scan costs a token lookup for
+ * every record). The token filter is an `exists` for the same reason.
+ */
+function activityFrom(sql: Sql, q: ActivityQuery, rows: number | undefined): SqlFragment {
+  const desc = q.order === "desc";
+  const token = sql`coalesce(a.token, (
         select p.token from subscriptions s
         join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
-        where s.chain_id = a.chain_id and s.subscription_id = a.subscription_id))
+        where s.chain_id = a.chain_id and s.subscription_id = a.subscription_id))`;
+  return sql`
+    from (
+      select a.*, ${token} as token_address
+      from activity a
       where a.merchant = ${q.merchant} and a.chain_id = ${q.chainId}
       ${q.type ? sql`and a.type = ${q.type}` : sql``}
       ${q.maxBlock !== undefined ? sql`and a.block_number <= ${q.maxBlock}::bigint` : sql``}
       ${q.since ? sql`and a.block_time >= ${q.since} and (a.block_number, a.log_index) >= (${sinceBound(sql, q)})` : sql``}
-      ${q.token ? sql`and lower(t.symbol) = lower(${q.token})` : sql``}
+      ${
+        q.token
+          ? sql`and exists (select 1 from tokens k where k.chain_id = a.chain_id and k.address = ${token}
+              and lower(k.symbol) = lower(${q.token}))`
+          : sql``
+      }
       ${
         q.after
           ? desc
@@ -88,11 +185,19 @@ export async function selectActivity(sql: Sql, q: ActivityQuery, rows: number | 
             : sql`and (a.block_number, a.log_index) > (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)`
           : sql``
       }
-      order by a.block_number ${dir}, a.log_index ${dir}
-      ${rows ? sql`limit ${rows}` : sql``}`,
-    DEADLINE_LIST_MS,
-  );
+      ${orderBy(sql, q)}
+      ${rows ? sql`limit ${rows}` : sql``}
+    ) a
+    left join tokens t on t.chain_id = a.chain_id and t.address = a.token_address`;
 }
+
+/** Chain order of `q`: `order by` block and log index, ascending or descending. */
+function orderBy(sql: Sql, q: ActivityQuery): SqlFragment {
+  const dir = q.order === "desc" ? sql`desc` : sql`asc`;
+  return sql`order by a.block_number ${dir}, a.log_index ${dir}`;
+}
+
+const utf8 = new TextDecoder();
 
 /** Chain position of an activity record of the merchant (for `starting_after`), or undefined. */
 export async function activityPosition(
@@ -120,11 +225,17 @@ export function toActivityRecord(r: ActivityRow): ActivityRecord {
 export class ListOverflow extends AppError {
   constructor(
     readonly query: ActivityQuery,
-    readonly first: ActivityRow[],
+    readonly format: ListFormat,
+    readonly first: RenderedActivityRow[],
     readonly chain: { indexedBlock: string | null; indexedTime: Date | null },
   ) {
     super("the list is longer than one chunk: stream it");
   }
+}
+
+/** How the rendered rows of `format` form the document (CSV: the header row first). */
+function documentOf(format: ListFormat): RenderedDocument {
+  return format === "csv" ? { open: csvHeader(ACTIVITY_CSV_COLUMNS), separator: "", close: "" } : JSON_DOCUMENT;
 }
 
 /**
@@ -156,42 +267,55 @@ export async function loadActivityPage(
   }
   const freshness = { indexedBlock: chain?.indexedBlock ?? null, indexedTime: chain?.indexedTime ?? null };
   const cap = q.limit ?? STREAM_CHUNK_ROWS;
-  const rows = await selectActivity(deps.readSql, q, cap + 1);
+  const rows = await selectRenderedActivity(deps.readSql, q, cap + 1, format);
   let nextAfter: string | null = null;
   if (rows.length > cap) {
-    if (q.limit === undefined) throw new ListOverflow(q, rows, freshness);
+    if (q.limit === undefined) throw new ListOverflow(q, format, rows, freshness);
     rows.length = cap;
-    nextAfter = eventId(rows[rows.length - 1]);
+    const last = rows[rows.length - 1]!;
+    nextAfter = eventId({
+      chain_id: String(q.chainId),
+      tx_hash: utf8.decode(last[2]),
+      log_index: Number(utf8.decode(last[1])),
+    });
   }
-  const records = rows.map(toActivityRecord);
-  const text = format === "csv" ? csvText(ACTIVITY_CSV_COLUMNS, records) : JSON.stringify(records);
-  return { value: { body: new TextEncoder().encode(text), nextAfter, ...freshness } };
+  const body = renderedDocument(rows, RENDERED, documentOf(format));
+  return { value: { body, nextAfter, ...freshness } };
 }
 
 /**
  * Streams the whole list of an overflowing query (JSON array or CSV), continuing after the rows already read, in
- * chunks bounded by the same indexed block.
+ * chunks bounded by the same indexed block. Postgres renders every record and joins each chunk into one text (see
+ * {@link selectRenderedChunk}).
  */
 export function streamActivity(
   deps: Pick<ReadDeps, "readSql" | "config">,
   overflow: ListOverflow,
-  opts: { format: ListFormat; filename: string; headers: Record<string, string | number>; requestId?: string },
+  opts: { filename: string; headers: Record<string, string | number>; requestId?: string },
 ): Promise<Response> {
   const q = overflow.query;
-  const batches = keysetBatches({
-    first: overflow.first,
-    read: (after, size) => selectActivity(deps.readSql, { ...q, after }, size),
-    position: (r) => ({ blockNumber: r.block_number, logIndex: r.log_index }),
-  });
-  return listResponse({
-    format: opts.format,
-    batches,
-    toRecord: toActivityRecord,
-    toCsvRow: toActivityRecord,
-    columns: ACTIVITY_CSV_COLUMNS,
+  const format = overflow.format;
+  const doc = documentOf(format);
+  const rows = overflow.first;
+  const last = rows[rows.length - 1]!;
+  const first: RenderedChunk = {
+    text: joinRendered(rows, RENDERED, utf8Bytes(doc.open), utf8Bytes(doc.separator)),
+    rows: rows.length,
+    last: { blockNumber: utf8.decode(last[0]), logIndex: Number(utf8.decode(last[1])) },
+  };
+  return sendList({
+    format,
+    chunks: renderedChunks({
+      first,
+      read: (after, size) => selectRenderedChunk(deps.readSql, { ...q, after }, size, format),
+      size: RENDERED_CHUNK_ROWS,
+      close: doc.close,
+    }),
     filename: opts.filename,
     headers: opts.headers,
     logLevel: deps.config.LOG_LEVEL,
     logFields: { route: "activity", merchant: q.merchant, chain_id: q.chainId, request_id: opts.requestId },
   });
 }
+
+const utf8Bytes = (text: string) => new TextEncoder().encode(text);

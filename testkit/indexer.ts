@@ -1,8 +1,37 @@
 import { publicClientFor } from "../src/chain/clients";
 import type { Db, Sql } from "../src/db/client";
 import type { Notifier } from "../src/db/notify";
-import { createIndexer, type IndexerStatus, type IndexerTuning } from "../src/indexer";
+import { createIndexer, type IndexerOptions, type IndexerStatus, type IndexerTuning } from "../src/indexer";
 import type { IndexerHook } from "../src/indexer/hooks";
+import type { TestChain } from "./chain";
+
+/** Options of {@link testIndexer}: the node (default the chain's own; a fault proxy's), confirmations, poll interval… */
+export type TestIndexerOptions = Partial<Omit<IndexerOptions, "sql" | "db" | "config">> & {
+  confirmations?: number;
+  pollMs?: number;
+};
+
+/** An indexer of the test chain's processor from its deploy block into `db` (not started). */
+export function testIndexer(
+  db: { sql: Sql; kind?: Db["kind"] },
+  chain: Pick<TestChain, "processor" | "startBlock" | "chainId" | "rpcUrl">,
+  opts: TestIndexerOptions = {},
+) {
+  const { confirmations = 0, pollMs = 20, client = publicClientFor(chain.rpcUrl), ...rest } = opts;
+  return createIndexer({
+    sql: db.sql,
+    db: db.kind ? { kind: db.kind } : undefined,
+    client,
+    config: {
+      PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
+      START_BLOCK: Number(chain.startBlock),
+      CONFIRMATIONS: confirmations,
+      POLL_INTERVAL_MS: pollMs,
+      chainId: chain.chainId,
+    },
+    ...rest,
+  });
+}
 
 /** Options of {@link indexOnce}. */
 export type IndexOnceOptions = {

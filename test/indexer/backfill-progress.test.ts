@@ -7,10 +7,10 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { publicClientFor } from "../../src/chain/clients";
 import type { Logger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
-import { createIndexer } from "../../src/indexer";
 import { SYNC_LAG_BLOCKS } from "../../src/domain/progress";
 import { readiness } from "../../src/http/features/health/service";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+import { testIndexer } from "../../testkit/indexer";
 import { createTestDb } from "../../testkit/db";
 import { startRpcProxy, type RpcProxy } from "../../testkit/rpc-proxy";
 import { runScenario } from "../../testkit/scenario";
@@ -41,17 +41,9 @@ test("a throttled backfill logs growing progress, an ETA within 2x at halfway, a
     if (level !== "debug") lines.push({ at: Date.now(), msg, fields });
   };
   const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
-  const indexer = createIndexer({
-    sql: db.sql,
-    db,
+  const indexer = testIndexer(db, chain, {
     client: publicClientFor(proxy.url, 2_000),
-    config: {
-      PROCESSOR_ADDRESS: chain.processor,
-      START_BLOCK: Number(chain.startBlock),
-      CONFIRMATIONS: 0,
-      POLL_INTERVAL_MS: 50,
-      chainId: chain.chainId,
-    },
+    pollMs: 50,
     log,
     tuning: { progressIntervalMs: 1_000, initialRange: 8, retry: { attempts: 3, baseMs: 10, maxMs: 50 } },
   });

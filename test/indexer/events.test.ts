@@ -1,14 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { decodeEventLog, type Address, type Log } from "viem";
-import { publicClientFor } from "../../src/chain/clients";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/chain/abis";
 import type { Db } from "../../src/db/client";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
-import { createIndexer } from "../../src/indexer";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { morePasses } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { dumpChainData } from "../../testkit/compare";
 import { runScenario, type Scenario } from "../../testkit/scenario";
 
@@ -303,18 +301,7 @@ describe("derived tables", () => {
 
 describe("realtime", () => {
   test("a running indexer picks up a new transaction, even on blocks without events it moves the cursor", async () => {
-    const indexer = createIndexer({
-      sql: db.sql,
-      db,
-      client: publicClientFor(chain.rpcUrl),
-      config: {
-        PROCESSOR_ADDRESS: chain.processor,
-        START_BLOCK: Number(chain.startBlock),
-        CONFIRMATIONS: 0,
-        POLL_INTERVAL_MS: 50,
-        chainId: chain.chainId,
-      },
-    });
+    const indexer = testIndexer(db, chain, { pollMs: 50 });
     await indexer.start();
     try {
       const id = scenario.subs[2]!; // carol: fails every time, always due
@@ -339,18 +326,7 @@ describe("realtime", () => {
   });
 
   test("CONFIRMATIONS holds the newest blocks back until they are deep enough", async () => {
-    const indexer = createIndexer({
-      sql: db.sql,
-      db,
-      client: publicClientFor(chain.rpcUrl),
-      config: {
-        PROCESSOR_ADDRESS: chain.processor,
-        START_BLOCK: Number(chain.startBlock),
-        CONFIRMATIONS: 3,
-        POLL_INTERVAL_MS: 20,
-        chainId: chain.chainId,
-      },
-    });
+    const indexer = testIndexer(db, chain, { confirmations: 3 });
     await indexer.start();
     try {
       const receipt = await chain.charge(scenario.modules.m1, scenario.subs[2]!);

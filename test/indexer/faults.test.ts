@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { publicClientFor } from "../../src/chain/clients";
 import type { Db } from "../../src/db/client";
-import { createIndexer, type Indexer, type IndexerTuning } from "../../src/indexer";
+import { type Indexer, type IndexerTuning } from "../../src/indexer";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { clearChainData, dumpChainData } from "../../testkit/compare";
 import { runLoad, setupLoad, type Load } from "../../testkit/load";
 import { startRpcProxy, type RpcProxy } from "../../testkit/rpc-proxy";
@@ -18,17 +18,8 @@ let fresh: Db;
 const head = () => chain.publicClient.getBlockNumber({ cacheTime: 0 });
 
 function indexerVia(proxy: RpcProxy, db: Db, tuning: IndexerTuning = {}): Indexer {
-  return createIndexer({
-    sql: db.sql,
-    db,
+  return testIndexer(db, chain, {
     client: publicClientFor(proxy.url, 300),
-    config: {
-      PROCESSOR_ADDRESS: chain.processor,
-      START_BLOCK: Number(chain.startBlock),
-      CONFIRMATIONS: 0,
-      POLL_INTERVAL_MS: 20,
-      chainId: chain.chainId,
-    },
     tuning: { maxBackoffMs: 200, retry: { attempts: 3, baseMs: 10, maxMs: 50 }, ...tuning },
   });
 }

@@ -9,12 +9,12 @@ import { encodeFunctionData } from "viem";
 import { subscriptionProcessorAbi } from "../../src/chain/abis";
 import { publicClientFor } from "../../src/chain/clients";
 import type { Db } from "../../src/db/client";
-import { createIndexer, type Indexer, type IndexerTuning } from "../../src/indexer";
+import { type Indexer, type IndexerTuning } from "../../src/indexer";
 import { listActivity } from "../../src/http/features/activity/service";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { morePasses } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { clearChainData, dumpChainData } from "../../testkit/compare";
 import { startRpcProxy, type RpcProxy } from "../../testkit/rpc-proxy";
 import { runScenario, type Scenario } from "../../testkit/scenario";
@@ -39,17 +39,8 @@ async function follow(tuning: IndexerTuning = {}): Promise<Run> {
   const proxy = startRpcProxy(chain.rpcUrl);
   const db = await createTestDb();
   const logs: Run["logs"] = [];
-  const indexer = createIndexer({
-    sql: db.sql,
-    db,
+  const indexer = testIndexer(db, chain, {
     client: publicClientFor(proxy.url, 300),
-    config: {
-      PROCESSOR_ADDRESS: chain.processor,
-      START_BLOCK: Number(chain.startBlock),
-      CONFIRMATIONS: 0,
-      POLL_INTERVAL_MS: 20,
-      chainId: chain.chainId,
-    },
     log: (level, msg, fields) => void logs.push({ level, msg, fields }),
     tuning: { maxBackoffMs: 200, retry: { attempts: 3, baseMs: 10, maxMs: 50 }, ...tuning },
   });

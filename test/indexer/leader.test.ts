@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { publicClientFor } from "../../src/chain/clients";
 import { createDb, type Db } from "../../src/db/client";
-import { createIndexer, type Indexer } from "../../src/indexer";
+import { type Indexer } from "../../src/indexer";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { spawnIndexer } from "../../testkit/indexer-child";
 import { clearChainData, dumpChainData } from "../../testkit/compare";
 import { runLoad, setupLoad, type Load } from "../../testkit/load";
@@ -24,19 +23,7 @@ async function expectSameAsFresh(db: Db): Promise<void> {
 }
 
 function indexerOn(sql: Db["sql"], kind: Db["kind"]): Indexer {
-  return createIndexer({
-    sql,
-    db: { kind },
-    client: publicClientFor(chain.rpcUrl),
-    config: {
-      PROCESSOR_ADDRESS: chain.processor,
-      START_BLOCK: Number(chain.startBlock),
-      CONFIRMATIONS: 0,
-      POLL_INTERVAL_MS: 20,
-      chainId: chain.chainId,
-    },
-    tuning: { initialRange: 1, maxRange: 4, maxBackoffMs: 100 },
-  });
+  return testIndexer({ sql, kind }, chain, { tuning: { initialRange: 1, maxRange: 4, maxBackoffMs: 100 } });
 }
 
 beforeAll(async () => {

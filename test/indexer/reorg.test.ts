@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { encodeFunctionData, getContractAddress, type Address, type Hex } from "viem";
-import { publicClientFor } from "../../src/chain/clients";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/chain/abis";
 import type { Db } from "../../src/db/client";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
-import { createIndexer, type Indexer } from "../../src/indexer";
+import { type Indexer } from "../../src/indexer";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { clearChainData, dumpChainData } from "../../testkit/compare";
 import { runScenario, type Scenario } from "../../testkit/scenario";
 
@@ -78,19 +77,7 @@ beforeAll(async () => {
   [live, fresh] = await Promise.all([createTestDb(), createTestDb()]);
   const notifier = createNotifier(live);
   await notifier.subscribe((b) => void batches.push(b));
-  indexer = createIndexer({
-    sql: live.sql,
-    db: live,
-    client: publicClientFor(chain.rpcUrl),
-    config: {
-      PROCESSOR_ADDRESS: chain.processor,
-      START_BLOCK: Number(chain.startBlock),
-      CONFIRMATIONS: 0,
-      POLL_INTERVAL_MS: 20,
-      chainId: chain.chainId,
-    },
-    notifier,
-  });
+  indexer = testIndexer(live, chain, { notifier });
   await indexer.start();
   await synced();
 }, 60_000);

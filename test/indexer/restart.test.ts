@@ -2,13 +2,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { publicClientFor } from "../../src/chain/clients";
 import { createDb, type Db } from "../../src/db/client";
-import { createIndexer } from "../../src/indexer";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { morePasses } from "../../testkit/cli";
 import { createTestDb, testDbKind } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { backfillEnv, spawnIndexer } from "../../testkit/indexer-child";
 import { dumpChainData } from "../../testkit/compare";
 import { runLoad, setupLoad } from "../../testkit/load";
@@ -92,19 +90,7 @@ describe("restart", () => {
     await db.sql.unsafe(
       `create trigger fail_cursor before update on chains for each row execute function fail_cursor()`,
     );
-    const indexer = createIndexer({
-      sql: db.sql,
-      db,
-      client: publicClientFor(chain.rpcUrl),
-      config: {
-        PROCESSOR_ADDRESS: chain.processor,
-        START_BLOCK: Number(chain.startBlock),
-        CONFIRMATIONS: 0,
-        POLL_INTERVAL_MS: 20,
-        chainId: chain.chainId,
-      },
-      tuning: { initialRange: 1000, maxBackoffMs: 50 },
-    });
+    const indexer = testIndexer(db, chain, { tuning: { initialRange: 1000, maxBackoffMs: 50 } });
     try {
       await indexer.start();
       const deadline = Date.now() + 30_000;

@@ -14,6 +14,7 @@ import { createLogger } from "../../src/common/log";
 import { accounts } from "../../testkit/accounts";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { morePasses } from "../../testkit/cli";
+import { testIndexer } from "../../testkit/indexer";
 import { createTestDb, testDbKind } from "../../testkit/db";
 
 const LONG = 1; // plan: 30-day interval, for tests without time travel
@@ -52,20 +53,7 @@ beforeAll(async () => {
       .wallet("deployer")
       .writeContract({ ...chain.processorContract, functionName: "setKeeper", args: [accounts.keeper2.address, true] }),
   );
-  indexer = createIndexer({
-    sql: db.sql,
-    db,
-    client: publicClientFor(chain.rpcUrl),
-    config: {
-      PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
-      START_BLOCK: Number(chain.startBlock),
-      CONFIRMATIONS: 0,
-      POLL_INTERVAL_MS: 100,
-      chainId: chain.chainId,
-    },
-    notifier: createNotifier(db),
-    log: () => {},
-  });
+  indexer = testIndexer(db, chain, { pollMs: 100, notifier: createNotifier(db), log: () => {} });
   await indexer.start();
 }, 60_000);
 
@@ -283,18 +271,7 @@ describe("keeper", () => {
   test("a keeper on a stale index simulates first and skips what others already did", async () => {
     // A second database whose indexer is stopped: its view of the chain freezes, like a lagging keeper elsewhere.
     const staleDb = await createTestDb();
-    const staleIndexer = createIndexer({
-      sql: staleDb.sql,
-      db: staleDb,
-      client: publicClientFor(chain.rpcUrl),
-      config: {
-        PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
-        START_BLOCK: Number(chain.startBlock),
-        CONFIRMATIONS: 0,
-        POLL_INTERVAL_MS: 100,
-        chainId: chain.chainId,
-      },
-    });
+    const staleIndexer = testIndexer(staleDb, chain, { pollMs: 100 });
     try {
       await chain.fund("erin", token, 10_000_000n);
       const paid = await chain.subscribe("erin", module, LONG);

@@ -12,6 +12,7 @@ import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper"
 import { accounts } from "../../testkit/accounts";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
+import { testIndexer } from "../../testkit/indexer";
 import { createTestDb, testDbKind } from "../../testkit/db";
 import { startRpcProxy, type RpcProxy } from "../../testkit/rpc-proxy";
 
@@ -30,18 +31,7 @@ beforeAll(async () => {
   module = await chain.createModule("merchant");
   await chain.createPlan("merchant", module, { planId: 1, token, amount: 1_000_000n, interval: 30 * 86_400 });
   proxy = startRpcProxy(chain.rpcUrl);
-  indexer = createIndexer({
-    sql: db.sql,
-    db,
-    client: publicClientFor(chain.rpcUrl),
-    config: {
-      PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
-      START_BLOCK: Number(chain.startBlock),
-      CONFIRMATIONS: 0,
-      POLL_INTERVAL_MS: 100,
-      chainId: chain.chainId,
-    },
-  });
+  indexer = testIndexer(db, chain, { pollMs: 100 });
   await indexer.start();
 }, 60_000);
 

@@ -98,9 +98,10 @@ export type ResponseCache<V> = {
   /**
    * The cached value of `key` when valid (counted as a hit, refreshed ahead with `load` near its end), else
    * undefined with nothing counted: the synchronous part of `get`, for a hot path that answers a hit without a
-   * promise and calls `get` on undefined.
+   * promise and calls `get` on undefined. With `admit`, a valid value is served only if `admit(value)` says so
+   * (called once, after the validity checks and before anything is counted): false is undefined, nothing counted.
    */
-  hit: (key: string, chainId: number, load: () => Promise<Loaded<V>>) => V | undefined;
+  hit: (key: string, chainId: number, load: () => Promise<Loaded<V>>, admit?: (value: V) => boolean) => V | undefined;
   /** Counters since creation. */
   stats: () => CacheStats;
   /** Drops every entry. */
@@ -166,7 +167,12 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
     return loaded.value;
   };
 
-  const hit = (key: string, chainId: number, load: () => Promise<Loaded<V>>): V | undefined => {
+  const hit = (
+    key: string,
+    chainId: number,
+    load: () => Promise<Loaded<V>>,
+    admit?: (value: V) => boolean,
+  ): V | undefined => {
     if (!gens.live()) return undefined;
     const e = entries.get(key);
     if (!e) return undefined;
@@ -175,6 +181,7 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
       drop(key, e);
       return undefined;
     }
+    if (admit && !admit(e.value)) return undefined;
     stats.hits++;
     entries.delete(key);
     entries.set(key, e);

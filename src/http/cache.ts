@@ -87,6 +87,8 @@ export type CacheStats = {
   races: number;
   /** Background reloads started by hits in the last quarter of an entry's life. */
   refreshes: number;
+  /** Hits served after an `admit` said yes (the check's answers before routing). */
+  admitted: number;
   entries: number;
   bytes: number;
 };
@@ -128,7 +130,7 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
   const sizeOf = opts.sizeOf ?? (() => 0);
   const now = opts.now ?? (() => performance.now());
   const entries = new Map<string, Entry<V>>();
-  const stats = { hits: 0, misses: 0, stores: 0, races: 0, refreshes: 0 };
+  const stats = { hits: 0, misses: 0, stores: 0, races: 0, refreshes: 0, admitted: 0 };
   const refreshing = new Set<string>();
   let bytes = 0;
 
@@ -181,7 +183,10 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
       drop(key, e);
       return undefined;
     }
-    if (admit && !admit(e.value)) return undefined;
+    if (admit) {
+      if (!admit(e.value)) return undefined;
+      stats.admitted++;
+    }
     stats.hits++;
     entries.delete(key);
     entries.set(key, e);

@@ -198,28 +198,28 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
   // The listening server (the one `requestIP` asks), as Elysia's context getter would return it.
   let server: Server<unknown> | null = null;
 
-  return (
-    new Elysia({ prefix: "/v0/auth", name: "check" })
+  const plugin = new Elysia({ prefix: "/v0/auth", name: "check" });
+  if (cache && deps.hotCheck !== false) {
+    plugin
       .onStart((app) => {
         server = app.server as Server<unknown> | null;
       })
       .onStop(() => {
         server = null;
       })
-      .use(rateLimitPlugin(deps.limiter))
       // Cache hits are answered before routing (an onRequest hook runs for every request, after the body limit's):
-      // none of the per-request hooks, query parsing and validation below changes what a hit sends.
-      .onRequest(hotHook)
-      .get(
-        "/check",
-        ({ request, query, set }) => {
-          const p = parse(request, query);
-          // A cache hit is answered here, with no promise: the entry holds the rendered response.
-          const hit = p.mode === "indexed" ? cache?.hit(p.key, p.q.chainId, () => load(p.q)) : undefined;
-          if (hit) return send(served(p.q, hit), set);
-          return answer(p, set);
-        },
-        { rateLimit: true, query: CheckQueryDoc, detail: checkDetail },
-      )
+      // none of the per-request hooks, query parsing and validation of the route changes what a hit sends.
+      .onRequest(hotHook);
+  }
+  return plugin.use(rateLimitPlugin(deps.limiter)).get(
+    "/check",
+    ({ request, query, set }) => {
+      const p = parse(request, query);
+      // A cache hit is answered here, with no promise: the entry holds the rendered response.
+      const hit = p.mode === "indexed" ? cache?.hit(p.key, p.q.chainId, () => load(p.q)) : undefined;
+      if (hit) return send(served(p.q, hit), set);
+      return answer(p, set);
+    },
+    { rateLimit: true, query: CheckQueryDoc, detail: checkDetail },
   );
 }

@@ -239,20 +239,21 @@ const forwarded = (round: number): Record<string, string>[] => [
 for (const overHttp of [true, false]) {
   describe(`check answered before routing = the route (${overHttp ? "over HTTP" : "app.handle"})`, () => {
     test("every answer, header and metric is the route's, through batches that change the data", async () => {
-      // Eight requests a minute per client: each client's later requests are refused, on both sides alike (and
+      // Ten requests a minute per client: each client's later requests are refused, on both sides alike (and
       // several of these addresses are one client: an IPv4 and its mapped IPv6 form, one /64, every unusable value).
-      const env = { RATE_LIMIT_PER_MINUTE: "8", TRUSTED_PROXY_HOPS: "1" };
+      // A token every 6 s: Retry-After moves only at whole seconds after a bucket ran dry, far beyond a client's burst.
+      const env = { RATE_LIMIT_PER_MINUTE: "10", TRUSTED_PROXY_HOPS: "1" };
       const fast = await side(env, true, overHttp);
       const slow = await side(env, false, overHttp);
-      let n = await compare(fast, slow, forwarded(1), 10, SEED);
+      let n = await compare(fast, slow, forwarded(1), 12, SEED);
 
       // A batch pauses alice's plan-1 subscription: both sides drop their entries and read it again.
       await db.sql`update subscriptions set paused = true where chain_id = ${CHAIN_A} and subscription_id = '1'`;
       try {
         await publishBatch(CHAIN_A);
-        n += await compare(fast, slow, forwarded(2), 10, SEED + 1);
+        n += await compare(fast, slow, forwarded(2), 12, SEED + 1);
         await publishBatch(CHAIN_B);
-        n += await compare(fast, slow, forwarded(3), 10, SEED + 2);
+        n += await compare(fast, slow, forwarded(3), 12, SEED + 2);
       } finally {
         await db.sql`update subscriptions set paused = false where chain_id = ${CHAIN_A} and subscription_id = '1'`;
         await publishBatch(CHAIN_A);
@@ -261,8 +262,10 @@ for (const overHttp of [true, false]) {
 
       const f = fast.caches.check.stats();
       const s = slow.caches.check.stats();
-      // (Stores are not compared: whether a background refresh races a batch depends on timing, on either side.)
-      expect({ hits: f.hits, misses: f.misses }).toEqual({ hits: s.hits, misses: s.misses });
+      // Every admitted valid request read the cache once on both sides. (Which were hits is not compared: grace's
+      // answer is true for one more second of the chain's frozen clock, so its entry ends after 1 s of real time,
+      // which a slow machine may reach on one side first; nor are stores, which background refreshes race.)
+      expect(f.hits + f.misses).toBe(s.hits + s.misses);
       // The fast path did answer (most hits), the reference side never did.
       expect(f.admitted).toBeGreaterThan(20);
       expect(s.admitted).toBe(0);
@@ -275,7 +278,8 @@ for (const overHttp of [true, false]) {
       // X-Forwarded-For is the client's word here: ignored by both.
       const n = await compare(fast, slow, [{ "x-forwarded-for": "203.0.113.50" }, {}], 8, SEED + 3);
       await sameMetrics(fast, slow, n);
-      expect(fast.caches.check.stats().hits).toBe(slow.caches.check.stats().hits);
+      const [f, s] = [fast.caches.check.stats(), slow.caches.check.stats()];
+      expect(f.hits + f.misses).toBe(s.hits + s.misses);
     }, 60_000);
   });
 }

@@ -159,11 +159,11 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
   };
 
   /**
-   * The response body of a request the route would answer from the cache, with `set.headers` filled as the route
-   * fills them; undefined for anything else, which the route then handles in full. Only a query string the route
-   * has already parsed and accepted qualifies (the memo holds nothing else), in mode indexed, on a servable chain,
-   * with a valid entry; then the client's rate limit is spent exactly as the route's `rateLimit` would (a refusal
-   * falls through: the route refuses it again, which spends nothing more), and the hit is counted.
+   * The route's response to a request it would answer from the cache (same status, headers and body); undefined
+   * for anything else, which the route then handles in full. Only a query string the route has already parsed and
+   * accepted qualifies (the memo holds nothing else), in mode indexed, on a servable chain, with a valid entry; then
+   * the client's rate limit is spent exactly as the route's `rateLimit` would (a refusal falls through: the route
+   * refuses it again, which spends nothing more), and the hit is counted.
    */
   const hot = (request: Request, path: string): Response | undefined => {
     if (path !== CHECK_PATH || !cache || request.method !== "GET") return undefined;

@@ -208,7 +208,8 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
         server = null;
       })
       // Cache hits are answered before routing (an onRequest hook runs for every request, after the body limit's):
-      // none of the per-request hooks, query parsing and validation of the route changes what a hit sends.
+      // none of the per-request hooks, query parsing and validation of the route changes what a hit sends. A hook
+      // added later that does (a header on every response) fails test/http/features/check-hot.test.ts.
       .onRequest(hotHook);
   }
   return plugin.use(rateLimitPlugin(deps.limiter)).get(

@@ -24,6 +24,7 @@
  */
 import type { Notifier } from "../db/notify";
 import type { Sql } from "../db/client";
+import { DEADLINE_FAST_MS, withDeadline } from "./deadline";
 
 /** Per-chain generations, moved by the indexer's batch notifications. */
 export type ChainGenerations = {
@@ -76,8 +77,11 @@ export function createChainGenerations(notifier: Notifier | undefined, poll?: Cu
   let previous: Map<number, string> | undefined;
   const readCursors = async (sql: Sql, now: () => number) => {
     const started = now();
-    const rows = await sql<{ chain_id: string; cursor: string }[]>`
-      select chain_id, concat_ws(':', indexed_block, indexed_hash, updated_at) as cursor from chains`;
+    const rows = await withDeadline(
+      sql<{ chain_id: string; cursor: string }[]>`
+        select chain_id, concat_ws(':', indexed_block, indexed_hash, updated_at) as cursor from chains`,
+      DEADLINE_FAST_MS,
+    );
     const cursors = new Map(rows.map((r) => [Number(r.chain_id), r.cursor]));
     if (previous) {
       let moved = false;

@@ -61,7 +61,7 @@ async function serve(url: string, port: number): Promise<void> {
     LOG_LEVEL: "error",
   });
   const notifier = createNotifier(db);
-  const caches = createApiCaches({ notifier });
+  const caches = createApiCaches({ notifier, sql: db.sql });
   await caches.generations.ready;
   const app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config), notifier, caches });
   // Counters for the report (not part of the API).

@@ -31,7 +31,7 @@ for (const d of dirs) {
     LOG_LEVEL: "error",
   });
   const notifier = createNotifier(db);
-  const caches = createApiCaches({ notifier });
+  const caches = createApiCaches({ notifier, sql: db.sql });
   await caches.generations.ready;
   const app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config), notifier, caches });
   apps.push({ name: d.split("/").pop()!, handle: (r) => app.handle(r) });

@@ -30,7 +30,7 @@ export function createApp(deps: AppDeps) {
   const limiter = createAppLimiter(deps.config, deps.now);
   const credentialLimiter = createCredentialLimiter(deps.config, deps.now);
   const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter, credentialLimiter };
-  const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier });
+  const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier, sql: readSql });
   return new Elysia({ serve: serveOptions })
     .use(requestMetrics(deps.observeRequest))
     .use(createErrorHandler(deps.log ?? createLogger(deps.config.LOG_LEVEL)))

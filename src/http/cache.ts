@@ -10,8 +10,21 @@
  * bounds staleness when a notification is lost (a dropped LISTEN connection). A hit in the last quarter of an
  * entry's life reloads it in the background under the same rules (refresh ahead), so keys in steady use do not wait
  * for the database when their entry ends. Without a live subscription to the notifier nothing is cached.
+ *
+ * Cursor polls (when given a database): every `confirmEveryMs` one statement reads every chain's cursor (indexed
+ * block, hash and `updated_at`, which every committed batch and rollback sets in its transaction: moveCursor). A
+ * cursor that differs from the previous poll's starts a new generation of its chain, as its notification would have
+ * (one lost with a dropped LISTEN connection, or never sent by an indexer that died between its commit and its
+ * NOTIFY), so such a loss costs at most one poll of staleness; a notified batch thus starts two generations (the
+ * poll cannot tell that its notification came). A poll that saw no cursor move confirms that nothing committed on
+ * any chain between the previous poll and its own start: in a cache with `confirmed`, the max age then counts from
+ * that start for every entry loaded before it (`max(loaded, confirmed) + maxAgeMs`), so hot entries are not
+ * reloaded every `maxAgeMs` while no batch commits. A failed or stalled poll confirms nothing: entries then end at
+ * their max age, as without polls.
  */
 import type { Notifier } from "../db/notify";
+import type { Sql } from "../db/client";
+import { DEADLINE_FAST_MS, withDeadline } from "./deadline";
 
 /** Per-chain generations, moved by the indexer's batch notifications. */
 export type ChainGenerations = {
@@ -21,20 +34,78 @@ export type ChainGenerations = {
   of: (chainId: number) => number;
   /** Starts a new generation of `chainId` (what a batch notification does). */
   bump: (chainId: number) => void;
+  /**
+   * The start (on the caches' clock) of the latest cursor poll that found no cursor moved since the previous one:
+   * nothing committed before it went unseen. -Infinity before the first such poll or without polls.
+   */
+  confirmedAt: () => number;
   /** Resolves once the subscription is live (or failed, or there is no notifier). */
   ready: Promise<void>;
-  /** Stops listening; caches then pass every load through. */
+  /** Stops listening and polling; caches then pass every load through. */
   stop: () => Promise<void>;
 };
 
-/** Subscribes to `notifier` and counts committed batches per chain; not live without a notifier. */
-export function createChainGenerations(notifier: Notifier | undefined): ChainGenerations {
+/** Cursor polls of {@link createChainGenerations}. */
+export type CursorPollOptions = {
+  /** Where the cursors are read: the database the cached answers are read from. */
+  sql: Sql;
+  /** Milliseconds between the end of a poll and the start of the next (default 500). */
+  everyMs?: number;
+  /** The caches' monotonic clock in ms (default `performance.now`). */
+  now?: () => number;
+};
+
+/** Default interval of the cursor polls. */
+export const DEFAULT_CONFIRM_EVERY_MS = 500;
+
+/**
+ * Subscribes to `notifier` and counts committed batches per chain; not live without a notifier. With `poll`, also
+ * reads the chains' cursors every `everyMs` (see the module comment).
+ */
+export function createChainGenerations(notifier: Notifier | undefined, poll?: CursorPollOptions): ChainGenerations {
   const gens = new Map<number, number>();
   let live = false;
   let stopped = false;
   let unsubscribe: (() => Promise<void>) | undefined;
+  let confirmedAt = -Infinity;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const bump = (chainId: number) => {
     gens.set(chainId, (gens.get(chainId) ?? 0) + 1);
+  };
+
+  /** The previous poll's cursor of each chain; undefined before a first successful poll. */
+  let previous: Map<number, string> | undefined;
+  const readCursors = async (sql: Sql, now: () => number) => {
+    const started = now();
+    const rows = await withDeadline(
+      sql<{ chain_id: string; cursor: string }[]>`
+        select chain_id, concat_ws(':', indexed_block, indexed_hash, updated_at) as cursor from chains`,
+      DEADLINE_FAST_MS,
+    );
+    const cursors = new Map(rows.map((r) => [Number(r.chain_id), r.cursor]));
+    if (previous) {
+      let moved = false;
+      for (const id of new Set([...previous.keys(), ...cursors.keys()])) {
+        // Whether this commit's notification came cannot be told from here: a new generation either way.
+        if (previous.get(id) !== cursors.get(id)) {
+          bump(id);
+          moved = true;
+        }
+      }
+      // Nothing committed between the previous poll and this one: every commit before `started` has been seen.
+      if (!moved) confirmedAt = started;
+    }
+    previous = cursors;
+  };
+  const schedule = (p: CursorPollOptions) => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      // A failed poll confirms nothing; the next one compares with the last poll that did read the cursors.
+      readCursors(p.sql, p.now ?? (() => performance.now()))
+        .catch(() => {})
+        .finally(() => schedule(p));
+    }, p.everyMs ?? DEFAULT_CONFIRM_EVERY_MS);
+    timer.unref?.();
   };
   const ready = notifier
     ? notifier
@@ -43,6 +114,7 @@ export function createChainGenerations(notifier: Notifier | undefined): ChainGen
           if (stopped) return unsub();
           unsubscribe = unsub;
           live = true;
+          if (poll) schedule(poll);
         })
         .catch(() => {
           // No notifications, no cache: every request reads the database.
@@ -52,10 +124,12 @@ export function createChainGenerations(notifier: Notifier | undefined): ChainGen
     live: () => live,
     of: (chainId) => gens.get(chainId) ?? 0,
     bump,
+    confirmedAt: () => confirmedAt,
     ready,
     stop: async () => {
       stopped = true;
       live = false;
+      clearTimeout(timer);
       await unsubscribe?.();
     },
   };
@@ -73,6 +147,11 @@ export type ResponseCacheOptions<V> = {
   maxBytes?: number;
   /** Hard age limit of an entry, counted from before its query. Default 2,000 ms. */
   maxAgeMs?: number;
+  /**
+   * Count the max age from the generations' latest cursor confirmation when it is later than the entry's query
+   * (see the module comment). Default false.
+   */
+  confirmed?: boolean;
   /** Approximate size of a value in bytes (for `maxBytes`); the key is added. Default 0. */
   sizeOf?: (value: V) => number;
   /** Monotonic clock in ms (tests move it). Default `performance.now`. */
@@ -87,6 +166,8 @@ export type CacheStats = {
   races: number;
   /** Background reloads started by hits in the last quarter of an entry's life. */
   refreshes: number;
+  /** Hits served after an `admit` said yes (the check's answers before routing). */
+  admitted: number;
   entries: number;
   bytes: number;
 };
@@ -98,16 +179,18 @@ export type ResponseCache<V> = {
   /**
    * The cached value of `key` when valid (counted as a hit, refreshed ahead with `load` near its end), else
    * undefined with nothing counted: the synchronous part of `get`, for a hot path that answers a hit without a
-   * promise and calls `get` on undefined.
+   * promise and calls `get` on undefined. With `admit`, a valid value is served only if `admit(value)` says so
+   * (called once, after the validity checks and before anything is counted): false is undefined, nothing counted.
    */
-  hit: (key: string, chainId: number, load: () => Promise<Loaded<V>>) => V | undefined;
+  hit: (key: string, chainId: number, load: () => Promise<Loaded<V>>, admit?: (value: V) => boolean) => V | undefined;
   /** Counters since creation. */
   stats: () => CacheStats;
   /** Drops every entry. */
   clear: () => void;
 };
 
-type Entry<V> = { value: V; gen: number; expiresAt: number; size: number };
+/** A value with its generation, the start of its query, where its own validity ends (ms) and its size. */
+type Entry<V> = { value: V; gen: number; started: number; validUntil: number; size: number };
 
 /** Default hard age of cached entries: the spec lets the indexed answer lag the chain by a few seconds. */
 export const DEFAULT_CACHE_MAX_AGE_MS = 2_000;
@@ -126,8 +209,9 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
   const maxAgeMs = opts.maxAgeMs ?? DEFAULT_CACHE_MAX_AGE_MS;
   const sizeOf = opts.sizeOf ?? (() => 0);
   const now = opts.now ?? (() => performance.now());
+  const confirmed = opts.confirmed ?? false;
   const entries = new Map<string, Entry<V>>();
-  const stats = { hits: 0, misses: 0, stores: 0, races: 0, refreshes: 0 };
+  const stats = { hits: 0, misses: 0, stores: 0, races: 0, refreshes: 0, admitted: 0 };
   const refreshing = new Set<string>();
   let bytes = 0;
 
@@ -159,21 +243,33 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
       stats.races++;
       return loaded.value;
     }
-    const expiresAt = started + Math.min(maxAgeMs, loaded.ttlMs ?? Infinity);
-    if (expiresAt > now()) {
-      store(key, { value: loaded.value, gen, expiresAt, size: sizeOf(loaded.value) + key.length });
-    }
+    const entry = { value: loaded.value, gen, started, validUntil: started + (loaded.ttlMs ?? Infinity), size: 0 };
+    if (expiresAt(entry) > now()) store(key, { ...entry, size: sizeOf(loaded.value) + key.length });
     return loaded.value;
   };
 
-  const hit = (key: string, chainId: number, load: () => Promise<Loaded<V>>): V | undefined => {
+  /** When an entry ends: its own validity, or its max age from its query or from a later confirmation. */
+  const expiresAt = (e: Entry<V>) =>
+    Math.min(e.validUntil, (confirmed ? Math.max(e.started, gens.confirmedAt()) : e.started) + maxAgeMs);
+
+  const hit = (
+    key: string,
+    chainId: number,
+    load: () => Promise<Loaded<V>>,
+    admit?: (value: V) => boolean,
+  ): V | undefined => {
     if (!gens.live()) return undefined;
     const e = entries.get(key);
     if (!e) return undefined;
     const t = now();
-    if (e.gen !== gens.of(chainId) || t >= e.expiresAt) {
+    const end = expiresAt(e);
+    if (e.gen !== gens.of(chainId) || t >= end) {
       drop(key, e);
       return undefined;
+    }
+    if (admit) {
+      if (!admit(e.value)) return undefined;
+      stats.admitted++;
     }
     stats.hits++;
     entries.delete(key);
@@ -181,7 +277,7 @@ export function createResponseCache<V>(opts: ResponseCacheOptions<V>): ResponseC
     // Refresh ahead: a key in use is reloaded in the background in the last quarter of its life, so its
     // requests keep hitting instead of waiting for the database when it ends. The reload follows `fill`'s
     // rules; until it is stored, this (still valid) entry is served.
-    if (e.expiresAt - t < maxAgeMs / 4 && !refreshing.has(key)) {
+    if (end - t < maxAgeMs / 4 && !refreshing.has(key)) {
       refreshing.add(key);
       stats.refreshes++;
       fill(key, chainId, load)

@@ -29,6 +29,11 @@ export type AppDeps = {
   observeRequest?: RequestObserver;
   /** Clock of the rate limits in ms (default `Date.now`); tests freeze it. */
   now?: () => number;
+  /**
+   * Whether cache hits of `GET /v0/auth/check` are answered before routing (default true). False sends every check
+   * through the route: the reference that test/http/features/check-hot.test.ts compares the fast path with.
+   */
+  hotCheck?: boolean;
 };
 
 /** What every `/v0` feature receives: the app's dependencies plus the shared chain cache and rate-limit stores. */

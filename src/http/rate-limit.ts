@@ -160,10 +160,15 @@ function ipv6Groups(a: string): number[] {
   return tail === undefined ? left : [...left, ...new Array(8 - left.length - right.length).fill(0), ...right];
 }
 
+/** Client addresses whose rate-limit keys a {@link ClientLimiter} keeps (cleared when full). */
+const CLIENT_KEYS_KEPT = 10_000;
+
 /** The one rate-limit store of an app, keyed by client address. */
 export type ClientLimiter = {
   /** Counts one request of the client; throws RateLimitedError when its bucket is empty. */
   hit: (request: Request, server: Server<unknown> | null | undefined) => void;
+  /** As `hit`, without the error: whether the request was admitted (a refusal counts as `hit`'s does). */
+  take: (request: Request, server: Server<unknown> | null | undefined) => boolean;
   /** Throws RateLimitedError when the client's bucket is empty, without counting a request. */
   assertOpen: (request: Request, server: Server<unknown> | null | undefined) => void;
   /** Clients tracked now. */
@@ -173,13 +178,24 @@ export type ClientLimiter = {
 /** Creates the store behind the `rateLimit` macro and the failed-credential count. */
 export function createClientLimiter(opts: RateLimiterOptions & ClientAddressOptions): ClientLimiter {
   const limiter = createRateLimiter(opts);
-  const key = (request: Request, server: Server<unknown> | null | undefined) =>
-    clientKey(clientAddress(request, server, opts));
+  // clientKey is a pure function of the address: the keys of recent addresses are kept, not recomputed per request.
+  const keys = new Map<string, string>();
+  const key = (request: Request, server: Server<unknown> | null | undefined) => {
+    const address = clientAddress(request, server, opts);
+    let k = keys.get(address);
+    if (k === undefined) {
+      k = clientKey(address);
+      if (keys.size >= CLIENT_KEYS_KEPT) keys.clear();
+      keys.set(address, k);
+    }
+    return k;
+  };
   const refuse = (d: RateDecision) => {
     if (!d.ok) throw new RateLimitedError(d.retryAfterSeconds);
   };
   return {
     hit: (request, server) => refuse(limiter.check(key(request, server))),
+    take: (request, server) => limiter.check(key(request, server)).ok,
     assertOpen: (request, server) => refuse(limiter.peek(key(request, server))),
     size: limiter.size,
   };

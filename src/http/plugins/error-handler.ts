@@ -90,7 +90,8 @@ function validationError(err: ValidationLike, request: Request): ApiError {
   return new InvalidParameterError(param, custom ?? `${param} is invalid${detail}`);
 }
 
-const newRequestId = () => `req_${crypto.randomUUID().replaceAll("-", "")}`;
+/** A new `X-Request-Id` value: `req_` and 32 hex digits. */
+export const newRequestId = () => `req_${crypto.randomUUID().replaceAll("-", "")}`;
 
 /** The API error of an auth failure: 403 for a credential reading (or the admin key writing) what it may not, else 401. */
 function authError(err: AuthError): ApiError {

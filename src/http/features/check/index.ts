@@ -1,7 +1,9 @@
 /** `GET /v0/auth/check`: is a wallet authorized for any of some plans on a module? Public, rate limited. */
 import { Elysia } from "elysia";
+import type { Server } from "bun";
 import { ChainUnavailableError, InvalidParameterError } from "../../errors";
 import { rateLimitPlugin } from "../../plugins/rate-limit";
+import { newRequestId } from "../../plugins/error-handler";
 import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } from "../../params";
 import { freshnessHeaders, isConfiguredChain } from "../../chain-state";
 import { type RouteDeps } from "../../deps";
@@ -22,10 +24,19 @@ type CheckMode = (typeof CHECK_MODES)[number];
 /** A parsed request: the question, the mode and the cache key of its indexed answer. */
 type ParsedCheck = { q: CheckQuery; mode: CheckMode; key: string };
 
+/** The route's path (its template: the label the request metrics give it). */
+const CHECK_PATH = "/v0/auth/check";
+
 /** Parsed requests kept by raw query string (parsing is a pure function of it): at most this many… */
 const PARSED_MAX_ENTRIES = 10_000;
 /** …of at most this many characters each. */
 const PARSED_MAX_QUERY_LENGTH = 512;
+
+/** Where the path of an absolute request URL starts: the first `/` after `scheme://host` (as Elysia finds it). */
+const pathStart = (url: string) => url.indexOf("/", 11);
+
+/** Where the query string of `url` starts (its `?`), or -1: the first `?` after the path's start, as Elysia's. */
+const queryStart = (url: string, pathAt: number) => url.indexOf("?", pathAt + 1);
 
 /** The check result (the one place its fields are put together, in this order). */
 function checkResult(
@@ -55,7 +66,8 @@ function checkEntry(q: CheckQuery, answer: IndexedAnswer): CheckEntry {
   const headers: Record<string, string> = {};
   freshnessHeaders(headers, answer);
   headers["content-type"] = "application/json;charset=utf-8";
-  return { answer, body: JSON.stringify(checkResult("indexed", q, answer.result, undefined)), headers };
+  const body = JSON.stringify(checkResult("indexed", q, answer.result, undefined));
+  return { answer, body, headers, init: new Headers(headers) };
 }
 
 /** Parses the query (a 400 on any bad value). */
@@ -82,7 +94,7 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
   /** The parsed request, from `parsed` when this exact query string was parsed before. */
   const parse = (request: Request, query: unknown): ParsedCheck => {
     const url = request.url;
-    const raw = url.slice(url.indexOf("?") + 1);
+    const raw = url.slice(queryStart(url, pathStart(url)) + 1);
     let p = parsed.get(raw);
     if (!p) {
       p = parseCheck(query as RawParams, deps.chains.defaultChainId);
@@ -99,9 +111,13 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
     return { value: checkEntry(q, answer), ttlMs: answer.validForMs };
   };
 
+  /** Whether this service may answer for the entry's chain (else the request is a 400 on chain_id). */
+  const servable = (q: CheckQuery, entry: CheckEntry): boolean =>
+    entry.answer.chainIndexed || isConfiguredChain(deps, q.chainId);
+
   /** The entry of a chain this service may answer for (else a 400 on chain_id). */
   const served = (q: CheckQuery, entry: CheckEntry): CheckEntry => {
-    if (!entry.answer.chainIndexed && !isConfiguredChain(deps, q.chainId)) {
+    if (!servable(q, entry)) {
       throw new InvalidParameterError("chain_id", `chain ${q.chainId} is not indexed by this service`);
     }
     return entry;
@@ -142,7 +158,61 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
     return checkResult(mode, q, ix.value.answer.result, oc.value);
   };
 
-  return new Elysia({ prefix: "/v0/auth", name: "check" }).use(rateLimitPlugin(deps.limiter)).get(
+  /**
+   * The route's response to a request it would answer from the cache (same status, headers and body); undefined
+   * for anything else, which the route then handles in full. Only a query string the route has already parsed and
+   * accepted qualifies (the memo holds nothing else), in mode indexed, on a servable chain, with a valid entry; then
+   * the client's rate limit is spent exactly as the route's `rateLimit` would (a refusal falls through: the route
+   * refuses it again, which spends nothing more), and the hit is counted.
+   */
+  const hot = (request: Request, path: string): Response | undefined => {
+    if (path !== CHECK_PATH || !cache || request.method !== "GET") return undefined;
+    const url = request.url;
+    const qi = queryStart(url, pathStart(url));
+    if (qi < 0) return undefined;
+    const t0 = deps.observeRequest ? performance.now() : 0;
+    const p = parsed.get(url.slice(qi + 1));
+    if (!p || p.mode !== "indexed") return undefined;
+    const entry = cache.hit(
+      p.key,
+      p.q.chainId,
+      () => load(p.q),
+      (e) => servable(p.q, e) && deps.limiter.take(request, server),
+    );
+    if (!entry) return undefined;
+    // The route's response: the entry's body and headers, and the request id its after-handle hook adds.
+    const response = new Response(entry.body, { headers: entry.init });
+    response.headers.set("x-request-id", newRequestId());
+    // An answer from here skips Elysia's after-response hooks: it is counted here, as the metrics plugin would.
+    deps.observeRequest?.(CHECK_PATH, "GET", 200, (performance.now() - t0) / 1000);
+    return response;
+  };
+
+  // Written so that Elysia's source heuristics see a sync hook with a return value (an arrow returning a call
+  // would read as async, and every request of the app would then go through an extra promise).
+  function hotHook(c: { request: Request }) {
+    const response = hot(c.request, (c as unknown as { path: string }).path);
+    if (response !== undefined) return response;
+  }
+
+  // The listening server (the one `requestIP` asks), as Elysia's context getter would return it.
+  let server: Server<unknown> | null = null;
+
+  const plugin = new Elysia({ prefix: "/v0/auth", name: "check" });
+  if (cache && deps.hotCheck !== false) {
+    plugin
+      .onStart((app) => {
+        server = app.server as Server<unknown> | null;
+      })
+      .onStop(() => {
+        server = null;
+      })
+      // Cache hits are answered before routing (an onRequest hook runs for every request, after the body limit's):
+      // none of the per-request hooks, query parsing and validation of the route changes what a hit sends. A hook
+      // added later that does (a header on every response) fails test/http/features/check-hot.test.ts.
+      .onRequest(hotHook);
+  }
+  return plugin.use(rateLimitPlugin(deps.limiter)).get(
     "/check",
     ({ request, query, set }) => {
       const p = parse(request, query);

@@ -55,8 +55,11 @@ export type IndexedAnswer = {
   validForMs: number;
 };
 
-/** An indexed answer as the check cache keeps it: with the body and headers of its mode-indexed response. */
-export type CheckEntry = { answer: IndexedAnswer; body: string; headers: Record<string, string> };
+/**
+ * An indexed answer as the check cache keeps it: with the body and headers of its mode-indexed response (`init`:
+ * the same headers as a `Headers`, which a Response copies faster than a plain object).
+ */
+export type CheckEntry = { answer: IndexedAnswer; body: string; headers: Record<string, string>; init: Headers };
 
 /**
  * One statement over subscriptions_check_idx (chain, module, subscriber, plan) with the chain's freshness row

@@ -1,0 +1,108 @@
+/**
+ * `bun run bench/check-wrk.ts <database url> <checkout> [<checkout>…]`: throughput of the hot indexed authorization
+ * check against `/healthz` over HTTP with wrk (64 connections, 2 threads), for one or more checkouts of this
+ * repository served side by side (each by its own `bench/api.ts serve` child on the `bench/api.ts` database kept with
+ * `BENCH_KEEP=1`) and alternated round by round, so the machine's other load falls on every checkout alike. Each
+ * line reports requests/s and the server's CPU time per request (utime + stime from /proc/<pid>/stat). The hot set is
+ * the 1,000 first wallets, as in bench/api.ts. Env: ROUNDS (3), SECONDS (5 per line), CONNECTIONS (64).
+ */
+import { spawn } from "bun";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const url = process.argv[2]!;
+const dirs = process.argv.slice(3);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const SECONDS = process.env.SECONDS ?? "5";
+const CONNECTIONS = process.env.CONNECTIONS ?? "64";
+const TICK_US = 1_000_000 / 100; // USER_HZ
+
+const dir = mkdtempSync(join(tmpdir(), "check-wrk-"));
+const hotScript = join(dir, "hot.lua");
+writeFileSync(
+  hotScript,
+  `local counter = 0
+function setup(thread)
+  counter = counter + 1
+  thread:set("id", counter)
+end
+function init(args)
+  math.randomseed(os.time() * 100 + id)
+end
+request = function()
+  local w = math.random(0, 999)
+  return wrk.format("GET", string.format("/v0/auth/check?module_address=0x%040x&wallet=0x%040x&plan_ids=1,2,3", 1000001 + w % 1000, w))
+end
+`,
+);
+
+/** CPU time of a process so far, in µs. */
+const cpuUs = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * TICK_US;
+};
+
+type Server = { name: string; pid: number; origin: string; stop: () => void };
+const servers: Server[] = [];
+for (const d of dirs) {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  const child = spawn(["bun", join(d, "bench/api.ts"), "serve", url, String(port)], {
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
+  let seen = "";
+  while (!seen.includes("READY")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the server of ${d} exited before it was ready`);
+    seen += new TextDecoder().decode(value);
+  }
+  servers.push({
+    name: d.split("/").pop()!,
+    pid: child.pid,
+    origin: `http://127.0.0.1:${port}`,
+    stop: () => child.kill(),
+  });
+}
+
+async function wrk(s: Server, path: string | null, seconds = SECONDS) {
+  const args = ["wrk", "-t", "2", "-c", CONNECTIONS, "-d", `${seconds}s`];
+  if (path === null) args.push("-s", hotScript, s.origin);
+  else args.push(s.origin + path);
+  const c0 = cpuUs(s.pid);
+  const out = await new Response(spawn(args, { stdout: "pipe" }).stdout).text();
+  const cpu = cpuUs(s.pid) - c0;
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
+  if (/Non-2xx/.test(out)) throw new Error(`non-2xx answers from ${s.name}:\n${out}`);
+  return { rps, cpuPerRequest: cpu / requests };
+}
+
+try {
+  for (const s of servers) await wrk(s, null, "3"); // warm-up: JIT, statements, the hot entries
+  const ratios: Record<string, number[]> = {};
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const s of servers) {
+      const load = readFileSync("/proc/loadavg", "utf8").split(" ")[0];
+      const h = await wrk(s, "/healthz");
+      const c = await wrk(s, null);
+      (ratios[s.name] ??= []).push(c.rps / h.rps);
+      console.log(
+        `round ${r} ${s.name} (load ${load}): healthz ${h.rps.toFixed(0)} req/s ${h.cpuPerRequest.toFixed(1)} µs CPU/req, ` +
+          `hot check ${c.rps.toFixed(0)} req/s ${c.cpuPerRequest.toFixed(1)} µs CPU/req, ratio ${(c.rps / h.rps).toFixed(2)}`,
+      );
+    }
+  }
+  for (const [name, xs] of Object.entries(ratios)) {
+    const sorted = [...xs].sort((a, b) => a - b);
+    console.log(
+      `${name}: hot ÷ /healthz throughput ${xs.map((x) => x.toFixed(2)).join(", ")} (median ${sorted[Math.floor(xs.length / 2)]!.toFixed(2)})`,
+    );
+  }
+} finally {
+  for (const s of servers) s.stop();
+}
+process.exit(0);

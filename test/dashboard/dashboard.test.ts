@@ -320,8 +320,9 @@ describe("signed in with an API key", () => {
       ).evaluate((el) => el.closest(".notice")!.querySelector("[data-secret]")!.textContent);
       expect(rotated).toMatch(/^whsec_/);
       expect(rotated).not.toBe(await secret);
-      await page.locator(`tr[data-endpoint-id="${ep.id}"] >> text=Disable`).click();
-      await page.waitForSelector(`tr[data-endpoint-id="${ep.id}"] >> text=Enable`);
+      await page.locator(`tr[data-endpoint-id="${ep.id}"] >> button:text-is("Disable")`).click();
+      // The button's exact label: a bare `text=Enable` also matches the row's "Enabled" pill, before the PATCH is done.
+      await page.waitForSelector(`tr[data-endpoint-id="${ep.id}"] >> button:text-is("Enable")`);
       expect((await api<{ enabled: boolean }>(`/v0/webhook_endpoints/${merchant}/${ep.id}`)).enabled).toBe(false);
       await page.locator(`tr[data-endpoint-id="${ep.id}"] >> text=Delete`).click();
       await page.waitForSelector("text=No endpoints yet.");

@@ -13,6 +13,22 @@ import { createRenewalLoop } from "../src/renewals/loop";
 import { createRenewalReader } from "../src/renewals/reader";
 import { createTestChain } from "../testkit/chain";
 import { createTestDb } from "../testkit/db";
+import { readFileSync } from "node:fs";
+
+/** CPU seconds (user + system) of the anvil serving `rpcUrl`, from /proc (Linux), or null. */
+function anvilCpu(rpcUrl: string): number | null {
+  try {
+    const port = new URL(rpcUrl).port;
+    const pid = Bun.spawnSync(["pgrep", "-f", `anvil .*--port ${port} `])
+      .stdout.toString()
+      .trim()
+      .split("\n")[0];
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+  } catch {
+    return null;
+  }
+}
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -54,7 +70,7 @@ try {
     multicall: MULTICALL3_ADDRESS,
     concurrency: CONCURRENCY,
   });
-  const passes: { evaluated: number; seconds: number }[] = [];
+  const passes: { evaluated: number; seconds: number; stages: Record<string, number> }[] = [];
   const loop = createRenewalLoop({
     sql,
     chainId: chain.chainId,
@@ -64,11 +80,15 @@ try {
     intervalS: 900,
     pollMs: 1000,
     walletsPerPass: PER_PASS,
-    onPass: (r) => passes.push({ evaluated: r.evaluated, seconds: r.seconds }),
+    onPass: (r) => passes.push({ evaluated: r.evaluated, seconds: r.seconds, stages: r.stages }),
   });
   const started = performance.now();
+  const cpu = process.cpuUsage();
+  const anvil0 = anvilCpu(chain.rpcUrl);
   while (await loop.runOnce());
   const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
+  const anvil1 = anvilCpu(chain.rpcUrl);
   const [row] = await sql<{ n: number; risk: number }[]>`
     select count(*)::int as n, count(*) filter (where outlook = 'at_risk')::int as risk from renewal_outlooks`;
   const requests = reader.requests();
@@ -82,7 +102,11 @@ try {
         per_second: Math.round(row!.n / seconds),
         rpc_requests: requests,
         rpc_requests_per_1000: Number(((requests * 1000) / N).toFixed(2)),
-        passes: passes.map((p) => [p.evaluated, Number(p.seconds.toFixed(2))]),
+        // CPU seconds of this process (the loop, not anvil or the database) over the evaluation: steadier than the
+        // wall time on a loaded machine.
+        cpu_seconds: Number(((used.user + used.system) / 1e6).toFixed(2)),
+        anvil_cpu_seconds: anvil0 === null || anvil1 === null ? null : Number((anvil1 - anvil0).toFixed(2)),
+        passes: passes.map((p) => ({ evaluated: p.evaluated, seconds: Number(p.seconds.toFixed(2)), ms: p.stages })),
         concurrency: CONCURRENCY,
         database: db.kind,
       },

@@ -20,6 +20,8 @@ export type PassReport = {
   evaluated: number;
   failedWallets: number;
   seconds: number;
+  /** Milliseconds per stage: scan, charges (the due-charges query), read, judge, save (outlooks and events). */
+  stages: Record<string, number>;
   outlooks: Outlook[];
 };
 
@@ -76,6 +78,13 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
     const checked = await indexedBlock(sql, chainId);
     if (!checked) return false;
     const started = performance.now();
+    const stages: Record<string, number> = {};
+    let mark = started;
+    const stage = (name: string) => {
+      const t = performance.now();
+      stages[name] = Math.round(t - mark);
+      mark = t;
+    };
     const now = Math.max(clock(), checked.time);
     const until = now + opts.horizonS;
     const touched = [...dirty].filter(([, b]) => b <= checked.block).map(([w]) => w);
@@ -94,7 +103,9 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
     more = stale.length >= Math.max(1, perPass - touched.length);
     const wallets = [...new Set([...touched, ...stale])];
     if (wallets.length === 0) return false;
+    stage("scan");
     const charges = await dueCharges(sql, chainId, wallets, until);
+    stage("charges");
     const pairs = new Map(charges.map((c) => [`${c.wallet}:${c.token}`, { wallet: c.wallet, token: c.token }]));
     const credits = charges
       .filter((c) => c.refilled)
@@ -107,6 +118,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
       markDirty(touched, checked.block);
       throw err;
     }
+    stage("read");
     const outlooks = evaluateRenewals(charges, {
       blockTime: checked.time,
       funds: (w, t) => read.funds.get(`${w}:${t}`),
@@ -116,6 +128,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
     const rows = charges
       .filter((c) => !failed.has(c.wallet))
       .map((c) => ({ charge: c, outlook: outlooks.get(c.key)!, checkedBlock: checked.block, checkedAt: checked.time }));
+    stage("judge");
     await sql.begin(async (tx) => {
       await saveOutlooks(
         tx,
@@ -125,6 +138,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
       );
       await opts.onSaved?.(tx, rows, checked);
     });
+    stage("save");
     if (failed.size > 0) {
       markDirty(failed, checked.block);
       log("warn", "renewal reads failed; previous outlooks kept", {
@@ -139,6 +153,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
       evaluated: rows.length,
       failedWallets: failed.size,
       seconds,
+      stages,
       outlooks: rows.map((r) => r.outlook),
     });
     // Failed wallets wait for the next pass (no busy retry); a full pass means more are waiting.

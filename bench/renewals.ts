@@ -15,19 +15,26 @@ import { createTestChain } from "../testkit/chain";
 import { createTestDb } from "../testkit/db";
 import { readFileSync } from "node:fs";
 
-/** CPU seconds (user + system) of the anvil serving `rpcUrl`, from /proc (Linux), or null. */
-function anvilCpu(rpcUrl: string): number | null {
-  try {
-    const port = new URL(rpcUrl).port;
-    const pid = Bun.spawnSync(["pgrep", "-f", `anvil .*--port ${port} `])
-      .stdout.toString()
-      .trim()
-      .split("\n")[0];
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
-  } catch {
-    return null;
+/** CPU seconds (user + system) of each process whose command line matches `pattern`, from /proc (Linux). */
+function cpuOf(pattern: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const pids = Bun.spawnSync(["pgrep", "-f", pattern]).stdout.toString().trim().split("\n").filter(Boolean);
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      out.set(pid, (Number(fields[11]) + Number(fields[12])) / 100); // utime, stime in clock ticks (100 Hz)
+    } catch {
+      // gone meanwhile
+    }
   }
+  return out;
+}
+
+/** CPU seconds the processes matching `pattern` used between two `cpuOf` readings (new processes fully). */
+function cpuBetween(before: Map<string, number>, after: Map<string, number>): number {
+  let s = 0;
+  for (const [pid, t] of after) s += t - (before.get(pid) ?? 0);
+  return Number(s.toFixed(2));
 }
 
 const arg = (name: string, def: number) => {
@@ -83,12 +90,16 @@ try {
     onPass: (r) => passes.push({ evaluated: r.evaluated, seconds: r.seconds, stages: r.stages }),
   });
   const started = performance.now();
+  // The anvil of this chain, and (on Postgres) the server processes of this database.
+  const anvilProc = `anvil .*--port ${new URL(chain.rpcUrl).port} `;
+  const [{ name }] = await sql<{ name: string }[]>`select current_database() as name`;
+  const pgProc = `postgres: .*postgres ${name} `;
   const cpu = process.cpuUsage();
-  const anvil0 = anvilCpu(chain.rpcUrl);
+  const [anvil0, pg0] = [cpuOf(anvilProc), cpuOf(pgProc)];
   while (await loop.runOnce());
   const seconds = (performance.now() - started) / 1000;
   const used = process.cpuUsage(cpu);
-  const anvil1 = anvilCpu(chain.rpcUrl);
+  const [anvil1, pg1] = [cpuOf(anvilProc), cpuOf(pgProc)];
   const [row] = await sql<{ n: number; risk: number }[]>`
     select count(*)::int as n, count(*) filter (where outlook = 'at_risk')::int as risk from renewal_outlooks`;
   const requests = reader.requests();
@@ -105,7 +116,8 @@ try {
         // CPU seconds of this process (the loop, not anvil or the database) over the evaluation: steadier than the
         // wall time on a loaded machine.
         cpu_seconds: Number(((used.user + used.system) / 1e6).toFixed(2)),
-        anvil_cpu_seconds: anvil0 === null || anvil1 === null ? null : Number((anvil1 - anvil0).toFixed(2)),
+        anvil_cpu_seconds: cpuBetween(anvil0, anvil1),
+        postgres_cpu_seconds: db.kind === "postgres" ? cpuBetween(pg0, pg1) : null,
         passes: passes.map((p) => ({ evaluated: p.evaluated, seconds: Number(p.seconds.toFixed(2)), ms: p.stages })),
         concurrency: CONCURRENCY,
         database: db.kind,

@@ -24,19 +24,10 @@ export async function chargesToEvaluate(
   chainId: number,
   opts: { touched: string[]; until: number; staleBefore: number; limit: number },
 ): Promise<{ charges: DueRow[]; scanned: number }> {
-  const rows = await sql<
-    {
-      subscription_id: string;
-      module: string;
-      merchant: string;
-      subscriber: string;
-      token: string;
-      amount: string;
-      next_charge_at: string;
-      allowance_expiry: string;
-      refilled: boolean;
-      scanned: boolean;
-    }[]
+  // One row holding every charge as a JSON array of arrays: the driver then decodes one value instead of ten per
+  // charge, which was the larger part of loading 50,000 charges. Numbers that may exceed 2^53 travel as text.
+  const [{ rows }] = await sql<
+    { rows: [string, string, string, string, string, string, number, string, boolean, boolean][] }[]
   >`
     with due as materialized (
       select s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, s.next_charge_at, s.allowance_expiry,
@@ -58,27 +49,27 @@ export async function chargesToEvaluate(
         union all
         select unnest(${opts.touched}::text[]), false) t
       group by subscriber)
-    select d.subscription_id, d.module, d.merchant, d.subscriber, p.token, p.amount, d.next_charge_at,
-      d.allowance_expiry, w.scanned,
+    select coalesce(json_agg(json_build_array(d.subscription_id::text, d.module, d.merchant, d.subscriber, p.token,
+      p.amount::text, d.next_charge_at, d.allowance_expiry::text, w.scanned,
       exists (select 1 from activity a where a.chain_id = ${chainId} and a.subscription_id = d.subscription_id
-        and a.type = 'REFILL') as refilled
+        and a.type = 'REFILL'))), '[]') as rows
     from due d
     join w on w.subscriber = d.subscriber
     join plans p on p.chain_id = ${chainId} and p.module = d.module and p.plan_id = d.plan_id`;
   const scanned = new Set<string>();
-  const charges = rows.map((r) => {
-    if (r.scanned) scanned.add(r.subscriber);
+  const charges = rows!.map(([id, module, merchant, subscriber, token, amount, next, expiry, scan, refilled]) => {
+    if (scan) scanned.add(subscriber);
     return {
-      key: r.subscription_id,
-      onChainId: BigInt(r.subscription_id),
-      wallet: r.subscriber,
-      token: r.token,
-      amount: BigInt(r.amount),
-      nextChargeAt: Number(r.next_charge_at),
-      allowanceExpiry: Number(r.allowance_expiry),
-      module: r.module,
-      merchant: r.merchant,
-      refilled: r.refilled,
+      key: id,
+      onChainId: BigInt(id),
+      wallet: subscriber,
+      token,
+      amount: BigInt(amount),
+      nextChargeAt: next,
+      allowanceExpiry: Number(expiry),
+      module,
+      merchant,
+      refilled,
     };
   });
   return { charges, scanned: scanned.size };

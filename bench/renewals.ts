@@ -13,6 +13,29 @@ import { createRenewalLoop } from "../src/renewals/loop";
 import { createRenewalReader } from "../src/renewals/reader";
 import { createTestChain } from "../testkit/chain";
 import { createTestDb } from "../testkit/db";
+import { readFileSync } from "node:fs";
+
+/** CPU seconds (user + system) of each process whose command line matches `pattern`, from /proc (Linux). */
+function cpuOf(pattern: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const pids = Bun.spawnSync(["pgrep", "-f", pattern]).stdout.toString().trim().split("\n").filter(Boolean);
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      out.set(pid, (Number(fields[11]) + Number(fields[12])) / 100); // utime, stime in clock ticks (100 Hz)
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** CPU seconds the processes matching `pattern` used between two `cpuOf` readings (new processes fully). */
+function cpuBetween(before: Map<string, number>, after: Map<string, number>): number {
+  let s = 0;
+  for (const [pid, t] of after) s += t - (before.get(pid) ?? 0);
+  return Number(s.toFixed(2));
+}
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -54,7 +77,7 @@ try {
     multicall: MULTICALL3_ADDRESS,
     concurrency: CONCURRENCY,
   });
-  const passes: { evaluated: number; seconds: number }[] = [];
+  const passes: { evaluated: number; seconds: number; stages: Record<string, number> }[] = [];
   const loop = createRenewalLoop({
     sql,
     chainId: chain.chainId,
@@ -64,11 +87,19 @@ try {
     intervalS: 900,
     pollMs: 1000,
     walletsPerPass: PER_PASS,
-    onPass: (r) => passes.push({ evaluated: r.evaluated, seconds: r.seconds }),
+    onPass: (r) => passes.push({ evaluated: r.evaluated, seconds: r.seconds, stages: r.stages }),
   });
   const started = performance.now();
+  // The anvil of this chain, and (on Postgres) the server processes of this database.
+  const anvilProc = `anvil .*--port ${new URL(chain.rpcUrl).port} `;
+  const [{ name }] = await sql<{ name: string }[]>`select current_database() as name`;
+  const pgProc = `postgres: .*postgres ${name} `;
+  const cpu = process.cpuUsage();
+  const [anvil0, pg0] = [cpuOf(anvilProc), cpuOf(pgProc)];
   while (await loop.runOnce());
   const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
+  const [anvil1, pg1] = [cpuOf(anvilProc), cpuOf(pgProc)];
   const [row] = await sql<{ n: number; risk: number }[]>`
     select count(*)::int as n, count(*) filter (where outlook = 'at_risk')::int as risk from renewal_outlooks`;
   const requests = reader.requests();
@@ -82,7 +113,12 @@ try {
         per_second: Math.round(row!.n / seconds),
         rpc_requests: requests,
         rpc_requests_per_1000: Number(((requests * 1000) / N).toFixed(2)),
-        passes: passes.map((p) => [p.evaluated, Number(p.seconds.toFixed(2))]),
+        // CPU seconds of this process (the loop, not anvil or the database) over the evaluation: steadier than the
+        // wall time on a loaded machine.
+        cpu_seconds: Number(((used.user + used.system) / 1e6).toFixed(2)),
+        anvil_cpu_seconds: cpuBetween(anvil0, anvil1),
+        postgres_cpu_seconds: db.kind === "postgres" ? cpuBetween(pg0, pg1) : null,
+        passes: passes.map((p) => ({ evaluated: p.evaluated, seconds: Number(p.seconds.toFixed(2)), ms: p.stages })),
         concurrency: CONCURRENCY,
         database: db.kind,
       },

@@ -55,6 +55,11 @@ export type IndexerHook = {
    * move to the batch's end: queried from `tx`, they still hold the state as of `fromBlock - 1`.
    */
   onBatch?(tx: Tx, ctx: BatchContext): Promise<void>;
+  /**
+   * After the batch's transaction committed (a rollback's re-ingested batch included), outside it; must not throw.
+   * For effects that count a batch once: a batch that fails runs the hooks above again when it is retried.
+   */
+  afterCommit?(ctx: BatchContext): void;
   /** Inside the rollback's transaction, before the rows above the ancestor are deleted. */
   beforeRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
   /** Inside the rollback's transaction, after the rows above the ancestor were deleted and the state rebuilt. */

@@ -202,6 +202,11 @@ export async function runBatchHooks(ctx: IndexerContext, tx: Tx, bctx: BatchCont
   }
 }
 
+/** Runs the hooks' `afterCommit` once the batch's transaction committed. */
+export function runCommitHooks(ctx: IndexerContext, bctx: BatchContext) {
+  for (const h of ctx.hooks) h.afterCommit?.(bctx);
+}
+
 /** Logs and publishes a committed batch (or rollback, or token metadata update). */
 export function announce(
   ctx: IndexerContext,
@@ -290,6 +295,7 @@ async function writeBatch(
     clock.mark("state");
   });
   clock.mark("commit");
+  runCommitHooks(ctx, bctx);
   ctx.state.setCursor(next);
   ctx.sync.committed(batch.to, batch.events.length, head);
   announce(ctx, rows, batch.from, batch.to, false, performance.now() - started, stages);

@@ -17,11 +17,13 @@ import {
   cursorOf,
   fetchRange,
   runBatchHooks,
+  runCommitHooks,
   tokenMetas,
   verifyCursor,
   writeBatchBulk,
 } from "./pipeline";
 import type { IndexerContext } from "./context";
+import type { BatchContext } from "./hooks";
 import {
   loadBlocks,
   loadSubscriptionEvents,
@@ -53,6 +55,7 @@ export async function applyReorg(
   const next: Cursor | null = batch ? cursorOf(batch) : ancestor;
   const refill = ancestor && next ? await windowRefill(ctx, ancestor, next) : [];
   let batchRows: BatchRows | null = null;
+  let bctx: BatchContext | null = null;
   state.needReload = true; // caches are rebuilt from the rolled-back tables below, and reloaded if this fails
   const started = performance.now();
   await sql.begin(async (tx) => {
@@ -72,7 +75,7 @@ export async function applyReorg(
         derived: deriveBatch(batch.events, state.modules, state.plans, subs),
         tokens: metas,
       };
-      const bctx = batchContext(ctx, batchRows, ancestor, head, true);
+      bctx = batchContext(ctx, batchRows, ancestor, head, true);
       await writeBatchBulk(ctx, tx, bctx);
       await runBatchHooks(ctx, tx, bctx);
       await writeState(tx, chainId, batchRows, window);
@@ -81,6 +84,7 @@ export async function applyReorg(
     const depth = (old?.block ?? startBlock - 1n) - (ancestor?.block ?? startBlock - 1n);
     await moveCursor(tx, chainId, next, head, { reorgDepth: depth });
   });
+  if (bctx) runCommitHooks(ctx, bctx);
   for (const m of metas) state.tokens.known.add(m.address);
   state.needReload = false;
   state.setCursor(next);

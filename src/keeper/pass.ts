@@ -82,7 +82,16 @@ export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<Ti
     const pass: PassContext = { now, indexed, head: head.number, baseFee: head.baseFeePerGas ?? null };
     const chosen = select(due, result);
     if (chosen.length > 0) await nonces.check(receipts.pending());
-    await eachBounded(chosen, limits.concurrency, (d) => charger.tryCharge(d, pass, result));
+    // One wallet's charges in one token go one after another, in the due order (their nonces follow it, and so
+    // does the order they are mined in); different wallets side by side.
+    const groups = new Map<string, DueSubscription[]>();
+    for (const d of chosen) {
+      const k = `${d.subscriber}:${d.token}`;
+      (groups.get(k) ?? groups.set(k, []).get(k)!).push(d);
+    }
+    await eachBounded([...groups.values()], limits.concurrency, async (group) => {
+      for (const d of group) await charger.tryCharge(d, pass, result);
+    });
     const { sent, replaced, errors } = result;
     if (sent.length || replaced.length || errors) {
       log("debug", "keeper pass", {

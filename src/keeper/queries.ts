@@ -11,6 +11,9 @@ export type DueSubscription = {
   fails: number;
   /** Never paid and out of attempts: send only if a simulation says the charge succeeds. */
   recheck: boolean;
+  /** The wallet and the plan's token: one wallet's charges in one token draw on one balance and allowance. */
+  subscriber: string;
+  token: string;
 };
 
 /** What the due query needs besides the database. */
@@ -41,6 +44,11 @@ export type DueQuery = {
  * A subscription never paid that has `maxAttempts` failures is due only once per `recheckIntervalS` after its
  * last failure or re-simulation (`keeper_rechecks`), flagged `recheck`: the keeper then sends only a charge
  * whose simulation succeeds (see docs/keeper.md).
+ *
+ * Ordered as the renewal outlook judges one wallet's charges in one token (renewals.md §2): by due instant, then
+ * on-chain id as a number. The due instant is the one the standing outlook was judged for (`renewal_outlooks.due_at`,
+ * the later of next_charge_at and the evaluated block's time: two charges already due when evaluated tie), else
+ * next_charge_at. Sent in this order, a wallet's charges fail exactly where the outlook said they would.
  */
 export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSubscription[]> {
   const now = q.now.toString();
@@ -49,9 +57,11 @@ export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSu
   const recheck = Math.max(0, Math.floor(q.recheckIntervalS ?? 86_400));
   return sql<DueSubscription[]>`
     select s.module, s.subscription_id::text as subscription_id, s.next_charge_at::text as next_charge_at,
-           f.fails, x.exhausted as recheck
+           f.fails, x.exhausted as recheck, s.subscriber, p.token
     from subscriptions s
     join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+    left join renewal_outlooks ro on ro.chain_id = s.chain_id and ro.subscription_id = s.subscription_id
+      and ro.next_charge_at = s.next_charge_at
     left join lateral (
       select r.block_number, r.log_index
       from (
@@ -99,7 +109,7 @@ export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSu
           end <= ${now}::bigint
         )
       )
-    order by s.next_charge_at, s.subscription_id
+    order by coalesce(ro.due_at, s.next_charge_at), s.subscription_id
     limit ${q.limit}`;
 }
 

@@ -23,12 +23,20 @@ export function aggregate3Data(calls: readonly { to: string; data: Hex }[]): Hex
   const heads: string[] = [];
   const tails: string[] = [];
   let offset = calls.length * 32;
+  // A chunk has a few targets and calldata lengths: their words are coded once.
+  const targets = new Map<string, string>();
+  const prefixes = new Map<number, string>();
   for (const c of calls) {
     heads.push(uint(offset));
     const body = c.data.slice(2);
-    const padded = body.padEnd(Math.ceil(body.length / 64) * 64, "0");
-    // (address, bool true, offset of bytes = 0x60, length, data)
-    const tuple = `${addr(c.to)}${uint(1)}${uint(0x60)}${uint(body.length / 2)}${padded}`;
+    const padded = body.length % 64 === 0 ? body : body.padEnd(Math.ceil(body.length / 64) * 64, "0");
+    let to = targets.get(c.to);
+    if (to === undefined) targets.set(c.to, (to = addr(c.to)));
+    let prefix = prefixes.get(body.length);
+    // (bool true, offset of bytes = 0x60, length)
+    if (prefix === undefined) prefixes.set(body.length, (prefix = `${uint(1)}${uint(0x60)}${uint(body.length / 2)}`));
+    // (address, bool, offset, length, data)
+    const tuple = `${to}${prefix}${padded}`;
     tails.push(tuple);
     offset += tuple.length / 2;
   }
@@ -41,7 +49,8 @@ export function aggregate3Data(calls: readonly { to: string; data: Hex }[]): Hex
  */
 export function aggregate3Words(data: Hex): (bigint | undefined)[] {
   const hex = data.slice(2);
-  const at = (byte: number) => Number.parseInt(hex.slice(byte * 2, byte * 2 + 64), 16);
+  // Offsets, lengths and the success flag are small numbers: the word's last 12 hex digits hold them.
+  const at = (byte: number) => Number.parseInt(hex.slice(byte * 2 + 52, byte * 2 + 64), 16);
   const base = at(0); // offset of the array
   const n = at(base);
   const content = base + 32;

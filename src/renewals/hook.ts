@@ -33,21 +33,28 @@ export async function predictions(tx: Tx, ctx: BatchContext): Promise<[string, s
 /**
  * Marks the subscriber of every allocation a batch creates or touches (charge, refill, pause, resume, cancel,
  * allowance expiry, block): the loop evaluates those wallets at its first pass after the batch committed. Nothing is
- * written: a batch that fails only marks wallets early, and the loop waits for the index to reach the block.
+ * written: a batch that fails only marks wallets early, and the loop waits for the index to reach the block. The
+ * batch's charge attempts go to `onPrediction` once it has committed (`afterCommit`), never for a failed attempt.
  */
 export function renewalsHook(
   loop: Pick<RenewalLoop, "markDirty">,
   onPrediction?: (predicted: string, actual: string) => void,
 ): IndexerHook {
+  // Each batch's predictions until it commits: a batch that fails after `onBatch` is retried and runs it again.
+  const pending = new WeakMap<object, [string, string][]>();
   return {
     name: "renewals",
     async onBatch(tx, ctx) {
-      if (onPrediction) for (const [p, a] of await predictions(tx, ctx)) onPrediction(p, a);
+      if (onPrediction) pending.set(ctx.rows, await predictions(tx, ctx));
       const wallets = new Set<string>();
       for (const s of ctx.rows.before.values()) wallets.add(s.subscriber);
       for (const s of ctx.rows.derived.subscriptions) wallets.add(s.subscriber);
       for (const b of ctx.rows.derived.blocked) wallets.add(b.subscriber);
       if (wallets.size > 0) loop.markDirty(wallets, ctx.toBlock);
+    },
+    afterCommit(ctx) {
+      for (const [p, a] of pending.get(ctx.rows) ?? []) onPrediction!(p, a);
+      pending.delete(ctx.rows);
     },
     async onRollback(tx, ctx) {
       // The renewal_upcoming notices of removed blocks are withdrawn with their events: they may be announced again.

@@ -5,7 +5,7 @@
  * indexer's. A call that reverts or a chunk that fails leaves its values out (the caller keeps older outlooks).
  */
 import { createPublicClient, http, type Address, type Hex, type PublicClient } from "viem";
-import { eachBounded } from "../common/async";
+import { createLimiter } from "../common/async";
 import { aggregate3Data, aggregate3Words, allowanceData, balanceOfData, creditOfData } from "./abi";
 import type { WalletFunds } from "./outlook";
 
@@ -63,6 +63,8 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
   const client = createPublicClient({ transport: transport(false), cacheTime: 0 }) as PublicClient;
   const batched = createPublicClient({ transport: transport(true), cacheTime: 0 }) as PublicClient;
   let hasMulticall = false;
+  // RENEWAL_RPC_CONCURRENCY bounds the requests in flight across every read at once (a pass reads slices side by side).
+  const slots = createLimiter(opts.concurrency);
 
   const viaMulticall = async (block: bigint, chunk: Call[]): Promise<number> => {
     // A raw eth_call: viem's `call` formats and checks a 100 KB calldata at a cost that dwarfs the node's work.
@@ -119,9 +121,11 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
       const chunks: Call[][] = [];
       for (let i = 0; i < calls.length; i += chunkSize) chunks.push(calls.slice(i, i + chunkSize));
       let failed = 0;
-      await eachBounded(chunks, opts.concurrency, async (chunk) => {
-        failed += await via(block, chunk).catch(() => chunk.length);
-      });
+      await Promise.all(
+        chunks.map(async (chunk) => {
+          failed += await slots(() => via(block, chunk).catch(() => chunk.length));
+        }),
+      );
       for (const [k, p] of partial) {
         if (p.balance !== undefined && p.allowance !== undefined)
           funds.set(k, { balance: p.balance, allowance: p.allowance });

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createPollLoop } from "../../src/common/async";
+import { createLimiter, createPollLoop } from "../../src/common/async";
 
 /**
  * A loop with a one-minute interval whose passes leave no work, recording what it does in order: "pass" when a pass
@@ -86,5 +86,42 @@ describe("createPollLoop", () => {
     await loop.stop();
     expect(loop.passes()).toBe(1);
     expect(pauses).toEqual([1_000]);
+  });
+});
+
+describe("createLimiter", () => {
+  test("many callers at once: at most `limit` runs in flight, every result returned, a failure frees its slot", async () => {
+    const limit = createLimiter(3);
+    let now = 0;
+    let most = 0;
+    const gates: (() => void)[] = [];
+    const runs = Array.from({ length: 10 }, (_, i) =>
+      limit(async () => {
+        most = Math.max(most, ++now);
+        await new Promise<void>((resolve) => gates.push(resolve));
+        now--;
+        if (i === 4) throw new Error("run 4 failed");
+        return i;
+      }),
+    );
+    const settled = Promise.allSettled(runs);
+    // Open the gates one by one as runs start (each opened gate lets a waiting run in).
+    while (gates.length > 0 || now > 0) {
+      await Bun.sleep(0);
+      gates.shift()?.();
+    }
+    expect(most).toBe(3);
+    expect((await settled).map((r) => (r.status === "fulfilled" ? r.value : "failed"))).toEqual([
+      0,
+      1,
+      2,
+      3,
+      "failed",
+      5,
+      6,
+      7,
+      8,
+      9,
+    ]);
   });
 });

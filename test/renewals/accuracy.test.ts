@@ -109,8 +109,8 @@ describe(`a random scenario (RENEWAL_SEED=${SEED})`, () => {
       subs.push({ who, id: await chain.subscribe(who, mod, 1) });
       if (r() < 0.5) seconds.push(who);
     }
-    // A wallet's second subscription starts later, so that its renewals are due in order, as in real life (the
-    // keeper charges the charges due at one instant side by side, in no set order).
+    // A wallet's second subscription starts later, so that its renewals are due in order, as in real life (charges
+    // of one wallet due at one instant: test/renewals/keeper-order.test.ts).
     await charged(subs.length);
     await chain.mineAt((await chain.now()) + 10n);
     for (const who of seconds) subs.push({ who, id: await chain.subscribe(who, mod, 2) });

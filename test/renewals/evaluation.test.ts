@@ -315,3 +315,34 @@ describe("a failed read", () => {
     await service.indexer!.waitForBlock(head, 5_000);
   });
 });
+
+describe("a pass in slices", () => {
+  test("slices of whole wallets, two at a time, judge exactly as one slice (a wallet's charges stay together)", async () => {
+    const rows = () => service.db.sql`select subscription_id::text, outlook, reason, shortfall::text, balance::text,
+      allowance::text from renewal_outlooks order by subscription_id`;
+    const before = [...(await rows())];
+    expect(before.length).toBe(8);
+    const passes: { evaluated: number }[] = [];
+    const loop = createRenewalLoop({
+      sql: service.db.sql,
+      chainId: chain.chainId,
+      reader: createRenewalReader({
+        rpcUrl: chain.rpcUrl,
+        processor: chain.processor,
+        multicall: MULTICALL3_ADDRESS,
+        concurrency: 2,
+      }),
+      isLeader: () => true,
+      horizonS: 604_800,
+      intervalS: 900,
+      pollMs: 100,
+      sliceSize: 1,
+      onPass: (r) => passes.push(r),
+    });
+    const wallets = (["alice", "bob", "carol", "dave", "erin", "keeper2"] as const).map((w) => lower(chain.address(w)));
+    loop.markDirty(wallets, 0n); // logs touched every wallet: the pass reads them all
+    await loop.runOnce();
+    expect(passes.map((p) => p.evaluated)).toEqual([8]);
+    expect([...(await rows())]).toEqual(before);
+  });
+});

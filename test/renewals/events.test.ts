@@ -3,7 +3,9 @@
  * dispatcher and the API in one service: `renewal_at_risk` within one check interval, `renewal_recovered` after a
  * top-up, the keeper's charge at the due instant (`charge.failed` with the predicted reason, `charge.succeeded` after
  * `recovered`), and `renewal_upcoming` once per due instant at the right block, none for a plan shorter than the
- * notice, withdrawn by a reorg that removes its block, and the same ids after a re-index.
+ * notice, withdrawn by a reorg that removes its block, and the same ids and bodies after a re-index. The records in
+ * the payloads: an observation's carries the outlook it reports; an event derived from the chain carries
+ * `renewal: null`, even when an outlook stood, so that a re-index gives the same body.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { Address, Hex } from "viem";
@@ -56,6 +58,9 @@ const nextChargeAt = async (id: bigint) =>
     })
   ).nextChargeAt;
 const indexed = async () => service.indexer!.waitForBlock(await chain.publicClient.getBlockNumber(), 15_000);
+/** The bodies the receiver got (through the dispatcher, signed), by event id. */
+const deliveredBodies = () => new Map(receiver.received.map((r) => [r.id, JSON.parse(r.body) as Ev]));
+const CHAIN_DERIVED = ["subscription.created", "subscription.status_changed", "subscription.renewal_upcoming"];
 
 beforeAll(async () => {
   chain = await createTestChain();
@@ -157,6 +162,22 @@ describe("renewal_at_risk and renewal_recovered", () => {
     ]);
     await until("deliveries", async () => [...ids].every((id) => receiver.delivered().has(id)));
   });
+
+  test("records in payloads: an observation's carries the outlook it reports, the chain's events none", async () => {
+    const log = await events();
+    await until("deliveries", async () => log.every((e) => receiver.delivered().has(e.id)));
+    const bodies = deliveredBodies();
+    for (const e of log) expect(bodies.get(e.id)).toEqual(e); // what /v0/events lists is what was sent
+    const observed = log.filter((e) => /renewal_(at_risk|recovered)/.test(e.type));
+    expect(observed.length).toBe(3);
+    for (const e of observed) {
+      expect(e.data.object.renewal).not.toBeNull();
+      expect(e.data.object.renewal).toEqual(e.data.renewal);
+    }
+    const derived = log.filter((e) => CHAIN_DERIVED.includes(e.type));
+    expect(derived.length).toBeGreaterThan(0);
+    for (const e of derived) expect({ id: e.id, renewal: e.data.object.renewal }).toEqual({ id: e.id, renewal: null });
+  });
 });
 
 describe("renewal_upcoming", () => {
@@ -193,13 +214,24 @@ describe("renewal_upcoming", () => {
       });
     }
     expect(of(up, subs.dave!)).toEqual([]); // 12 h plan, 1 day notice
+    // Carol's at_risk outlook stood for that due instant when her notice was created; the notice, derived from the
+    // chain, does not embed it (a re-index, which has observed nothing, must give the same body).
+    const res = await fetch(`${service.url}/v0/subscriptions/${merchant}/${subs.carol}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const carol = (await res.json()) as { renewal: { outlook: string; due_at: string } | null };
+    expect(carol.renewal).toMatchObject({
+      outlook: "at_risk",
+      due_at: new Date(Number(dues[2]!) * 1000).toISOString(),
+    });
+    expect(of(up, subs.carol!)[0]!.data.object.renewal).toBeNull();
     // More blocks before the due instant: nothing twice.
     await chain.mineAt(latest - 3600n);
     await indexed();
     expect((await events("subscription.renewal_upcoming")).length).toBe(3);
   });
 
-  test("a re-index from scratch gives the same ids in the same blocks", async () => {
+  test("a re-index from scratch gives the same ids in the same blocks, and the same bodies", async () => {
     const db = await createTestDb();
     try {
       await indexOnce(db.sql, chain.rpcUrl, chain.processor, {
@@ -214,6 +246,16 @@ describe("renewal_upcoming", () => {
         block_number: e.block_number,
       }));
       expect([...again]).toEqual(now.sort((a, b) => (a.id < b.id ? -1 : 1)));
+      // Every event derived from the chain, in both logs, with the same body.
+      const fresh = new Map(
+        (
+          await db.sql<{ id: string; data: unknown }[]>`
+            select id, data from merchant_events where type = any(${CHAIN_DERIVED}::text[])`
+        ).map((r) => [r.id, r.data]),
+      );
+      const live = (await events()).filter((e) => CHAIN_DERIVED.includes(e.type));
+      expect(live.length).toBeGreaterThanOrEqual(10);
+      for (const e of live) expect({ id: e.id, data: fresh.get(e.id) }).toEqual({ id: e.id, data: e.data });
     } finally {
       await db.close();
     }

@@ -111,6 +111,45 @@ describe("createRenewalReader", () => {
     expect(reader.requests()).toBe(7); // found once, not asked again
   });
 
+  test("reads side by side (a pass's slices) share the concurrency: never more requests in flight", async () => {
+    // A real HTTP hop in front of anvil that holds each request 20 ms and counts those in flight.
+    let now = 0;
+    let most = 0;
+    const hop = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(req) {
+        most = Math.max(most, ++now);
+        try {
+          const body = await req.text();
+          await Bun.sleep(20);
+          const res = await fetch(chain.rpcUrl, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body,
+          });
+          return new Response(await res.text(), { headers: { "content-type": "application/json" } });
+        } finally {
+          now--;
+        }
+      },
+    });
+    try {
+      const reader = createRenewalReader({
+        rpcUrl: `http://127.0.0.1:${hop.port}`,
+        processor: chain.processor,
+        multicall: MULTICALL3_ADDRESS,
+        concurrency: 2,
+        chunkSize: 1,
+      });
+      const reads = await Promise.all([1, 2, 3].map(() => reader.read(pinned, request())));
+      for (const r of reads) expect(r.credits.get("a")).toBe(30n);
+      expect(most).toBe(2);
+    } finally {
+      hop.stop(true);
+    }
+  });
+
   test("without Multicall3: a JSON-RPC batch of eth_call at the block gives the same values", async () => {
     const t = await bare.deployToken();
     await bare.fund("alice", t, 55n, 44n);

@@ -141,8 +141,16 @@ describe("renewal_at_risk and renewal_recovered", () => {
     });
     expect(rec!.data.renewal).toMatchObject({ outlook: "will_renew", reason: null, balance: "14210000" });
     expect(rec!.data.previous_renewal).toEqual(risk!.data.renewal);
-    // One event per change: the evaluations since (every second) sent nothing more.
-    await Bun.sleep(1500);
+    // One event per change: two evaluations since, each on a newer block, sent nothing more.
+    for (let i = 0; i < 2; i++) {
+      await chain.testClient.mine({ blocks: 1 });
+      const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
+      await until("bob evaluated on the new block", async () => {
+        const [row] = await service.db.sql<{ checked_block: string }[]>`
+          select checked_block::text from renewal_outlooks where chain_id = ${chain.chainId} and subscription_id = ${subs.bob!.toString()}`;
+        return row !== undefined && BigInt(row.checked_block) >= head;
+      });
+    }
     const all = (await events()).filter(
       (e) => e.type.startsWith("subscription.renewal_") && e.data.object.on_chain_id === subs.bob!.toString(),
     );

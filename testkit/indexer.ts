@@ -100,3 +100,25 @@ export async function indexOnce(
     await indexer.stop();
   }
 }
+
+/**
+ * Makes the last statement of every indexer batch (the cursor's move, after the hooks) fail with "injected fault"
+ * until `disarm()`: a transaction that dies at its very end.
+ */
+export async function failCursorMoves(sql: Sql): Promise<{ disarm: () => Promise<void> }> {
+  await sql`create table fault_flag (armed boolean not null)`;
+  await sql`insert into fault_flag values (true)`;
+  await sql.unsafe(`create function fail_cursor() returns trigger language plpgsql as $$
+    begin
+      if (select armed from fault_flag) and new.indexed_block is not null then
+        raise exception 'injected fault';
+      end if;
+      return new;
+    end $$`);
+  await sql.unsafe(`create trigger fail_cursor before update on chains for each row execute function fail_cursor()`);
+  return {
+    disarm: async () => {
+      await sql`update fault_flag set armed = false`;
+    },
+  };
+}

@@ -6,7 +6,7 @@ import { createDb, type Db } from "../../src/db/client";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { morePasses } from "../../testkit/cli";
 import { createTestDb, testDbKind } from "../../testkit/db";
-import { indexOnce, testIndexer } from "../../testkit/indexer";
+import { indexOnce, testIndexer, failCursorMoves } from "../../testkit/indexer";
 import { backfillEnv, spawnIndexer } from "../../testkit/indexer-child";
 import { dumpChainData } from "../../testkit/compare";
 import { runLoad, setupLoad } from "../../testkit/load";
@@ -77,19 +77,7 @@ describe("restart", () => {
 
   test("a transaction failing at its last statement leaves nothing behind, and the retry converges", async () => {
     const db = await createTestDb();
-    // Makes the cursor move, the last statement of every batch, fail while armed.
-    await db.sql`create table fault_flag (armed boolean not null)`;
-    await db.sql`insert into fault_flag values (true)`;
-    await db.sql.unsafe(`create function fail_cursor() returns trigger language plpgsql as $$
-      begin
-        if (select armed from fault_flag) and new.indexed_block is not null then
-          raise exception 'injected fault';
-        end if;
-        return new;
-      end $$`);
-    await db.sql.unsafe(
-      `create trigger fail_cursor before update on chains for each row execute function fail_cursor()`,
-    );
+    const fault = await failCursorMoves(db.sql);
     const indexer = testIndexer(db, chain, { tuning: { initialRange: 1000, maxBackoffMs: 50 } });
     try {
       await indexer.start();
@@ -106,7 +94,7 @@ describe("restart", () => {
       }
       const [c] = await db.sql`select indexed_block from chains`;
       expect(c!.indexed_block).toBeNull();
-      await db.sql`update fault_flag set armed = false`;
+      await fault.disarm();
       await indexer.waitForBlock(head, 30_000);
       await indexer.stop();
       const [a, b] = [await dumpChainData(db.sql, chain.chainId), await dumpChainData(fresh.sql, chain.chainId)];

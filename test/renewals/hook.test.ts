@@ -11,6 +11,7 @@ import { createIndexer } from "../../src/indexer";
 import { renewalsHook } from "../../src/renewals/hook";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { morePasses, until } from "../../testkit/cli";
+import { failCursorMoves } from "../../testkit/indexer";
 import { createTestDb } from "../../testkit/db";
 
 setDefaultTimeout(60_000);
@@ -45,19 +46,7 @@ afterAll(async () => {
 describe("renewal_predictions_total", () => {
   test("a batch that fails after the hook ran counts nothing; its retry counts each attempt once", async () => {
     const db = await createTestDb();
-    // Makes the cursor move, the last statement of every batch (after the hooks), fail while armed.
-    await db.sql`create table fault_flag (armed boolean not null)`;
-    await db.sql`insert into fault_flag values (true)`;
-    await db.sql.unsafe(`create function fail_cursor() returns trigger language plpgsql as $$
-      begin
-        if (select armed from fault_flag) and new.indexed_block is not null then
-          raise exception 'injected fault';
-        end if;
-        return new;
-      end $$`);
-    await db.sql.unsafe(
-      `create trigger fail_cursor before update on chains for each row execute function fail_cursor()`,
-    );
+    const fault = await failCursorMoves(db.sql);
     const counted = new Map<string, number>();
     const hook = renewalsHook({ markDirty: () => {} }, (predicted, actual) => {
       const k = `${predicted}|${actual}`;
@@ -82,7 +71,7 @@ describe("renewal_predictions_total", () => {
       await until("the fault", async () => /injected fault/.test(indexer.status().lastError ?? ""));
       await morePasses(3, indexer); // a few more failed attempts, each after the hook ran
       expect(Object.fromEntries(counted)).toEqual({});
-      await db.sql`update fault_flag set armed = false`;
+      await fault.disarm();
       await indexer.waitForBlock(await chain.publicClient.getBlockNumber({ cacheTime: 0 }), 30_000);
       const attempts = await db.sql<{ type: string; reason: string | null }[]>`
         select type, reason from activity where type in ('CHARGE', 'FAIL')`;

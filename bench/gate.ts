@@ -11,7 +11,7 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism, loadavg as osLoad } from "node:os";
 import { spawn, spawnSync } from "bun";
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { createGate } from "../packages/gate/src/index";
 import { startSeededApp } from "../testkit/app";
 import { MOD, W } from "../testkit/seed";
@@ -29,21 +29,44 @@ function cpuMicros(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100; // utime, stime in clock ticks (100/s)
 }
 
-/** The route ungated, behind an empty Hono middleware (the floor of any middleware), and gated. */
-type Kind = "open" | "empty" | "header" | "gated";
+/**
+ * The route: bare; behind an empty Hono middleware (the floor of any middleware); behind a middleware that only reads
+ * the wallet header (the floor of any gate); gated by the `hono()` middleware and by the `honoRoute()` handler, the
+ * wallet read from the header; and as a merchant's app has it,
+ * behind a session middleware that puts the signed-in wallet on the context (here: from the header), ungated and gated.
+ */
+type Kind = "open" | "empty" | "header" | "gated" | "route-gated" | "session" | "session-gated";
+const KINDS: { kind: Kind; label: string }[] = [
+  { kind: "open", label: "ungated" },
+  { kind: "empty", label: "empty middleware" },
+  { kind: "header", label: "reads the header only" },
+  { kind: "gated", label: "gated (cached answer)" },
+  { kind: "route-gated", label: "gated by honoRoute" },
+  { kind: "session", label: "session, ungated" },
+  { kind: "session-gated", label: "session, gated" },
+];
 
-/** Child mode: serves the Hono route (gated or not) on a free port and prints the port. */
+/** Child mode: serves the Hono route of `kind` on a free port and prints the port. */
 async function serveRoute(api: string, kind: Kind) {
-  const app = new Hono();
-  if (kind === "gated") {
-    const gate = createGate({ baseUrl: api, module: MOD.a1, plans: [1] });
-    app.use("/premium", gate.hono({ wallet: (c) => c.req.header("x-wallet") }));
-  }
+  const app = new Hono<{ Variables: { wallet: string } }>();
+  const gate = () => createGate({ baseUrl: api, module: MOD.a1, plans: [1] });
   if (kind === "empty") app.use("/premium", (_c, next) => next());
-  // What reading the wallet costs any gate: the request's headers are built on first access.
+  // Bun builds a request's headers on first access: what reading the wallet costs any gate.
   if (kind === "header")
     app.use("/premium", (c, next) => (c.req.header("x-wallet") ? next() : Promise.resolve(c.text("", 401))));
-  app.get("/premium", (c) => c.json({ ok: true }));
+  if (kind === "gated") app.use("/premium", gate().hono({ wallet: (c) => c.req.header("x-wallet") }));
+  if (kind === "session" || kind === "session-gated") {
+    app.use("/premium", (c, next) => {
+      const wallet = c.req.header("x-wallet");
+      if (!wallet) return Promise.resolve(c.text("", 401));
+      c.set("wallet", wallet);
+      return next();
+    });
+  }
+  if (kind === "session-gated") app.use("/premium", gate().hono({ wallet: (c) => c.get("wallet") }));
+  const route = (c: Context) => c.json({ ok: true });
+  if (kind === "route-gated") app.get("/premium", gate().honoRoute({ wallet: (c) => c.req.header("x-wallet") }, route));
+  else app.get("/premium", route);
   const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: app.fetch });
   console.log(server.port);
 }
@@ -114,10 +137,10 @@ async function main() {
     console.log(`cached gate.check: ${Math.round(perSecond).toLocaleString("en")}/s (target ≥ 1,000,000/s)`);
 
     const hasWrk = spawnSync(["sh", "-c", "command -v wrk"]).exitCode === 0;
-    const kinds: Kind[] = ["open", "empty", "header", "gated"];
+    const kinds = KINDS.map((k) => k.kind);
     const routes = await Promise.all(kinds.map((k) => routeUrl(api, k)));
     const rate = hasWrk ? wrkRate : loopRate;
-    // Each round measures the three back to back, in a rotating order; the ratios are taken within a round (the
+    // Each round measures them back to back, in a rotating order; the ratios are taken within a round (the
     // machine's load moves between rounds) and their median is reported.
     const runs: number[][] = [];
     const cpu: number[][] = []; // server CPU µs per request
@@ -141,26 +164,21 @@ async function main() {
     const where = PIN ? "server on core 0, client on core 1" : "server and client share the cores";
     console.log(`Hono route, ${tool}, ${where}, ${DURATION} s × ${ROUNDS} rounds (medians; load ${loadavg()}):`);
     const us = (i: number) => median(cpu.map((c) => c[i]!)).toFixed(2);
-    console.log(
-      `  ungated:                ${fmt(median(runs.map((r) => r[0]!)))} req/s, server ${us(0)} µs CPU/request`,
+    KINDS.forEach(({ label }, i) =>
+      console.log(
+        `  ${`${label}:`.padEnd(24)}${fmt(median(runs.map((r) => r[i]!)))} req/s, server ${us(i)} µs CPU/request`,
+      ),
     );
+    const ratio = (a: Kind, b: Kind) => {
+      const [i, j] = [kinds.indexOf(a), kinds.indexOf(b)];
+      return median(runs.map((r) => r[i]! / r[j]!)).toFixed(3);
+    };
+    const cpuRatio = median(cpu.map((c) => c[0]! / c[3]!)).toFixed(3);
     console.log(
-      `  empty middleware:       ${fmt(median(runs.map((r) => r[1]!)))} req/s, server ${us(1)} µs CPU/request`,
-    );
-    console.log(
-      `  reads the header only:  ${fmt(median(runs.map((r) => r[2]!)))} req/s, server ${us(2)} µs CPU/request`,
-    );
-    console.log(
-      `  gated (cached answer):  ${fmt(median(runs.map((r) => r[3]!)))} req/s, server ${us(3)} µs CPU/request`,
-    );
-    const vsOpen = median(runs.map((r) => r[3]! / r[0]!));
-    const vsEmpty = median(runs.map((r) => r[3]! / r[1]!));
-    const vsHeader = median(runs.map((r) => r[3]! / r[2]!));
-    const cpuVsOpen = median(cpu.map((c) => c[0]! / c[3]!));
-    console.log(
-      `gated / ungated: ${vsOpen.toFixed(3)} (target ≥ 0.8); gated / empty middleware: ${vsEmpty.toFixed(3)}; ` +
-        `gated / header-reading middleware: ${vsHeader.toFixed(3)}; ` +
-        `by server CPU per request, ungated ÷ gated: ${cpuVsOpen.toFixed(3)}`,
+      `gated / ungated: ${ratio("gated", "open")} (target ≥ 0.8; by server CPU per request ${cpuRatio}); ` +
+        `gated by honoRoute / ungated: ${ratio("route-gated", "open")}; ` +
+        `gated / header-reading middleware: ${ratio("gated", "header")}; ` +
+        `behind the session middleware, gated / ungated: ${ratio("session-gated", "session")}`,
     );
   } finally {
     // The listener only: the app's onStop would unsubscribe from the notifier after the database is gone.

@@ -1,7 +1,8 @@
 /**
  * The same merchant server in each framework the gate supports — express, hono, elysia and a plain Bun.serve fetch
  * handler — on real ports: `GET /premium` gated (the wallet comes from the `x-wallet` header, standing in for the
- * merchant's own sign-in), answering the gate's result as JSON; `GET /free` not gated; `POST /webhooks` the gate's
+ * merchant's own sign-in), answering the gate's result as JSON (hono also `GET /premium-route`, gated by
+ * `gate.honoRoute`); `GET /free` not gated; `POST /webhooks` the gate's
  * webhook endpoint, recording each delivery's outcome.
  */
 import express from "express";
@@ -73,6 +74,11 @@ export async function startMerchantServer(
     app.get("/free", (c) => c.json({ free: true }));
     app.use("/premium/*", gate.hono({ wallet: (c) => c.req.header("x-wallet") }));
     app.get("/premium", (c) => c.json(c.get("subscription")));
+    // The same route gated as one handler (no middleware in front of it).
+    app.get(
+      "/premium-route",
+      gate.honoRoute({ wallet: (c) => c.req.header("x-wallet") }, (c) => c.json(c.get("subscription"))),
+    );
     app.post("/webhooks", async (c) => {
       const raw = await c.req.raw.clone().text();
       return record((await hook(c)) as Response, typeOf(raw));

@@ -1,5 +1,5 @@
 /** Framework adapters: the same decision (401, 402, 503 or pass with the result) for Hono, Express, Elysia and fetch. */
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { RequestHandler } from "express";
 import type { Elysia } from "elysia";
 import { GateUnavailableError, type CheckResult } from "./check.js";
@@ -83,6 +83,32 @@ export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWa
       if (!v.ok) return json(v);
       c.set("subscription", v.subscription);
       await next();
+    })();
+  };
+}
+
+/**
+ * A Hono route handler gated as a whole: `handler(c)` runs only for a paid-up wallet, with `c.get("subscription")`.
+ * One handler instead of a middleware and a handler: a cached answer keeps Hono's synchronous single-handler path.
+ */
+export function honoRouteAdapter<C extends Context>(
+  run: Decide,
+  peek: Peek,
+  wallet: (c: C) => MaybeWallet,
+  handler: (c: C) => Response | Promise<Response>,
+): (c: C) => Response | Promise<Response> {
+  return (c) => {
+    const w = wallet(c);
+    const hit = typeof w === "string" ? peek(w) : undefined;
+    if (hit?.authorized) {
+      c.set("subscription", hit);
+      return handler(c);
+    }
+    return (async () => {
+      const v = await run(await w);
+      if (!v.ok) return json(v);
+      c.set("subscription", v.subscription);
+      return handler(c);
     })();
   };
 }

@@ -3,8 +3,17 @@
  * Payments Indexer's `GET /v0/auth/check`. Adapters for Hono, Express, Elysia and plain fetch handlers answer 401
  * (no wallet), 402 (not paid up), 503 (the service cannot answer and `failOpen` is false), or pass the result on.
  */
+import type { Context } from "hono";
 import { createChecker, type CheckerOptions, type CheckResult } from "./check.js";
-import { elysiaAdapter, expressAdapter, fetchAdapter, honoAdapter, decide, type MaybeWallet } from "./adapters.js";
+import {
+  elysiaAdapter,
+  expressAdapter,
+  fetchAdapter,
+  honoAdapter,
+  honoRouteAdapter,
+  decide,
+  type MaybeWallet,
+} from "./adapters.js";
 import { webhookReceiver, type WebhookOptions } from "./webhooks.js";
 import { webhookHandler, type WebhookHandler } from "./webhook-handler.js";
 
@@ -27,6 +36,14 @@ export type Gate = {
   evict: (wallet: string) => boolean;
   /** Hono middleware; the route reads `c.get("subscription")`. */
   hono: (o: WalletOf<any>) => ReturnType<typeof honoAdapter>;
+  /**
+   * A gated Hono route handler (`app.get("/premium", gate.honoRoute({ wallet }, (c) => …))`): the same answers as
+   * `hono()`, without a middleware in front of the route (Hono keeps its synchronous path for a cached answer).
+   */
+  honoRoute: <C extends Context>(
+    o: { wallet: (c: C) => MaybeWallet },
+    handler: (c: C) => Response | Promise<Response>,
+  ) => (c: C) => Response | Promise<Response>;
   /** Express middleware; the route reads `req.subscription`. */
   express: (o: WalletOf<any>) => ReturnType<typeof expressAdapter>;
   /** Elysia plugin (`app.use(...)`); later routes read `subscription` from their context. */
@@ -49,6 +66,7 @@ export function createGate(opts: GateOptions): Gate {
     check: checker.check,
     evict: checker.evict,
     hono: (o) => honoAdapter(run, checker.peek, o.wallet),
+    honoRoute: (o, handler) => honoRouteAdapter(run, checker.peek, o.wallet, handler),
     express: (o) => expressAdapter(run, checker.peek, o.wallet),
     elysia: (o) => elysiaAdapter(run, o.wallet),
     fetch: (o, handler) => fetchAdapter(run, checker.peek, o.wallet, handler),

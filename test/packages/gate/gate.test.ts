@@ -178,6 +178,27 @@ describe.each(FRAMEWORKS)("%s", (fw) => {
   });
 });
 
+test("hono: a route gated by honoRoute answers as the middleware-gated one (pass, 402, 401)", async () => {
+  const { server } = main.get("hono")!;
+  for (const wallet of [PAID, UNKNOWN, undefined, "0x1234"]) {
+    const viaMiddleware = await get(server, "/premium", wallet);
+    const viaRoute = await get(server, "/premium-route", wallet);
+    // `source` aside: the first of the two may have asked the service, the second then reads the cache.
+    const { source: _a, ...route } = viaRoute.body;
+    const { source: _b, ...middleware } = viaMiddleware.body;
+    expect({ wallet, status: viaRoute.status, body: route }).toEqual({
+      wallet,
+      status: viaMiddleware.status,
+      body: middleware,
+    });
+  }
+  // A paid-up wallet: the route ran with the gate's result (from the cache, filled by the first request).
+  const paid = await get(server, "/premium-route", PAID);
+  expect(paid.status).toBe(200);
+  expect(paid.body).toMatchObject({ authorized: true, source: "cache", matchingPlans: expect.any(Array) });
+  expect((await get(server, "/premium-route", UNKNOWN)).status).toBe(402);
+});
+
 describe("cache", () => {
   const gateVia = (proxyUrl: string, extra: Partial<Parameters<typeof createGate>[0]> = {}) =>
     createGate({ baseUrl: proxyUrl, module: stack.module, plans: [7, 8], ...extra });

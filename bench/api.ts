@@ -19,7 +19,7 @@
  */
 import postgres from "postgres";
 import { spawn } from "bun";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDb } from "../src/db/client";
@@ -30,6 +30,7 @@ import { createChainRegistry } from "../src/chain/clients";
 import { createApp } from "../src/http/app";
 import { createApiCaches } from "../src/http/caches";
 import { rebuildStatsRollups } from "../src/indexer/rollups";
+import { checkPathLua, loadAverage, rssMb, wrkScript } from "./proc";
 
 const CHAIN = 31337;
 const ADMIN_KEY = "bench-admin-key-0123456789abcdef";
@@ -160,10 +161,6 @@ function toMs(v: string): number {
   return Number(m[1]) * (m[2] === "us" ? 0.001 : m[2] === "ms" ? 1 : 1000);
 }
 
-function loadAverage(): number {
-  return Number(readFileSync("/proc/loadavg", "utf8").split(" ")[0]);
-}
-
 /** Waits until the 1-minute load average is below BENCH_MAX_LOAD (0.7), polling every 30 s, at most 10 minutes. */
 async function waitForQuiet(label: string): Promise<number> {
   const max = Number(process.env.BENCH_MAX_LOAD ?? 0.7);
@@ -233,27 +230,6 @@ async function wrk(
   return result;
 }
 
-/** A wrk script whose `request()` builds each path with `pathExpr` (Lua), seeded per thread. */
-function luaScript(dir: string, name: string, pathExpr: string): string {
-  const file = join(dir, name);
-  writeFileSync(
-    file,
-    `local counter = 0
-function setup(thread)
-  counter = counter + 1
-  thread:set("id", counter)
-end
-function init(args)
-  math.randomseed(os.time() * 100 + id)
-end
-request = function()
-  return wrk.format("GET", ${pathExpr})
-end
-`,
-  );
-  return file;
-}
-
 async function main(): Promise<void> {
   if (process.argv[2] === "serve") return serve(process.argv[3], Number(process.argv[4]));
 
@@ -308,16 +284,13 @@ async function main(): Promise<void> {
     const stats = async () => (await (await fetch(`${origin}/__bench/cache`)).json()) as ServerStats;
 
     // Wallet w holds plans 1-5 on module (w % 1000) + 1; each check asks for plans 1,2,3 (three allocations).
-    const checkPath = (wallet: string) =>
-      `(function() local w = ${wallet} return string.format(` +
-      `"/v0/auth/check?module_address=0x%040x&wallet=0x%040x&plan_ids=1,2,3", 1000001 + w % 1000, w) end)()`;
-    const coldCheck = luaScript(dir, "check-cold.lua", checkPath(`math.random(0, ${ALLOCATIONS / 5 - 1})`));
-    const hotCheck = luaScript(dir, "check-hot.lua", checkPath("math.random(0, 999)"));
+    const coldCheck = wrkScript(dir, "check-cold.lua", checkPathLua(`math.random(0, ${ALLOCATIONS / 5 - 1})`));
+    const hotCheck = wrkScript(dir, "check-hot.lua", checkPathLua("math.random(0, 999)"));
     // Record g (a multiple of 5) of the seed is the big merchant's: event id 31337:0x<g, 64 hex>:<g % 4>. Each
     // request starts after a random one of its newest 100,000 records but the last 2,000 (so a full page follows):
     // distinct pages, none from the response cache. (Over its whole 1M-record history the pages are disk reads on
     // this VM, whose page cache does not keep the 6 GB database: that measures the disk, not the API.)
-    const coldPage = luaScript(
+    const coldPage = wrkScript(
       dir,
       "activity-cold.lua",
       `(function() local g = 5 * math.random(${ACTIVITY / 5 - 100_000}, ${ACTIVITY / 5 - 2_000}) return string.format(` +
@@ -426,12 +399,6 @@ type StreamResult = {
   baselineP99: number;
   load: number;
 };
-
-/** Resident set size of `pid` in MB (VmRSS). */
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m ? Number(m[1]) / 1024 : NaN;
-}
 
 /** Runs `checkers` closed loops of hot indexed checks until `until` resolves; returns the latencies (ms). */
 async function checkLoop(origin: string, until: Promise<unknown>, checkers = 4): Promise<number[]> {

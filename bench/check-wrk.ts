@@ -7,41 +7,19 @@
  * the 1,000 first wallets, as in bench/api.ts. Env: ROUNDS (3), SECONDS (5 per line), CONNECTIONS (64).
  */
 import { spawn } from "bun";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { checkPathLua, cpuMicros, loadAverage, wrkScript } from "./proc";
 
 const url = process.argv[2]!;
 const dirs = process.argv.slice(3);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const SECONDS = process.env.SECONDS ?? "5";
 const CONNECTIONS = process.env.CONNECTIONS ?? "64";
-const TICK_US = 1_000_000 / 100; // USER_HZ
 
 const dir = mkdtempSync(join(tmpdir(), "check-wrk-"));
-const hotScript = join(dir, "hot.lua");
-writeFileSync(
-  hotScript,
-  `local counter = 0
-function setup(thread)
-  counter = counter + 1
-  thread:set("id", counter)
-end
-function init(args)
-  math.randomseed(os.time() * 100 + id)
-end
-request = function()
-  local w = math.random(0, 999)
-  return wrk.format("GET", string.format("/v0/auth/check?module_address=0x%040x&wallet=0x%040x&plan_ids=1,2,3", 1000001 + w % 1000, w))
-end
-`,
-);
-
-/** CPU time of a process so far, in µs. */
-const cpuUs = (pid: number) => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * TICK_US;
-};
+const hotScript = wrkScript(dir, "hot.lua", checkPathLua("math.random(0, 999)"));
 
 type Server = { name: string; pid: number; origin: string; stop: () => void };
 const servers: Server[] = [];
@@ -72,9 +50,9 @@ async function wrk(s: Server, path: string | null, seconds = SECONDS) {
   const args = ["wrk", "-t", "2", "-c", CONNECTIONS, "-d", `${seconds}s`];
   if (path === null) args.push("-s", hotScript, s.origin);
   else args.push(s.origin + path);
-  const c0 = cpuUs(s.pid);
+  const c0 = cpuMicros(s.pid);
   const out = await new Response(spawn(args, { stdout: "pipe" }).stdout).text();
-  const cpu = cpuUs(s.pid) - c0;
+  const cpu = cpuMicros(s.pid) - c0;
   const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0);
   if (/Non-2xx/.test(out)) throw new Error(`non-2xx answers from ${s.name}:\n${out}`);
@@ -86,7 +64,7 @@ try {
   const ratios: Record<string, number[]> = {};
   for (let r = 0; r < ROUNDS; r++) {
     for (const s of servers) {
-      const load = readFileSync("/proc/loadavg", "utf8").split(" ")[0];
+      const load = loadAverage();
       const h = await wrk(s, "/healthz");
       const c = await wrk(s, null);
       (ratios[s.name] ??= []).push(c.rps / h.rps);

@@ -8,9 +8,9 @@
  * (one thread) on core 1, so the load generator does not take the server's CPU; the servers' own CPU time per request
  * (from /proc) is printed too, the figure least moved by the machine's other jobs.
  */
-import { readFileSync } from "node:fs";
 import { availableParallelism, loadavg as osLoad } from "node:os";
 import { spawn, spawnSync } from "bun";
+import { cpuMicros } from "./proc";
 import { Hono, type Context } from "hono";
 import { createGate } from "../packages/gate/src/index";
 import { startSeededApp } from "../testkit/app";
@@ -23,11 +23,6 @@ const PIN = availableParallelism() >= 2 && spawnSync(["sh", "-c", "command -v ta
 /** The command, pinned to `core` when pinning is on. */
 const onCore = (core: number, cmd: string[]) => (PIN ? ["taskset", "-c", String(core), ...cmd] : cmd);
 const loadavg = () => osLoad()[0]!.toFixed(1);
-/** A process's CPU time so far in µs (user + system, from /proc/<pid>/stat). */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100; // utime, stime in clock ticks (100/s)
-}
 
 /**
  * The route: bare; behind an empty Hono middleware (the floor of any middleware); behind a middleware that only reads

@@ -9,11 +9,12 @@
  */
 import { createApp } from "../src/http/app";
 import { BIG, seedBigMerchant } from "../testkit/bulk";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { admin, startSeededApp } from "../testkit/app";
 import { freePort, spawnBun, until } from "../testkit/cli";
+import { rssMb } from "./proc";
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -87,7 +88,7 @@ async function apiOnlyRss(dataDir: string): Promise<number> {
   try {
     await until("the API answers", async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
     await Bun.sleep(2_000);
-    return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.proc.pid}/status`, "utf8"))![1]) / 1024;
+    return rssMb(child.proc.pid);
   } finally {
     child.proc.kill();
     await child.proc.exited;

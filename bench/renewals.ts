@@ -13,7 +13,7 @@ import { createRenewalLoop } from "../src/renewals/loop";
 import { createRenewalReader } from "../src/renewals/reader";
 import { createTestChain } from "../testkit/chain";
 import { createTestDb } from "../testkit/db";
-import { readFileSync } from "node:fs";
+import { cpuMicros } from "./proc";
 
 /** CPU seconds (user + system) of each process whose command line matches `pattern`, from /proc (Linux). */
 function cpuOf(pattern: string): Map<string, number> {
@@ -21,8 +21,7 @@ function cpuOf(pattern: string): Map<string, number> {
   const pids = Bun.spawnSync(["pgrep", "-f", pattern]).stdout.toString().trim().split("\n").filter(Boolean);
   for (const pid of pids) {
     try {
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-      out.set(pid, (Number(fields[11]) + Number(fields[12])) / 100); // utime, stime in clock ticks (100 Hz)
+      out.set(pid, cpuMicros(pid) / 1e6);
     } catch {
       // gone meanwhile
     }

@@ -1,0 +1,46 @@
+/** What the benchmarks read of processes and the machine (Linux /proc), and the wrk scripts they share. */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** CPU time (user + system) of `pid` so far, in µs; clock ticks are 100 a second. */
+export function cpuMicros(pid: number | string): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+/** Resident set size of `pid` in MB (VmRSS), NaN when unreadable. */
+export function rssMb(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** The machine's 1-minute load average. */
+export function loadAverage(): number {
+  return Number(readFileSync("/proc/loadavg", "utf8").split(" ")[0]);
+}
+
+/** Writes a wrk script whose `request()` builds each path with `pathExpr` (Lua), seeded per thread; returns its path. */
+export function wrkScript(dir: string, name: string, pathExpr: string): string {
+  const file = join(dir, name);
+  writeFileSync(
+    file,
+    `local counter = 0
+function setup(thread)
+  counter = counter + 1
+  thread:set("id", counter)
+end
+function init(args)
+  math.randomseed(os.time() * 100 + id)
+end
+request = function()
+  return wrk.format("GET", ${pathExpr})
+end
+`,
+  );
+  return file;
+}
+
+/** Lua for the path of an indexed check of wallet number `wallet` (a Lua expression) on its module, as bench/api.ts seeds them. */
+export const checkPathLua = (wallet: string) =>
+  `(function() local w = ${wallet} return string.format(` +
+  `"/v0/auth/check?module_address=0x%040x&wallet=0x%040x&plan_ids=1,2,3", 1000001 + w % 1000, w) end)()`;

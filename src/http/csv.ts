@@ -20,6 +20,11 @@ export type CsvColumn<T> = {
   sql?: (sql: Sql) => Pick<SqlField, "kind" | "sql">;
 };
 
+/** Columns that are a record's own fields, by name and in that order. */
+export function fieldColumns<T>(names: readonly (keyof T & string)[]): CsvColumn<T>[] {
+  return names.map((name) => ({ name, value: (row: T) => row[name] as ReturnType<CsvColumn<T>["value"]> }));
+}
+
 /** The line end of RFC 4180. */
 export const CRLF = "\r\n";
 

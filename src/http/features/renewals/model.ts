@@ -2,7 +2,7 @@
 import { Type as t, type Static } from "@sinclair/typebox";
 import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
-import { csvText, formatUnits, type CsvColumn } from "../../csv";
+import { csvText, fieldColumns, formatUnits, type CsvColumn } from "../../csv";
 import { FormatParamDoc, withCsvContent } from "../../stream";
 
 /** The outlooks and reasons. */
@@ -106,7 +106,7 @@ const FIELDS = [
 
 /** The CSV columns: the JSON fields, then the amount and shortfall in token units (exact decimals). */
 export const RENEWAL_CSV_COLUMNS: readonly CsvColumn<RenewalItem>[] = [
-  ...FIELDS.map((name) => ({ name, value: (r: RenewalItem) => r[name] })),
+  ...fieldColumns<RenewalItem>(FIELDS),
   { name: "amount_decimal", value: (r) => formatUnits(r.amount, r.token_decimals) },
   { name: "shortfall_decimal", value: (r) => formatUnits(r.shortfall, r.token_decimals) },
 ];

@@ -4,7 +4,7 @@ import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 
 import { SUBSCRIPTION_STATUSES } from "../../../domain/status";
-import { csvText, formatUnits, type CsvColumn } from "../../csv";
+import { csvText, fieldColumns, formatUnits, type CsvColumn } from "../../csv";
 import { FormatParamDoc, withCsvContent } from "../../stream";
 import { renewalExample, RenewalSchema } from "../renewals/model";
 
@@ -93,7 +93,7 @@ const FIELDS = [
 
 /** The CSV columns of a subscription: the JSON fields, then `total_spent` in token units (exact decimal). */
 export const SUBSCRIPTION_CSV_COLUMNS: readonly CsvColumn<SubscriptionCsvRow>[] = [
-  ...FIELDS.map((name) => ({ name, value: (r: SubscriptionCsvRow) => r[name] })),
+  ...fieldColumns<SubscriptionCsvRow>(FIELDS),
   { name: "total_spent_decimal", value: (r) => formatUnits(r.total_spent, r.token_decimals) },
 ];
 

@@ -3,7 +3,6 @@ import { Elysia } from "elysia";
 import { parseAddress, type RawParams } from "../../params";
 import { authPlugin } from "../../plugins/auth";
 import type { RouteDeps } from "../../deps";
-import { NotFoundError } from "../../errors";
 import { createKeyLimiter } from "../../rate-limit";
 import type { Sql } from "../../../db/client";
 import { dispatcherConfig, type DispatcherConfig } from "../../../webhooks/dispatcher";
@@ -11,7 +10,15 @@ import { deleteEndpoint, listEndpoints, rotateSecret } from "../../../webhooks/e
 import { bodyObject, createFromBody } from "../../../webhooks/input";
 import { replayToEndpoint } from "../../../webhooks/resend";
 import { sendTest } from "../../../webhooks/test-delivery";
-import { deliveriesPage, endpointPath, patchEndpoint, redeliver, replayRequest, requireEndpoint } from "./service";
+import {
+  deliveriesPage,
+  endpointNotFound,
+  endpointPath,
+  patchEndpoint,
+  redeliver,
+  replayRequest,
+  requireEndpoint,
+} from "./service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
 import { chainScope, type Principal } from "../../../auth/principal";
 
@@ -44,8 +51,6 @@ const bodyFields = new Elysia({ name: "webhook-body-fields" }).macro({
 });
 
 const merchantOf = (params: unknown) => parseAddress(params as RawParams, "merchant");
-const notFound = (id: string) => new NotFoundError(`no endpoint ${id}`, "id");
-
 /** What the route groups share: the database, the dispatcher's settings and the credential macros. */
 type Shared = { deps: RouteDeps; sql: Sql; config: DispatcherConfig; auth: ReturnType<typeof authPlugin> };
 
@@ -109,7 +114,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       "/:merchant/:id",
       async (ctx: Ctx) => {
         const { merchant, id } = endpointPath(ctx.params);
-        if (!(await deleteEndpoint(sql, merchant, id, scope(ctx)))) throw notFound(id);
+        if (!(await deleteEndpoint(sql, merchant, id, scope(ctx)))) throw endpointNotFound(id);
         return { id, deleted: true as const };
       },
       { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.remove },
@@ -119,7 +124,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       async (ctx: Ctx) => {
         const { merchant, id } = endpointPath(ctx.params);
         const rotated = await rotateSecret(sql, merchant, id, config.secretKey, scope(ctx));
-        if (!rotated) throw notFound(id);
+        if (!rotated) throw endpointNotFound(id);
         return rotated;
       },
       { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.rotate },

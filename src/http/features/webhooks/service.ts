@@ -24,10 +24,13 @@ export function endpointPath(params: unknown): { merchant: string; id: string } 
   return { merchant, id };
 }
 
+/** The 404 of an endpoint the merchant does not have (or not in the credential's chain scope). */
+export const endpointNotFound = (id: string) => new NotFoundError(`no endpoint ${id}`, "id");
+
 /** The merchant's endpoint `id` (of `chainId` or of every chain, when given), or a 404. */
 export async function requireEndpoint(sql: Sql, merchant: string, id: string, chainId?: number) {
   const endpoint = await getEndpoint(sql, merchant, id, chainId);
-  if (!endpoint) throw new NotFoundError(`no endpoint ${id}`, "id");
+  if (!endpoint) throw endpointNotFound(id);
   return endpoint;
 }
 
@@ -46,11 +49,11 @@ export async function patchEndpoint(
 ) {
   const updated = await updateFromBody(sql, merchant, id, fields, config, chainId).catch(async (err) => {
     if (err instanceof InvalidFieldError && !(await getEndpoint(sql, merchant, id, chainId))) {
-      throw new NotFoundError(`no endpoint ${id}`, "id");
+      throw endpointNotFound(id);
     }
     throw err;
   });
-  if (!updated) throw new NotFoundError(`no endpoint ${id}`, "id");
+  if (!updated) throw endpointNotFound(id);
   return updated;
 }
 

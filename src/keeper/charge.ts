@@ -3,7 +3,7 @@ import { subscriptionProcessorAbi } from "../chain/abis";
 import { ClaimTakenError, QUIET_REVERTS, revertName } from "./errors";
 import { capFees, currentFees } from "./fees";
 import type { NonceManager } from "./nonce";
-import { claimSubscription, noteRecheck, recordClaimTx, releaseClaim, type DueSubscription } from "./queries";
+import { claimSubscription, noteRecheck, recordOnClaim, releaseClaim, type DueSubscription } from "./queries";
 import type { Receipts } from "./receipts";
 import type { Fees, KeeperContext, TickResult } from "./types";
 
@@ -109,15 +109,9 @@ export function createCharger(ctx: KeeperContext, nonces: NonceManager, receipts
     const tx = { data, gas: (estimate * 12n) / 10n + 10_000n, fees };
     // The claim names the transaction before the node has it: a keeper killed after the broadcast leaves a claim
     // that a new holder of the key can check, instead of one it would take as never sent.
-    const { hash, nonce } = await nonces.send(tx, (signed) =>
-      recordClaimTx(sql, {
-        chainId,
-        subscriptionId,
-        owner,
-        ttlMs: ctx.claimTtlMs,
-        txHash: signed.hash,
-        nonce: signed.nonce,
-      }),
+    const { hash, nonce } = await nonces.send(
+      tx,
+      recordOnClaim(sql, { chainId, subscriptionId, owner, ttlMs: ctx.claimTtlMs }),
     );
     receipts.track({ module: due.module, subscriptionId, nonce, tx, hash });
     result.sent.push({ module: due.module, subscriptionId, hash });

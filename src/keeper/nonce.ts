@@ -1,4 +1,4 @@
-import { keccak256, type Hash, type Hex, type LocalAccount } from "viem";
+import { keccak256, TransactionNotFoundError, type Hash, type Hex, type LocalAccount } from "viem";
 import type { Fees, KeeperContext } from "./types";
 
 /** One transaction to the processor: calldata, gas limit and fees. */
@@ -28,6 +28,17 @@ export type NonceManager = {
   check: (unmined: number) => Promise<void>;
 };
 
+/** Whether the node has the transaction, pending or mined (a failed question throws). */
+export async function nodeKnows(client: KeeperContext["client"], hash: Hash): Promise<boolean> {
+  try {
+    await client.getTransaction({ hash });
+    return true;
+  } catch (err) {
+    if (err instanceof TransactionNotFoundError) return false;
+    throw err;
+  }
+}
+
 /** Creates the nonce manager of one keeper account (a local account: it signs here, the node only broadcasts). */
 export function createNonceManager(ctx: KeeperContext): NonceManager {
   const { client, wallet, chain, processor, address } = ctx;
@@ -50,16 +61,10 @@ export function createNonceManager(ctx: KeeperContext): NonceManager {
       await wallet.sendRawTransaction({ serializedTransaction: raw });
     } catch (err) {
       // An answer lost on the way back (a timeout, a dropped connection) after the node took it: it is sent.
-      if (!(await nodeHas(hash))) throw err;
+      if (!(await nodeKnows(client, hash).catch(() => false))) throw err;
     }
     return hash;
   };
-
-  const nodeHas = (hash: Hash) =>
-    client.getTransaction({ hash }).then(
-      () => true,
-      () => false,
-    );
 
   const serialized = <T>(run: () => Promise<T>): Promise<T> => {
     const result = queue.then(run, run);

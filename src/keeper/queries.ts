@@ -1,6 +1,7 @@
 import type { Sql } from "../db/client";
 import { paidUntilSql } from "../domain/status";
 import { ClaimTakenError } from "./errors";
+import type { BeforeBroadcast } from "./nonce";
 
 /** A subscription the keeper should try to charge now. */
 export type DueSubscription = {
@@ -155,6 +156,12 @@ export async function recordClaimTx(
     returning 1`;
   if (rows.length === 0) throw new ClaimTakenError(`subscription ${c.subscriptionId} is claimed by another keeper`);
 }
+
+/** What a send records on its claim before the broadcast: the signed transaction's hash and nonce (renewing it). */
+export const recordOnClaim =
+  (sql: Sql, c: { chainId: number; subscriptionId: string; owner: string; ttlMs: number }): BeforeBroadcast =>
+  (signed) =>
+    recordClaimTx(sql, { ...c, txHash: signed.hash, nonce: signed.nonce });
 
 /** Drops this owner's claim on a subscription. */
 export async function releaseClaim(sql: Sql, c: { chainId: number; subscriptionId: string; owner: string }) {

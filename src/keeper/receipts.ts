@@ -11,7 +11,7 @@ import { eachBounded } from "../common/async";
 import { ClaimTakenError, isNonceUsed } from "./errors";
 import { currentFees, replacementFees } from "./fees";
 import type { NonceManager, TxRequest } from "./nonce";
-import { recordClaimTx, releaseClaim } from "./queries";
+import { recordOnClaim, releaseClaim } from "./queries";
 import type { KeeperContext, TickResult } from "./types";
 
 /** A charge sent and not yet reflected by the index; every version sent at its nonce is in `hashes`. */
@@ -104,9 +104,7 @@ export function createReceipts(ctx: KeeperContext, nonces: NonceManager, timing:
     try {
       // The claim names the replacement (and is renewed) before the node has it, as for a first send.
       const claim = { chainId, subscriptionId: t.subscriptionId, owner, ttlMs: ctx.claimTtlMs };
-      const hash = await nonces.resend(t.nonce, { ...t.tx, fees }, (signed) =>
-        recordClaimTx(sql, { ...claim, txHash: signed.hash, nonce: signed.nonce }),
-      );
+      const hash = await nonces.resend(t.nonce, { ...t.tx, fees }, recordOnClaim(sql, claim));
       t.hashes.push(hash);
       t.tx = { ...t.tx, fees };
       result.replaced.push({ subscriptionId: t.subscriptionId, nonce: t.nonce, replaced: previous, hash });

@@ -1,6 +1,7 @@
-import { TransactionNotFoundError, type Hash } from "viem";
+import type { Hash } from "viem";
 import { eachBounded } from "../common/async";
 import { releaseSentClaim, releaseUnsentClaims, sentClaimsOfKey, type SentClaim } from "./queries";
+import { nodeKnows } from "./nonce";
 import type { KeeperContext } from "./types";
 
 /** What a new holder of the key did with the claims the previous holder left. */
@@ -34,7 +35,7 @@ export async function takeOverClaims(ctx: KeeperContext): Promise<Takeover> {
 
   const unknown: SentClaim[] = [];
   await eachBounded(claims, 8, async (c) => {
-    if (await nodeKnows(ctx, c.tx_hash as Hash)) result.kept.push(c.subscription_id);
+    if (await nodeKnows(client, c.tx_hash as Hash)) result.kept.push(c.subscription_id);
     else unknown.push(c);
   });
   if (unknown.length > 0) {
@@ -52,15 +53,4 @@ export async function takeOverClaims(ctx: KeeperContext): Promise<Takeover> {
     }
   }
   return result;
-}
-
-/** Whether the node has the transaction, pending or mined. */
-async function nodeKnows(ctx: KeeperContext, hash: Hash): Promise<boolean> {
-  try {
-    await ctx.client.getTransaction({ hash });
-    return true;
-  } catch (err) {
-    if (err instanceof TransactionNotFoundError) return false;
-    throw err;
-  }
 }

@@ -9,12 +9,11 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import type { Address } from "viem";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
-import { loadConfig } from "../../src/common/config";
-import { startService, type Service } from "../../src/service";
+import type { Service } from "../../src/service";
 import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { freePort, until } from "../../testkit/cli";
-import { createTestDb } from "../../testkit/db";
+import { startChainService } from "../../testkit/service";
 
 // Real chains and services: slower than bun's default 5 s per test when files run together.
 setDefaultTimeout(60_000);
@@ -72,21 +71,13 @@ beforeAll(async () => {
   await chain.createPlan("merchant", mod, { planId: 2, token, amount: 7n * U, interval: INTERVAL });
   // Everyone starts able to pay the first charges (taken by the keeper at once).
   for (const w of WALLETS) await chain.fund(w, token, 40n * U);
-  const config = loadConfig({
-    RPC_URL: chain.rpcUrl,
-    PROCESSOR_ADDRESS: chain.processor,
-    START_BLOCK: chain.startBlock.toString(),
-    POLL_INTERVAL_MS: "100",
+  service = await startChainService(chain, {
     KEEPER_PRIVATE_KEY: keys.keeper,
     RENEWAL_CHECK_INTERVAL_S: "1",
     SIWE_DOMAIN: "localhost",
     ROLES: "api,indexer,keeper",
-    PORT: String(await freePort()),
     METRICS_PORT: String(await freePort()),
-    HOST: "127.0.0.1",
-    LOG_LEVEL: "error",
   });
-  service = await startService(config, { db: await createTestDb({ max: 10 }) });
 }, 120_000);
 
 afterAll(async () => {

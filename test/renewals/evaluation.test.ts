@@ -10,15 +10,14 @@ import type { Address } from "viem";
 import { createApiKey } from "../../src/auth/api-keys";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
 import { MULTICALL3_ADDRESS } from "../../src/chain/multicall3";
-import { loadConfig } from "../../src/common/config";
 import { createRenewalLoop } from "../../src/renewals/loop";
 import { createRenewalReader } from "../../src/renewals/reader";
-import { startService, type Service } from "../../src/service";
+import type { Service } from "../../src/service";
 import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
-import { freePort, until } from "../../testkit/cli";
+import { until } from "../../testkit/cli";
 import { parseCsvObjects } from "../../testkit/csv";
-import { createTestDb } from "../../testkit/db";
+import { startChainService } from "../../testkit/service";
 
 // Real chains and services: slower than bun's default 5 s per test when files run together.
 setDefaultTimeout(60_000);
@@ -93,19 +92,15 @@ beforeAll(async () => {
   subs.k2second = await chain.subscribe("keeper2", modA, 2);
   await chain.charge(modA, subs.k2second);
   merchant = lower(chain.address("merchant"));
-  const config = loadConfig({
-    RPC_URL: chain.rpcUrl,
-    PROCESSOR_ADDRESS: chain.processor,
-    START_BLOCK: chain.startBlock.toString(),
-    POLL_INTERVAL_MS: "100",
-    RENEWAL_CHECK_INTERVAL_S: "1",
-    SIWE_DOMAIN: "localhost",
-    ROLES: "api,indexer",
-    PORT: String(await freePort()),
-    HOST: "127.0.0.1",
-    LOG_LEVEL: "error",
-  });
-  service = await startService(config, { db: await createTestDb({ max: 8 }) });
+  service = await startChainService(
+    chain,
+    {
+      RENEWAL_CHECK_INTERVAL_S: "1",
+      SIWE_DOMAIN: "localhost",
+      ROLES: "api,indexer",
+    },
+    8,
+  );
   key = (await createApiKey(service.db.sql, { merchant })).key;
   await settled();
 }, 120_000);

@@ -11,14 +11,14 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import type { Address, Hex } from "viem";
 import { createApiKey } from "../../src/auth/api-keys";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
-import { loadConfig } from "../../src/common/config";
 import { eventsHook } from "../../src/events/hook";
 import { upcomingEvents } from "../../src/renewals/upcoming";
-import { startService, type Service } from "../../src/service";
+import type { Service } from "../../src/service";
 import { keys } from "../../testkit/accounts";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
-import { freePort, until } from "../../testkit/cli";
+import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
+import { startChainService } from "../../testkit/service";
 import { indexOnce } from "../../testkit/indexer";
 import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
 
@@ -71,11 +71,7 @@ beforeAll(async () => {
   for (const w of ["alice", "bob", "carol", "dave"] as const) await chain.fund(w, token, 100n * U);
   merchant = lower(chain.address("merchant"));
   receiver = startReceiver();
-  const config = loadConfig({
-    RPC_URL: chain.rpcUrl,
-    PROCESSOR_ADDRESS: chain.processor,
-    START_BLOCK: chain.startBlock.toString(),
-    POLL_INTERVAL_MS: "100",
+  service = await startChainService(chain, {
     KEEPER_PRIVATE_KEY: keys.keeper,
     RENEWAL_CHECK_INTERVAL_S: "1",
     RENEWAL_NOTICE_S: String(NOTICE),
@@ -83,11 +79,7 @@ beforeAll(async () => {
     WEBHOOK_POLL_INTERVAL_MS: "100",
     SIWE_DOMAIN: "localhost",
     ROLES: "api,indexer,keeper,webhooks",
-    PORT: String(await freePort()),
-    HOST: "127.0.0.1",
-    LOG_LEVEL: "error",
   });
-  service = await startService(config, { db: await createTestDb({ max: 10 }) });
   key = (await createApiKey(service.db.sql, { merchant })).key;
   await endpointForAll(service.db.sql, merchant, receiver.url);
   // Subscribed with the service running: the keeper takes each first charge at once.

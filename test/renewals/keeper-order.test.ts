@@ -9,12 +9,11 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import type { Address, Hash } from "viem";
 import { testTokenAbi } from "../../src/chain/abis";
 import { publicClientFor } from "../../src/chain/clients";
-import { loadConfig } from "../../src/common/config";
 import { createKeeper, type Keeper } from "../../src/keeper";
-import { startService, type Service } from "../../src/service";
+import type { Service } from "../../src/service";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
-import { freePort, until } from "../../testkit/cli";
-import { createTestDb } from "../../testkit/db";
+import { until } from "../../testkit/cli";
+import { startChainService } from "../../testkit/service";
 
 setDefaultTimeout(60_000);
 
@@ -88,18 +87,10 @@ beforeAll(async () => {
     );
   }
   // The indexer and the renewal outlook, no keeper yet.
-  const config = loadConfig({
-    RPC_URL: chain.rpcUrl,
-    PROCESSOR_ADDRESS: chain.processor,
-    START_BLOCK: chain.startBlock.toString(),
-    POLL_INTERVAL_MS: "100",
+  service = await startChainService(chain, {
     RENEWAL_CHECK_INTERVAL_S: "1",
     ROLES: "indexer",
-    PORT: String(await freePort()),
-    HOST: "127.0.0.1",
-    LOG_LEVEL: "error",
   });
-  service = await startService(config, { db: await createTestDb({ max: 10 }) });
 }, 120_000);
 
 afterAll(async () => {

@@ -2,8 +2,8 @@
  * The event log's indexer hook (webhooks.md §1): writes a batch's events inside the batch's own transaction (a
  * transactional outbox), withdraws the events of rolled-back blocks, and announces expiries that became final
  * while the chain was idle. An activity event is its activity row (given a seq before the rows are copied; its id is
- * derived); the subscription events are folded and stored before the batches ahead of it commit, or, when a block
- * flag changes, once the previous batch has committed.
+ * derived); the subscription events are folded and stored before the batches ahead of it commit (after a rollback,
+ * once the previous batch has committed).
  */
 import { moduleOfEvent } from "../domain/attribution";
 import type { IndexerHook } from "../indexer/hooks";
@@ -58,17 +58,19 @@ export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
 /**
  * Loads what the fold of one batch needs and runs it. The touched allocations' states before the batch, plan terms
  * and merchants come from the indexer's memory; the database gives block flags, the other allocations of
- * subscribers whose block changes, announced expiries and the expiries due among untouched allocations, overlaid
- * with the allocations that the batches in `inFlight` (written, maybe not committed) change.
+ * subscribers whose block changes, announced expiries and the expiries due among untouched allocations. The
+ * batches in `inFlight` (written, maybe not committed) are laid over what the database shows: their allocations'
+ * states and their block flags, so the fold sees exactly the state before this batch whether or not they committed.
  */
 async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]): Promise<NewEvent[]> {
   const { batch, before } = ctx.rows;
   const { chainId } = ctx;
+  const pairOf = (module: string, subscriber: string) => `${module}:${subscriber}`;
   const created = new Set<string>();
   const pairs = new Map<string, [string, string]>();
   const blockChanges = new Map<string, [string, string]>();
   const addPair = (to: Map<string, [string, string]>, module: string, subscriber: string) =>
-    to.set(`${module}:${subscriber}`, [module, subscriber]);
+    to.set(pairOf(module, subscriber), [module, subscriber]);
   for (const ev of batch.events) {
     if (ev.name === "SubscriptionCreated") created.add(ev.subscriptionId!);
     if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked" || ev.name === "SubscriptionCreated") {
@@ -76,30 +78,57 @@ async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRow
       if (ev.name !== "SubscriptionCreated") addPair(blockChanges, moduleOfEvent(ev)!, String(ev.args.subscriber));
     }
   }
+  // What the batches in flight leave behind, the latest of them last: allocation states and block flags.
+  const pending = new Map<string, SubState>();
+  const flagsInFlight = new Map<string, [string, string, boolean]>();
+  for (const r of inFlight) {
+    for (const s of r.derived.subscriptions) pending.set(s.subscriptionId, s);
+    for (const b of r.derived.blocked)
+      flagsInFlight.set(pairOf(b.module, b.subscriber), [b.module, b.subscriber, b.blocked]);
+  }
+  const current = (s: SubState) => pending.get(s.subscriptionId) ?? s;
   const subs = new Map(before);
-  if (blockChanges.size > 0) {
-    for (const [id, s] of await loadPairSubscriptions(tx, chainId, [...blockChanges.values()])) {
-      if (!subs.has(id)) subs.set(id, s);
+  // Allocations of pairs whose flag changes: in this batch (the fold walks them), or in flight (their expiry may
+  // now be due, or no longer, while the database may still show the old flag).
+  const inFlightPairs = new Map<string, [string, string]>();
+  for (const [k, [m, w]] of flagsInFlight) if (!blockChanges.has(k)) inFlightPairs.set(k, [m, w]);
+  const outside = new Map<string, SubState>();
+  if (blockChanges.size + inFlightPairs.size > 0) {
+    const loaded = await loadPairSubscriptions(tx, chainId, [...blockChanges.values(), ...inFlightPairs.values()]);
+    for (const [id, s] of loaded) {
+      if (subs.has(id)) continue;
+      if (blockChanges.has(pairOf(s.module, s.subscriber))) subs.set(id, current(s));
+      else outside.set(id, current(s));
     }
+  }
+  // Allocations created in flight are not in the database yet.
+  for (const s of pending.values()) {
+    if (subs.has(s.subscriptionId) || created.has(s.subscriptionId)) continue;
+    if (blockChanges.has(pairOf(s.module, s.subscriber))) subs.set(s.subscriptionId, s);
+    else outside.set(s.subscriptionId, s);
   }
   for (const s of subs.values()) addPair(pairs, s.module, s.subscriber);
   const existing = [...subs.keys()];
-  // Allocations that batches not yet committed changed (and this one does not touch): their state comes from those
-  // batches' rows, as the database may not show it yet.
-  const pending = new Map<string, SubState>();
-  for (const r of inFlight) for (const s of r.derived.subscriptions) pending.set(s.subscriptionId, s);
-  for (const id of [...existing, ...created]) pending.delete(id);
-  for (const s of pending.values()) addPair(pairs, s.module, s.subscriber);
+  // Allocations this batch does not touch whose state or flag the batches in flight changed: judged here for expiry.
+  for (const id of [...existing, ...created]) outside.delete(id);
+  for (const s of outside.values()) addPair(pairs, s.module, s.subscriber);
   // Independent reads, pipelined on the transaction's connection.
   const [blocked, announced, due] = await Promise.all([
     loadBlocked(tx, chainId, [...pairs.values()]),
     loadAnnounced(tx, chainId, ctx.fromTime),
-    expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, new Set([...existing, ...created, ...pending.keys()])),
+    expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, new Set([...existing, ...created, ...outside.keys()])),
   ]);
-  for (const s of pending.values()) {
+  for (const [k, [, , flag]] of flagsInFlight) blocked.set(k, flag);
+  for (const s of outside.values()) {
     const key = planKey(s.module, s.planId);
     const terms = ctx.plans.get(key);
-    const instant = expiringIn(s, blocked.get(`${s.module}:${s.subscriber}`) ?? false, terms, ctx.fromTime, ctx.toTime);
+    const instant = expiringIn(
+      s,
+      blocked.get(pairOf(s.module, s.subscriber)) ?? false,
+      terms,
+      ctx.fromTime,
+      ctx.toTime,
+    );
     if (instant === undefined || announced.has(`${s.subscriptionId}:${instant}`)) continue;
     due.subs.set(s.subscriptionId, s);
     if (terms) due.plans.set(key, terms);
@@ -125,14 +154,10 @@ const withExtra = (events: NewEvent[], extra: NewEvent[] | undefined) =>
   extra?.length ? sortEvents([...events, ...extra]) : events;
 
 /**
- * Whether a batch's events can be folded and stored before the batches in flight commit: when neither it nor they
- * change a block flag (which changes the status of allocations the batch does not otherwise touch). Otherwise, and
- * for the re-ingest after a rollback, the fold runs in `onBatch`, on committed state.
+ * Whether a batch's events are folded and stored before the batches in flight commit (their changes laid over the
+ * database, see `batchEvents`): all but the re-ingest after a rollback, which folds in `onBatch` on committed state.
  */
-function foldsEarly(ctx: BatchContext): boolean {
-  if (ctx.reorg || ctx.inFlight.some((r) => r.derived.blocked.length > 0)) return false;
-  return !ctx.rows.batch.events.some((e) => e.name === "SubscriberBlocked" || e.name === "SubscriberUnblocked");
-}
+const foldsEarly = (ctx: BatchContext) => !ctx.reorg;
 
 /** The hook; `onEvents` runs in the same transaction after each write of events; `now` is the wall clock (s). */
 export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extra?: ExtraEvents } = {}): IndexerHook {

@@ -10,6 +10,7 @@ import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } 
 import { moduleOfEvent } from "../domain/attribution";
 import type { BatchEvent } from "../indexer/fetch";
 import { eventIdOf } from "./ids";
+import { firstAtOrAfter } from "../common/search";
 
 /** An event to write. `ts` is unix seconds; an expiry carries its instant to record it in `event_expiries`. */
 export type NewEvent = {
@@ -50,9 +51,10 @@ export type TimelineInput = {
 
 /** Where an expiry at `instant` is placed: the first block of the batch at or after it, else the batch's last. */
 export function blockFinder(input: Pick<TimelineInput, "events" | "toBlock" | "toHash">) {
+  const { events } = input;
   return (instant: number): { number: bigint; hash: string } => {
-    for (const ev of input.events) if (ev.blockTime >= instant) return { number: ev.blockNumber, hash: ev.blockHash };
-    return { number: input.toBlock, hash: input.toHash };
+    const ev = events[firstAtOrAfter(events.length, (i) => events[i]!.blockTime >= instant)];
+    return ev ? { number: ev.blockNumber, hash: ev.blockHash } : { number: input.toBlock, hash: input.toHash };
   };
 }
 
@@ -128,20 +130,17 @@ export async function placeExpiries(
   events: NewEvent[],
   blockAt: (t: number) => Promise<{ number: bigint; hash: string }>,
 ): Promise<NewEvent[]> {
-  const out: NewEvent[] = [];
-  for (const e of events) {
-    if (!e.expiry) {
-      out.push(e);
-      continue;
-    }
-    const block = await blockAt(e.expiry.instant);
-    out.push({
-      ...e,
-      blockNumber: block.number,
-      id: expiryId(chainId, block.hash, e.expiry.subscriptionId, e.expiry.instant),
-    });
-  }
-  return out;
+  return Promise.all(
+    events.map(async (e) => {
+      if (!e.expiry) return e;
+      const block = await blockAt(e.expiry.instant);
+      return {
+        ...e,
+        blockNumber: block.number,
+        id: expiryId(chainId, block.hash, e.expiry.subscriptionId, e.expiry.instant),
+      };
+    }),
+  );
 }
 
 /** The first second at which a paid allocation with these terms is EXPIRED. */

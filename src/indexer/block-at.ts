@@ -5,6 +5,7 @@
 import type { PublicClient } from "viem";
 import { getHeader, type Header, type RetryPolicy } from "../chain/rpc";
 import { ChainBehindError } from "./errors";
+import { firstAtOrAfter } from "../common/search";
 import type { BatchEvent, PreparedBatch } from "./fetch";
 import type { Cursor } from "./store";
 
@@ -24,7 +25,9 @@ export function createBlockAt(client: PublicClient, policy: RetryPolicy, batch: 
   const fromEvent = (e: BatchEvent): Known => ({ number: e.blockNumber, hash: e.blockHash, time: e.blockTime });
   const fromHeader = (h: Header): Known => ({ number: h.number, hash: h.hash, time: h.timestamp });
 
-  return async (t: number): Promise<BlockRef> => {
+  // One search per second asked (a batch's expiries and notices share few instants), shared by concurrent callers.
+  const answers = new Map<number, Promise<BlockRef>>();
+  const find = async (t: number): Promise<BlockRef> => {
     if (last.time < t) return last;
     // The answer lies after `before` and at or before `after`; the batch's logs and window headers (each in chain
     // order, and block times never decrease) narrow that gap by binary search, headers fetched close it.
@@ -55,16 +58,13 @@ export function createBlockAt(client: PublicClient, policy: RetryPolicy, batch: 
     }
     return { number: after.number, hash: after.hash };
   };
-}
-
-/** The first index in `[0, n)` where `atOrAfter` holds, `n` when none does (it holds from some index on). */
-function firstAtOrAfter(n: number, atOrAfter: (i: number) => boolean): number {
-  let lo = 0;
-  let hi = n;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (atOrAfter(mid)) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
+  return (t: number): Promise<BlockRef> => {
+    let answer = answers.get(t);
+    if (!answer) {
+      answer = find(t);
+      answers.set(t, answer);
+      answer.catch(() => answers.delete(t));
+    }
+    return answer;
+  };
 }

@@ -15,6 +15,16 @@ import { evaluateRenewals, type Outlook } from "./outlook";
 import { chargesToEvaluate, indexedBlock, saveOutlooks, type DueRow, type OutlookRow } from "./queries";
 import type { RenewalReader } from "./reader";
 
+/**
+ * Blocks behind the head past which the index counts as backfilling: no pass runs then. Outlooks judged on a block
+ * that old would be stale at once, and a node that keeps recent state only (128 blocks on geth) refuses the reads.
+ */
+export const BACKFILL_LAG_BLOCKS = 64n;
+
+/** Whether the indexed block is still far behind the head the indexer last saw. */
+export const backfilling = (c: { block: bigint; head: bigint | null }) =>
+  c.head !== null && c.head - c.block > BACKFILL_LAG_BLOCKS;
+
 /** What one pass did, for metrics. */
 export type PassReport = {
   chainId: number;
@@ -124,7 +134,7 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
   async function runOnce(): Promise<boolean> {
     if (!opts.isLeader()) return false;
     const checked = await indexedBlock(sql, chainId);
-    if (!checked) return false;
+    if (!checked || backfilling(checked)) return false;
     const started = performance.now();
     const stages: Record<string, number> = {};
     const stage = (name: string, ms: number) => (stages[name] = Math.round((stages[name] ?? 0) + ms));

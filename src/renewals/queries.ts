@@ -118,10 +118,14 @@ export async function saveOutlooks(q: Q, chainId: number, rows: OutlookRow[], ot
       checked_at = excluded.checked_at, evaluated_at = excluded.evaluated_at`;
 }
 
-/** The indexed block and its time (unix s), or null before the first batch. */
-export async function indexedBlock(sql: Sql, chainId: number): Promise<{ block: bigint; time: number } | null> {
-  const [row] = await sql<{ block: string | null; time: string | null }[]>`
-    select indexed_block as block, extract(epoch from indexed_time)::bigint as time from chains
+/** The indexed block, its time (unix s) and the head the indexer last saw, or null before the first batch. */
+export async function indexedBlock(
+  sql: Sql,
+  chainId: number,
+): Promise<{ block: bigint; time: number; head: bigint | null } | null> {
+  const [row] = await sql<{ block: string | null; time: string | null; head: string | null }[]>`
+    select indexed_block as block, extract(epoch from indexed_time)::bigint as time, head_block as head from chains
     where chain_id = ${chainId}`;
-  return row?.block == null ? null : { block: BigInt(row.block), time: Number(row.time) };
+  if (row?.block == null) return null;
+  return { block: BigInt(row.block), time: Number(row.time), head: row.head === null ? null : BigInt(row.head) };
 }

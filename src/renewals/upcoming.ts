@@ -112,6 +112,8 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
           ${[...pairs.values()].map((p) => p[1])}::text[]))`;
     for (const r of rows) blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
   }
+  // The block flags the batches in flight leave (the database may still show the ones before them).
+  for (const r of inFlight) for (const b of r.derived.blocked) blocked.set(`${b.module}:${b.subscriber}`, b.blocked);
   return { states, blocked, logs, pairLogs };
 }
 
@@ -156,7 +158,7 @@ export async function upcomingEvents(
   );
   const fresh = found.filter((n) => !announced.has(`${n.s.subscriptionId}:${n.s.nextChargeAt}`));
   if (fresh.length === 0) return [];
-  const terms = await planTerms(tx, ctx, fresh);
+  const terms = await planTerms(tx, ctx, inFlight, fresh);
   const events: NewEvent[] = [];
   for (const n of fresh) {
     const block = await ctx.blockAt(n.instant);
@@ -186,11 +188,13 @@ export async function upcomingEvents(
   return events;
 }
 
-/** Amount and token metadata of the notices' plans: committed rows, else the batch's own. */
-async function planTerms(tx: Q, ctx: BatchContext, notices: Notice[]) {
+/** Amount and token metadata of the notices' plans: committed rows, else those of the batches in flight or its own. */
+async function planTerms(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[], notices: Notice[]) {
   const keys = [...new Set(notices.map((n) => planKey(n.s.module, n.s.planId)))];
   const plans = new Map<string, { amount: string; token: string }>();
-  for (const p of ctx.rows.derived.plans) plans.set(planKey(p.module, p.planId), { amount: p.amount, token: p.token });
+  for (const r of [...inFlight, ctx.rows]) {
+    for (const p of r.derived.plans) plans.set(planKey(p.module, p.planId), { amount: p.amount, token: p.token });
+  }
   const rows = await tx<{ module: string; plan_id: string; amount: string; token: string }[]>`
     select module, plan_id::text, amount::text, token from plans
     where chain_id = ${ctx.chainId} and (module || ':' || plan_id) = any(${keys}::text[])`;
@@ -201,7 +205,7 @@ async function planTerms(tx: Q, ctx: BatchContext, notices: Notice[]) {
     select address, symbol, decimals from tokens where chain_id = ${ctx.chainId} and address = any(${tokens}::text[])`) {
     meta.set(t.address, t);
   }
-  for (const t of ctx.rows.tokens) meta.set(t.address, t);
+  for (const r of [...inFlight, ctx.rows]) for (const t of r.tokens) meta.set(t.address, t);
   const out = new Map<string, { amount: string; symbol: string | null; decimals: number | null }>();
   for (const [k, p] of plans) {
     const m = meta.get(p.token);

@@ -52,7 +52,13 @@ export function createNotifier(db: Pick<Db, "sql" | "kind">, log: Logger = creat
         const batch = parseBatch(payload, log);
         if (batch) fn(batch);
       });
-      return unlisten;
+      // The listener is detached before the UNLISTEN is sent; that statement fails only when the connection is
+      // closing, which ends the LISTEN too (a service stopping while its database closes must not throw).
+      return () =>
+        unlisten().then(
+          () => {},
+          () => {},
+        );
     },
   };
 }

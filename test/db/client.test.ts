@@ -58,6 +58,15 @@ test("the notifier delivers a committed batch to subscribers, and unsubscribe st
   expect(got.length).toBe(1);
 });
 
+test("unsubscribing while the database closes resolves: the LISTEN ends with its connection", async () => {
+  const own = await createTestDb();
+  const notifier = createNotifier(own);
+  const unsubscribe = await notifier.subscribe(() => {});
+  const closing = own.close();
+  await unsubscribe();
+  await closing;
+});
+
 test("an embedded data directory cannot be opened by a second process while in use", async () => {
   const dir = mkdtempSync(join(tmpdir(), "pglite-lock-"));
   const first = await createDb({ dataDir: dir });

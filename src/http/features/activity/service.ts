@@ -139,11 +139,16 @@ export async function selectRenderedChunk(
 ): Promise<RenderedChunk> {
   const doc = documentOf(format);
   const last = q.order === "desc" ? sql`min` : sql`max`;
+  // string_agg takes the rows in the order of the subquery below (one plain aggregate over one ordered subquery,
+  // no join between): an `order by` inside string_agg sorts the rendered texts again, a fifth of the query's time.
   const query = sql`
-    select count(*)::int, ${last}(array[a.block_number, a.log_index::bigint]),
-      ${sqlLiteral(sql, doc.separator)} || string_agg(${recordTextSql(sql, format)}, ${sqlLiteral(sql, doc.separator)}
-        ${orderBy(sql, q)})
-    ${activityFrom(sql, q, rows)}`.raw();
+    select count(*)::int, ${last}(array[r.block_number, r.log_index::bigint]),
+      ${sqlLiteral(sql, doc.separator)} || string_agg(r.text, ${sqlLiteral(sql, doc.separator)})
+    from (
+      select a.block_number, a.log_index, ${recordTextSql(sql, format)} as text
+      ${activityFrom(sql, q, rows)}
+      ${orderBy(sql, q)}
+    ) r`.raw();
   const [row] = (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as [
     Uint8Array,
     Uint8Array | null,

@@ -215,8 +215,137 @@ export async function* renderedChunks(opts: {
       full = chunk.rows >= opts.size;
     }
   } finally {
-    // A consumer that stops early (a client gone) leaves the read ahead to finish unobserved.
-    ahead?.catch(() => {});
+    // A consumer that stops early (a client gone) waits for the read ahead: no query outlives the stream.
+    await ahead?.catch(() => {});
+  }
+  yield encoder.encode(opts.close);
+}
+
+/**
+ * Chunks read at once, at most, by one stream of {@link renderedChunksInParallel}: one per core of a small
+ * database host is what pays; more only holds pooled connections.
+ */
+export const MAX_PARALLEL_CHUNKS = 4;
+
+/** Connections of each pool held by the parallel streams running over it. */
+const heldByStreams = new WeakMap<object, number>();
+
+/**
+ * How many chunks a stream over `pool` (of `poolSize` connections) may read at once, and what gives them back when
+ * it ends. The streams reading in parallel over a pool hold at most half of it together (the rest stays free for
+ * other requests); a stream that finds fewer than two free reads one chunk at a time, as on PGlite's one session.
+ */
+export function takeChunkSlots(pool: object, poolSize: number): { parallel: number; release: () => void } {
+  const budget = Math.min(MAX_PARALLEL_CHUNKS, Math.floor(poolSize / 2));
+  const held = heldByStreams.get(pool) ?? 0;
+  const parallel = Math.max(1, Math.min(budget, budget - held));
+  if (parallel <= 1) return { parallel: 1, release: () => {} };
+  heldByStreams.set(pool, held + parallel);
+  let released = false;
+  return {
+    parallel,
+    release: () => {
+      if (released) return;
+      released = true;
+      heldByStreams.set(pool, (heldByStreams.get(pool) ?? parallel) - parallel);
+    },
+  };
+}
+
+/** A chunk being read: where it starts, where it must end (unknown for the last one), its read. */
+type Pending = { after: Position; end: Position | undefined; read: Promise<RenderedChunk> };
+
+const samePosition = (a: Position | undefined, b: Position | undefined) =>
+  a !== undefined && b !== undefined && a.blockNumber === b.blockNumber && a.logIndex === b.logIndex;
+
+/**
+ * {@link renderedChunks} with up to `parallel` chunks read at once: `ends(after, size, count)` first finds where the
+ * next chunks end (the position of every `size`-th row after `after`, `count` at most: an index-only scan, far
+ * cheaper than rendering), so each chunk's query can start before the previous one returns. Chunks are handed out
+ * in order, each as soon as it and all before it are read, so at most `parallel` chunks are held besides the one
+ * being sent. A chunk that does not end where its end said (rows written or removed in between) drops the reads
+ * after it and goes on from its own last row, as the sequential scan would. A consumer that stops early waits for
+ * the reads in flight to finish (no query outlives the stream).
+ */
+export async function* renderedChunksInParallel(opts: {
+  first: RenderedChunk;
+  read: (after: Position, size: number) => Promise<RenderedChunk>;
+  ends: (after: Position, size: number, count: number) => Promise<Position[]>;
+  size: number;
+  /** Chunks read at once, at most (at least 1). */
+  parallel: number;
+  /** Chunk ends asked for at once (default 4 × parallel). */
+  endsAtOnce?: number;
+  close: string;
+}): AsyncGenerator<Uint8Array> {
+  const { size } = opts;
+  const parallel = Math.max(1, opts.parallel);
+  const endsAtOnce = Math.max(parallel, opts.endsAtOnce ?? 4 * parallel);
+  const inFlight: Pending[] = [];
+  // Where the next chunk to read starts, and the ends known after it (`lastKnown`: no full chunk after them).
+  let next: Position | undefined = opts.first.last;
+  let known: Position[] = [];
+  let lastKnown = false;
+  // The ends query running, and its answer once it came.
+  let finding: Promise<Position[]> | undefined;
+  let found: Position[] | undefined;
+  const find = (from: Position) => {
+    const query = opts.ends(from, size, endsAtOnce);
+    finding = query;
+    found = undefined;
+    query.then(
+      (ends) => {
+        if (finding === query) found = ends;
+      },
+      () => {}, // awaited (and thrown) where it is needed
+    );
+  };
+  /** Starts reads until `parallel` are in flight; waits for chunk ends only if `mayWait` and nothing else runs. */
+  const fill = async (mayWait: boolean) => {
+    while (next && inFlight.length < parallel) {
+      if (known.length === 0 && !lastKnown) {
+        if (!finding) find(next);
+        if (!found) {
+          if (!mayWait || inFlight.length > 0) return;
+          await finding;
+        }
+        known = found!;
+        lastKnown = known.length < endsAtOnce;
+        finding = found = undefined;
+      }
+      const end = known.shift();
+      const read = opts.read(next, size);
+      read.catch(() => {}); // awaited in order below; a failure must not go unhandled before its turn
+      inFlight.push({ after: next, end, read });
+      next = end;
+      if (next && known.length === 0 && !lastKnown && !finding) find(next);
+    }
+  };
+  try {
+    await fill(false);
+    if (opts.first.text && opts.first.rows > 0) yield opts.first.text;
+    for (;;) {
+      await fill(true);
+      const pending = inFlight.shift();
+      if (!pending) break;
+      const chunk = await pending.read;
+      const asExpected = pending.end ? chunk.rows === size && samePosition(chunk.last, pending.end) : chunk.rows < size;
+      if (!asExpected) {
+        // The rows moved under the ends: drop the reads after this chunk and go on from its last row.
+        for (const p of inFlight.splice(0)) await p.read.catch(() => {});
+        await finding?.catch(() => {});
+        finding = found = undefined;
+        known = [];
+        lastKnown = false;
+        next = chunk.rows > 0 ? chunk.last : pending.after;
+      }
+      await fill(false);
+      if (chunk.text && chunk.rows > 0) yield chunk.text;
+    }
+  } finally {
+    // A consumer that stops early (a client gone) or a failed read: wait for the queries still running.
+    for (const p of inFlight) await p.read.catch(() => {});
+    await finding?.catch(() => {});
   }
   yield encoder.encode(opts.close);
 }
@@ -237,6 +366,8 @@ export async function streamResponse(
   const first = await chunks.next();
   let pending: string | Uint8Array | undefined = first.done ? undefined : first.value;
   let finished = Boolean(first.done);
+  // Set when the client went away: a chunk read meanwhile has nowhere to go, and that is no error.
+  let cancelled = false;
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
@@ -247,16 +378,19 @@ export async function streamResponse(
           return;
         }
         const next = await chunks.next();
+        if (cancelled) return;
         if (next.done) {
           finished = true;
           controller.close();
         } else controller.enqueue(bytes(next.value));
       } catch (err) {
+        if (cancelled) return;
         onError(err);
         controller.error(err);
       }
     },
     async cancel() {
+      cancelled = true;
       await chunks.return(undefined);
     },
   });

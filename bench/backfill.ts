@@ -1,0 +1,128 @@
+/**
+ * The whole service's backfill, as a user runs it, with where its CPU goes: loads a chain state built by the shared
+ * side-by-side bench (`gen.ts` of ../shared/bench/indexer-vs-ponder, `state.json` + `state.meta.json`) into anvil,
+ * starts `src/main.ts` of each checkout (ROLES=api,indexer, event log on) on a fresh database, and times it from the
+ * spawn until `X-Indexed-Block` reports the state's last block. Prints per run: wall and start-up seconds, the
+ * service's own CPU, its Postgres backends' CPU (by `application_name`), and the batches' stage times summed
+ * (from the `indexed batch` debug lines). Checkouts alternate, so each sees the same machine.
+ *
+ *   bun run bench/backfill.ts --state <dir>/state.json [--db postgres|pglite] [--rounds 2] [checkout …]
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import postgres from "postgres";
+import { startAnvil } from "../src/chain/anvil";
+import { cpuMicros, loadAverage } from "./proc";
+
+const args = process.argv.slice(2);
+const opt = (name: string) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args.splice(i, 2)[1] : undefined;
+};
+const statePath = resolve(opt("state") ?? "state.json");
+const dbKind = opt("db") ?? "postgres";
+const rounds = Number(opt("rounds") ?? 2);
+const checkouts = (args.length ? args : ["."]).map((p) => resolve(p));
+const meta = JSON.parse(readFileSync(statePath.replace(/\.json$/, ".meta.json"), "utf8"));
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+
+/** One backfill of `checkout`; returns its figures. */
+async function run(checkout: string) {
+  const anvil = await startAnvil({ args: ["--load-state", statePath, "--chain-id", String(meta.chainId)] });
+  const name = `bench_backfill_${Date.now().toString(36)}`;
+  const dataDir = mkdtempSync(join(tmpdir(), "bench-backfill-"));
+  const logFile = join(dataDir, "service.log");
+  let url: string | undefined;
+  if (dbKind === "postgres") {
+    await admin.unsafe(`create database ${name}`);
+    const u = new URL(adminUrl);
+    u.pathname = `/${name}`;
+    url = u.toString();
+  }
+  const port = 20_000 + Math.floor(Math.random() * 20_000);
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    DATABASE_URL: url,
+    DATA_DIR: join(dataDir, "data"),
+    RPC_URL: anvil.rpcUrl,
+    PROCESSOR_ADDRESS: meta.processor,
+    START_BLOCK: String(meta.startBlock),
+    CHAIN_ID: String(meta.chainId),
+    CONFIRMATIONS: "0",
+    POLL_INTERVAL_MS: "200",
+    PORT: String(port),
+    ROLES: "api,indexer",
+    SIWE_DOMAIN: "localhost",
+    LOG_LEVEL: "debug",
+  };
+  if (!url) delete env.DATABASE_URL;
+  const started = performance.now();
+  const child = Bun.spawn([process.execPath, "run", "src/main.ts"], {
+    cwd: checkout,
+    env,
+    stdout: Bun.file(logFile),
+    stderr: "ignore",
+  });
+  const s = meta.sample;
+  const check = `http://127.0.0.1:${port}/v0/auth/check?module_address=${s.module.toLowerCase()}&wallet=${s.wallet.toLowerCase()}&plan_ids=${s.planId}`;
+  let up = 0;
+  try {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`the service exited (${child.exitCode}); log ${logFile}`);
+      if (performance.now() - started > 600_000) throw new Error(`no last block within 600 s; log ${logFile}`);
+      try {
+        const res = await fetch(check);
+        up ||= (performance.now() - started) / 1000;
+        const block = res.headers.get("x-indexed-block");
+        await res.arrayBuffer();
+        if (block && BigInt(block) >= BigInt(meta.lastBlock)) break;
+      } catch {
+        // not up yet
+      }
+      await Bun.sleep(50);
+    }
+    const wall = (performance.now() - started) / 1000;
+    const own = cpuMicros(child.pid) / 1e6;
+    let pg = 0;
+    if (url) {
+      const backends = await admin<{ pid: number }[]>`
+        select pid from pg_stat_activity where application_name = ${`subscription-indexer:${child.pid}`}`;
+      for (const b of backends) pg += cpuMicros(b.pid) / 1e6;
+    }
+    return { wall, up, own, pg };
+  } finally {
+    child.kill("SIGTERM");
+    await child.exited;
+    await anvil.stop();
+    if (url) await admin.unsafe(`drop database if exists ${name} with (force)`);
+    const stages: Record<string, number> = {};
+    for (const line of readFileSync(logFile, "utf8").split("\n")) {
+      if (!line.includes('"indexed batch"')) continue;
+      for (const [k, v] of Object.entries(JSON.parse(line).stages ?? {})) stages[k] = (stages[k] ?? 0) + Number(v);
+    }
+    lastStages = stages;
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+let lastStages: Record<string, number> = {};
+console.log(`${meta.counts.total} events in blocks ${meta.startBlock}..${meta.lastBlock}, ${dbKind}, ${rounds} rounds`);
+for (let round = 1; round <= rounds; round++) {
+  for (const checkout of checkouts) {
+    const load = loadAverage();
+    const r = await run(checkout);
+    const top = Object.entries(lastStages)
+      .filter(([k]) => !k.includes("."))
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 6)
+      .map(([k, v]) => `${k} ${(v / 1000).toFixed(2)}`)
+      .join(", ");
+    console.log(
+      `round ${round} ${checkout}: ${r.wall.toFixed(2)} s (up ${r.up.toFixed(2)} s), service CPU ${r.own.toFixed(2)} s` +
+        `${dbKind === "postgres" ? `, Postgres CPU ${r.pg.toFixed(2)} s` : ""}, load ${load}; stage sums (s): ${top}`,
+    );
+  }
+}
+await admin.end();

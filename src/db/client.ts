@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import type { Logger } from "../common/log";
 import { defaultTemplateDir, extractTemplate, loadTemplate } from "./pglite-template";
+import { pgliteSocket } from "./pglite-wire";
 
 /** The one postgres.js client type used everywhere. */
 export type Sql = postgres.Sql<{}>;
@@ -164,7 +165,10 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
   const server = new PGLiteSocketServer({ db: pg, port: 0, host: "127.0.0.1", maxConnections: 1 });
   await server.start();
   const url = `postgres://postgres@${server.getServerConn()}/postgres`;
-  const sql = postgres(url, { ...clientOptions(1), connect_timeout: 30 });
+  // postgres.js itself talks to PGlite in-process (no loopback hops); the socket serves outside tools.
+  // (`socket` is a postgres.js option its type definitions leave out.)
+  const options = { ...clientOptions(1), connect_timeout: 30, socket: pgliteSocket(pg) };
+  const sql = postgres(url, options as postgres.Options<{}>);
   return {
     sql,
     kind: "pglite",

@@ -103,7 +103,12 @@ export async function loadTemplate(
   return archive;
 }
 
-/** Unpacks a template into an empty data directory (the live cluster's pid file is left out). */
+/**
+ * Unpacks a template into an empty data directory (the live cluster's pid file is left out). `PG_VERSION`, which
+ * marks a directory as holding a cluster, comes last: a start killed while unpacking unpacks again next time.
+ */
 export async function extractTemplate(archive: Uint8Array, dataDir: string): Promise<void> {
-  await new Bun.Archive(archive).extract(dataDir, { glob: ["**", "!postmaster.pid"] });
+  const tar = new Bun.Archive(archive);
+  await tar.extract(dataDir, { glob: ["**", "!postmaster.pid", "!PG_VERSION"] });
+  await tar.extract(dataDir, { glob: "PG_VERSION" });
 }

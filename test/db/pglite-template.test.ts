@@ -59,6 +59,22 @@ test("a data directory started from the template equals one from initdb and the 
   }
 }, 90_000);
 
+test("a start killed while unpacking the template unpacks it again: the directory is not taken for a cluster", async () => {
+  const cache = join(root, "equal"); // built by the first test
+  const dir = join(root, "torn-db");
+  await extractTemplate(readTemplate(templateFile(cache))!, dir);
+  // What a kill part-way leaves: some files written, PG_VERSION (written last) not yet.
+  rmSync(join(dir, "PG_VERSION"));
+  rmSync(join(dir, "global"), { recursive: true });
+  const db = await createDb({ dataDir: dir, templateDir: cache });
+  try {
+    expect(await migrate(db.sql)).toEqual([]);
+    expect((await db.sql`select count(*)::int as n from pg_database`)[0]!.n).toBeGreaterThan(0);
+  } finally {
+    await db.close();
+  }
+}, 60_000);
+
 test("a corrupt template is ignored and rebuilt", async () => {
   const cache = join(root, "corrupt");
   const file = templateFile(cache);

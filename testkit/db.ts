@@ -1,7 +1,7 @@
 import postgres from "postgres";
-import { PGlite } from "@electric-sql/pglite";
 import { createDb, type Db } from "../src/db/client";
 import { migrate } from "../src/db/migrate";
+import { defaultTemplateDir, loadTemplate } from "../src/db/pglite-template";
 
 let template: Blob | undefined;
 
@@ -10,7 +10,8 @@ export const testDbKind = process.env.DATABASE_URL ? "postgres" : "pglite";
 
 /**
  * A fresh, migrated database for one test file: a new database on the server named by
- * DATABASE_URL (dropped on close), or an in-memory PGlite cloned from a migrated template.
+ * DATABASE_URL (dropped on close), or an in-memory PGlite cloned from the migrated template (the service's cached
+ * one: initdb runs once per machine and set of migrations, not once per test process).
  */
 export async function createTestDb(opts: { max?: number } = {}): Promise<Db> {
   const base = process.env.DATABASE_URL;
@@ -31,22 +32,6 @@ export async function createTestDb(opts: { max?: number } = {}): Promise<Db> {
       },
     };
   }
-  if (!template) {
-    const pg = await PGlite.create("memory://");
-    const seed = await createDbOnPglite(pg);
-    await migrate(seed.sql);
-    await seed.sql.end();
-    template = (await pg.dumpDataDir("none")) as Blob;
-    await seed.stop();
-    await pg.close();
-  }
+  template ??= new Blob([await loadTemplate(defaultTemplateDir())]);
   return createDb({ dataDir: "memory://", loadDataDir: template });
-}
-
-async function createDbOnPglite(pg: PGlite) {
-  const { PGLiteSocketServer } = await import("@electric-sql/pglite-socket");
-  const server = new PGLiteSocketServer({ db: pg, port: 0, host: "127.0.0.1", maxConnections: 1 });
-  await server.start();
-  const sql = postgres(`postgres://postgres@${server.getServerConn()}/postgres`, { max: 1, onnotice: () => {} });
-  return { sql, stop: () => server.stop() };
 }

@@ -9,7 +9,8 @@ import { migrate } from "../db/migrate";
 /** Applies pending migrations to the configured database and returns their names. */
 export async function runMigrations(env: Record<string, string | undefined> = process.env): Promise<string[]> {
   const config = loadConfig(env);
-  const db = await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max: 1 });
+  // No template here: a new embedded database is initdb'd so that the migrations applied are the ones reported.
+  const db = await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max: 1, templateDir: false });
   try {
     return await migrate(db.sql);
   } finally {

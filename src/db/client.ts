@@ -2,9 +2,11 @@ import { AppError } from "../common/errors";
 import postgres from "postgres";
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../common/log";
+import { defaultTemplateDir, extractTemplate, loadTemplate } from "./pglite-template";
+import { pgliteSocket } from "./pglite-wire";
 
 /** The one postgres.js client type used everywhere. */
 export type Sql = postgres.Sql<{}>;
@@ -40,6 +42,11 @@ export type DbOptions = {
    * far less.
    */
   sharedBuffers?: string;
+  /**
+   * PGlite only: where the migrated cluster that a new data directory starts from is cached (default
+   * {@link defaultTemplateDir}); false runs initdb in the data directory instead. Not used for "memory://".
+   */
+  templateDir?: string | false;
 };
 
 /** PGlite's `shared_buffers` for a process that only reads the index (the API alone): 16 MB, ~120 MB less RSS. */
@@ -130,9 +137,20 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
   }
   const dataDir = opts.dataDir ?? "./.data";
   let unlock = () => {};
+  let fromTemplate = false;
   if (!dataDir.startsWith("memory://")) {
     mkdirSync(dataDir, { recursive: true });
     unlock = await lockDataDir(dataDir, opts.lockWaitMs ?? LOCK_WAIT_MS, opts.log);
+    // No cluster yet (PGlite would run initdb here): start from the cached, migrated one instead.
+    if (opts.templateDir !== false && !opts.loadDataDir && !existsSync(join(dataDir, "PG_VERSION"))) {
+      try {
+        await extractTemplate(await loadTemplate(opts.templateDir ?? defaultTemplateDir(), opts.log), dataDir);
+      } catch (err) {
+        unlock();
+        throw err;
+      }
+      fromTemplate = true;
+    }
   }
   const startParams = opts.sharedBuffers
     ? [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`]
@@ -141,11 +159,16 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
     ...(opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {}),
     ...(startParams ? { startParams } : {}),
   });
+  // The template's migrations were applied when it was built; this database was created now.
+  if (fromTemplate) await pg.exec("update schema_migrations set applied_at = now()");
   // PGlite is one session: the socket serves one connection and postgres.js must not open more.
   const server = new PGLiteSocketServer({ db: pg, port: 0, host: "127.0.0.1", maxConnections: 1 });
   await server.start();
   const url = `postgres://postgres@${server.getServerConn()}/postgres`;
-  const sql = postgres(url, { ...clientOptions(1), connect_timeout: 30 });
+  // postgres.js itself talks to PGlite in-process (no loopback hops); the socket serves outside tools.
+  // (`socket` is a postgres.js option its type definitions leave out.)
+  const options = { ...clientOptions(1), connect_timeout: 30, socket: pgliteSocket(pg) };
+  const sql = postgres(url, options as postgres.Options<{}>);
   return {
     sql,
     kind: "pglite",

@@ -1,7 +1,7 @@
 import { AppError } from "../common/errors";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Sql } from "./client";
+import type postgres from "postgres";
 
 /** Folder holding the append-only `NNNN_verb_noun.sql` migrations. */
 export const migrationsDir = join(import.meta.dir, "..", "..", "sql", "migrations");
@@ -27,7 +27,8 @@ export function listMigrations(dir = migrationsDir): { name: string; text: strin
  * `schema_migrations` row. A failing file raises MigrationError naming it, and since the error leaves the
  * transaction, the run commits nothing: neither that file nor the files applied before it in the same run.
  */
-export async function migrate(sql: Sql, dir = migrationsDir): Promise<string[]> {
+// postgres.js's own type, not client.ts's alias: client.ts builds new data directories with migrate (no cycle).
+export async function migrate(sql: postgres.Sql<{}>, dir = migrationsDir): Promise<string[]> {
   const applied: string[] = [];
   await sql.begin(async (tx) => {
     // Transaction-scoped lock: released on commit or rollback, even if the process dies.

@@ -10,7 +10,7 @@ import { spawn } from "bun";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { checkPathLua, cpuMicros, loadAverage, wrkScript } from "./proc";
+import { checkPathLua, cpuMicros, loadAverage, serveCheckout, wrkScript, type ApiServer } from "./proc";
 
 const url = process.argv[2]!;
 const dirs = process.argv.slice(3);
@@ -21,30 +21,9 @@ const CONNECTIONS = process.env.CONNECTIONS ?? "64";
 const dir = mkdtempSync(join(tmpdir(), "check-wrk-"));
 const hotScript = wrkScript(dir, "hot.lua", checkPathLua("math.random(0, 999)"));
 
-type Server = { name: string; pid: number; origin: string; stop: () => void };
+type Server = ApiServer;
 const servers: Server[] = [];
-for (const d of dirs) {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  const child = spawn(["bun", join(d, "bench/api.ts"), "serve", url, String(port)], {
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
-  let seen = "";
-  while (!seen.includes("READY")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the server of ${d} exited before it was ready`);
-    seen += new TextDecoder().decode(value);
-  }
-  servers.push({
-    name: d.split("/").pop()!,
-    pid: child.pid,
-    origin: `http://127.0.0.1:${port}`,
-    stop: () => child.kill(),
-  });
-}
+for (const d of dirs) servers.push({ ...(await serveCheckout(d, url)), name: d.split("/").pop()! });
 
 async function wrk(s: Server, path: string | null, seconds = SECONDS) {
   const args = ["wrk", "-t", "2", "-c", CONNECTIONS, "-d", `${seconds}s`];

@@ -1,5 +1,6 @@
 /** What the benchmarks read of processes and the machine (Linux /proc), and the wrk scripts they share. */
 import { readFileSync, writeFileSync } from "node:fs";
+import { spawn } from "bun";
 import { join } from "node:path";
 
 /** CPU time (user + system) of `pid` so far, in µs; clock ticks are 100 a second. */
@@ -44,3 +45,25 @@ end
 export const checkPathLua = (wallet: string) =>
   `(function() local w = ${wallet} return string.format(` +
   `"/v0/auth/check?module_address=0x%040x&wallet=0x%040x&plan_ids=1,2,3", 1000001 + w % 1000, w) end)()`;
+
+/** A `bench/api.ts serve` server of one checkout over the database at `url`. */
+export type ApiServer = { name: string; pid: number; origin: string; stop: () => void };
+
+/** Starts `bench/api.ts serve` of checkout `dir` on a free port; resolves once it printed READY. */
+export async function serveCheckout(dir: string, url: string): Promise<ApiServer> {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  const child = spawn(["bun", join(dir, "bench/api.ts"), "serve", url, String(port)], {
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
+  let seen = "";
+  while (!seen.includes("READY")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the server of ${dir} exited before it was ready`);
+    seen += new TextDecoder().decode(value);
+  }
+  return { name: dir, pid: child.pid, origin: `http://127.0.0.1:${port}`, stop: () => child.kill() };
+}

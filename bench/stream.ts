@@ -8,9 +8,8 @@
  * sends the same bytes (SHA-1 of each download, JSON and CSV). Env: ROUNDS (2), FORMATS (json,csv).
  */
 import { spawn } from "bun";
-import { join } from "node:path";
 import postgres from "postgres";
-import { cpuMicros, loadAverage, rssMb } from "./proc";
+import { cpuMicros, loadAverage, rssMb, serveCheckout, type ApiServer } from "./proc";
 
 const url = process.argv[2]!;
 const dirs = process.argv.slice(3);
@@ -19,25 +18,7 @@ const FORMATS = (process.env.FORMATS ?? "json,csv").split(",");
 const ADMIN_KEY = "bench-admin-key-0123456789abcdef";
 const BIG_MERCHANT = "0xe" + "0".repeat(39);
 
-type Server = { name: string; pid: number; origin: string; stop: () => void };
-
-async function startServer(dir: string): Promise<Server> {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  const child = spawn(["bun", join(dir, "bench/api.ts"), "serve", url, String(port)], {
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
-  let seen = "";
-  while (!seen.includes("READY")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the server of ${dir} exited before it was ready`);
-    seen += new TextDecoder().decode(value);
-  }
-  return { name: dir, pid: child.pid, origin: `http://127.0.0.1:${port}`, stop: () => child.kill() };
-}
+type Server = ApiServer;
 
 const pg = postgres(url, { max: 1, onnotice: () => {} });
 
@@ -86,7 +67,7 @@ async function download(s: Server, format: string) {
 
 const servers: Server[] = [];
 try {
-  for (const d of dirs) servers.push(await startServer(d));
+  for (const d of dirs) servers.push(await serveCheckout(d, url));
   if (process.env.VERIFY === "1") {
     for (const format of FORMATS) {
       const sums: string[] = [];

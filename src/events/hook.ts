@@ -22,7 +22,7 @@ import {
 } from "./queries";
 import { SeqOrderError } from "./errors";
 import { planKey, type SubState } from "../domain/subscription";
-import type { BatchRows } from "../indexer/write";
+import { leftInFlight, type BatchRows } from "../indexer/write";
 import {
   activitySeqs,
   blockFinder,
@@ -79,19 +79,13 @@ async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRow
     }
   }
   // What the batches in flight leave behind, the latest of them last: allocation states and block flags.
-  const pending = new Map<string, SubState>();
-  const flagsInFlight = new Map<string, [string, string, boolean]>();
-  for (const r of inFlight) {
-    for (const s of r.derived.subscriptions) pending.set(s.subscriptionId, s);
-    for (const b of r.derived.blocked)
-      flagsInFlight.set(pairOf(b.module, b.subscriber), [b.module, b.subscriber, b.blocked]);
-  }
+  const { subs: pending, flags: flagsInFlight } = leftInFlight(inFlight);
   const current = (s: SubState) => pending.get(s.subscriptionId) ?? s;
   const subs = new Map(before);
   // Allocations of pairs whose flag changes: in this batch (the fold walks them), or in flight (their expiry may
   // now be due, or no longer, while the database may still show the old flag).
   const inFlightPairs = new Map<string, [string, string]>();
-  for (const [k, [m, w]] of flagsInFlight) if (!blockChanges.has(k)) inFlightPairs.set(k, [m, w]);
+  for (const [k, b] of flagsInFlight) if (!blockChanges.has(k)) inFlightPairs.set(k, [b.module, b.subscriber]);
   const outside = new Map<string, SubState>();
   if (blockChanges.size + inFlightPairs.size > 0) {
     const loaded = await loadPairSubscriptions(tx, chainId, [...blockChanges.values(), ...inFlightPairs.values()]);
@@ -118,7 +112,7 @@ async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRow
     loadAnnounced(tx, chainId, ctx.fromTime),
     expiringBetween(tx, chainId, ctx.fromTime, ctx.toTime, new Set([...existing, ...created, ...outside.keys()])),
   ]);
-  for (const [k, [, , flag]] of flagsInFlight) blocked.set(k, flag);
+  for (const [k, b] of flagsInFlight) blocked.set(k, b.blocked);
   for (const s of outside.values()) {
     const key = planKey(s.module, s.planId);
     const terms = ctx.plans.get(key);

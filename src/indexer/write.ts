@@ -1,7 +1,7 @@
 import type { PreparedBatch } from "./fetch";
 import type { Tx } from "../db/query";
 import type { SubState } from "../domain/subscription";
-import type { Derived } from "./derive";
+import type { BlockedRow, Derived } from "./derive";
 import {
   copyActivity,
   copyEvents,
@@ -21,6 +21,20 @@ import type { TokenMeta } from "./tokens";
  * existing allocations it touches.
  */
 export type BatchRows = { batch: PreparedBatch; before: Map<string, SubState>; derived: Derived; tokens: TokenMeta[] };
+
+/**
+ * What the batches in flight (written, maybe not committed) leave behind, the latest last: the state of every
+ * allocation they changed, and the block flag of every `<module>:<subscriber>` pair they changed.
+ */
+export function leftInFlight(inFlight: readonly BatchRows[]) {
+  const subs = new Map<string, SubState>();
+  const flags = new Map<string, BlockedRow>();
+  for (const r of inFlight) {
+    for (const s of r.derived.subscriptions) subs.set(s.subscriptionId, s);
+    for (const b of r.derived.blocked) flags.set(`${b.module}:${b.subscriber}`, b);
+  }
+  return { subs, flags };
+}
 
 /**
  * The append-only bulk of a batch (events, activity): independent of other batches' rows. COPY on a server

@@ -15,7 +15,7 @@ import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } 
 import type { Q } from "../db/query";
 import { fromRow, type SubRow } from "../db/rows";
 import type { BatchEvent } from "../indexer/fetch";
-import type { BatchRows } from "../indexer/write";
+import { leftInFlight, type BatchRows } from "../indexer/write";
 
 /** Whether an allocation is chargeable (renewals.md §1). */
 export function chargeable(s: SubState, blocked: boolean): boolean {
@@ -80,9 +80,8 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
   const states = new Map<string, SubState | null>(ctx.rows.before);
   const blocked = new Map<string, boolean>();
   // The newest state an uncommitted batch ahead of this one gives (the database may not show it yet).
-  for (const r of [...inFlight].reverse()) {
-    for (const s of r.derived.subscriptions) if (!states.has(s.subscriptionId)) states.set(s.subscriptionId, s);
-  }
+  const left = leftInFlight(inFlight);
+  for (const [id, s] of left.subs) if (!states.has(id)) states.set(id, s);
   for (const r of await dueForNotice(tx, chainId, noticeS, ctx.fromTime, ctx.toTime)) {
     if (!states.has(r.subscription_id)) states.set(r.subscription_id, fromRow(r));
     blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
@@ -113,7 +112,7 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
     for (const r of rows) blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
   }
   // The block flags the batches in flight leave (the database may still show the ones before them).
-  for (const r of inFlight) for (const b of r.derived.blocked) blocked.set(`${b.module}:${b.subscriber}`, b.blocked);
+  for (const [pair, b] of left.flags) blocked.set(pair, b.blocked);
   return { states, blocked, logs, pairLogs };
 }
 

@@ -4,16 +4,17 @@
  * starts `src/main.ts` of each checkout (ROLES=api,indexer, event log on) on a fresh database, and times it from the
  * spawn until `X-Indexed-Block` reports the state's last block. Prints per run: wall and start-up seconds, the
  * service's own CPU, its Postgres backends' CPU (by `application_name`), and the batches' stage times summed
- * (from the `indexed batch` debug lines). Checkouts alternate, so each sees the same machine.
+ * (from the `indexed batch` debug lines), and the service's system CPU and file writes (PGlite's data directory).
+ * Checkouts alternate, so each sees the same machine. `--keep` keeps each Postgres database for a look afterwards.
  *
- *   bun run bench/backfill.ts --state <dir>/state.json [--db postgres|pglite] [--rounds 2] [checkout …]
+ *   bun run bench/backfill.ts --state <dir>/state.json [--db postgres|pglite] [--rounds 2] [--keep] [checkout …]
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import postgres from "postgres";
 import { startAnvil } from "../src/chain/anvil";
-import { cpuMicros, loadAverage } from "./proc";
+import { cpuMicros, cpuSplit, loadAverage, writtenMb } from "./proc";
 
 const args = process.argv.slice(2);
 const opt = (name: string) => {
@@ -23,6 +24,7 @@ const opt = (name: string) => {
 const statePath = resolve(opt("state") ?? "state.json");
 const dbKind = opt("db") ?? "postgres";
 const rounds = Number(opt("rounds") ?? 2);
+const keep = args.includes("--keep") && args.splice(args.indexOf("--keep"), 1).length > 0;
 const checkouts = (args.length ? args : ["."]).map((p) => resolve(p));
 const meta = JSON.parse(readFileSync(statePath.replace(/\.json$/, ".meta.json"), "utf8"));
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -85,18 +87,21 @@ async function run(checkout: string) {
     }
     const wall = (performance.now() - started) / 1000;
     const own = cpuMicros(child.pid) / 1e6;
+    const { sys } = cpuSplit(child.pid);
+    const written = writtenMb(child.pid);
     let pg = 0;
     if (url) {
       const backends = await admin<{ pid: number }[]>`
         select pid from pg_stat_activity where application_name = ${`subscription-indexer:${child.pid}`}`;
       for (const b of backends) pg += cpuMicros(b.pid) / 1e6;
     }
-    return { wall, up, own, pg };
+    return { wall, up, own, sys, written, pg };
   } finally {
     child.kill("SIGTERM");
     await child.exited;
     await anvil.stop();
-    if (url) await admin.unsafe(`drop database if exists ${name} with (force)`);
+    if (url && keep) console.log(`kept database ${name}`);
+    else if (url) await admin.unsafe(`drop database if exists ${name} with (force)`);
     const stages: Record<string, number> = {};
     for (const line of readFileSync(logFile, "utf8").split("\n")) {
       if (!line.includes('"indexed batch"')) continue;
@@ -121,6 +126,7 @@ for (let round = 1; round <= rounds; round++) {
       .join(", ");
     console.log(
       `round ${round} ${checkout}: ${r.wall.toFixed(2)} s (up ${r.up.toFixed(2)} s), service CPU ${r.own.toFixed(2)} s` +
+        ` (sys ${r.sys.toFixed(2)} s, wrote ${r.written.toFixed(0)} MB)` +
         `${dbKind === "postgres" ? `, Postgres CPU ${r.pg.toFixed(2)} s` : ""}, load ${load}; stage sums (s): ${top}`,
     );
   }

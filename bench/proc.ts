@@ -9,6 +9,18 @@ export function cpuMicros(pid: number | string): number {
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
+/** User and system CPU seconds of `pid` so far. */
+export function cpuSplit(pid: number): { user: number; sys: number } {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return { user: Number(fields[11]) / 100, sys: Number(fields[12]) / 100 };
+}
+
+/** Bytes `pid` wrote through write(2) so far, files and pipes (socket sends are not counted), in MB. */
+export function writtenMb(pid: number): number {
+  const m = /^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, "utf8"));
+  return m ? Number(m[1]) / 1e6 : NaN;
+}
+
 /** Resident set size of `pid` in MB (VmRSS), NaN when unreadable. */
 export function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));

@@ -17,10 +17,13 @@ import { describeError } from "../common/errors";
 export const STREAM_CHUNK_ROWS = 1000;
 
 /**
- * Rows per chunk of a list Postgres renders (the activity log): one query and one text per chunk, so a bigger chunk
- * costs only its bytes in memory (about 0.5 MB per 1,000 JSON records).
+ * Rows per chunk of a list Postgres renders (the activity log): one query per chunk, so a bigger chunk costs only its
+ * bytes in memory (about 0.5 MB per 1,000 JSON records).
  */
 export const RENDERED_CHUNK_ROWS = 4000;
+
+/** Rows per text of such a chunk: texts of ~50 KB, small enough for Postgres to build and send without new memory. */
+export const RENDERED_PIECE_ROWS = 100;
 
 /** Chain position of a row in (block_number, log_index) order: the keyset of every streamed list. */
 export type Position = { blockNumber: string; logIndex: number };
@@ -184,10 +187,10 @@ export function renderedDocument(rows: readonly RenderedRow[], text: number, doc
 }
 
 /**
- * A keyset chunk Postgres rendered as one text: its rows' texts joined (led by the document's separator, or by its
- * opening for the first chunk), how many rows, the last row's position.
+ * A keyset chunk Postgres rendered: its rows' texts joined, in pieces of a few dozen rows (each led by the document's
+ * separator, or the first chunk's first by its opening), how many rows, the last row's position.
  */
-export type RenderedChunk = { text: Uint8Array | null; rows: number; last: Position | undefined };
+export type RenderedChunk = { texts: Uint8Array[]; rows: number; last: Position | undefined };
 
 /**
  * A document of keyset chunks Postgres rendered (see src/db/render.ts), as byte chunks: nothing is decoded or
@@ -208,7 +211,7 @@ export async function* renderedChunks(opts: {
   try {
     for (;;) {
       ahead = full && chunk.last ? opts.read(chunk.last, opts.size) : undefined;
-      if (chunk.text && chunk.rows > 0) yield chunk.text;
+      if (chunk.rows > 0) yield* chunk.texts;
       if (!ahead) break;
       chunk = await ahead;
       ahead = undefined;
@@ -323,7 +326,7 @@ export async function* renderedChunksInParallel(opts: {
   };
   try {
     await fill(false);
-    if (opts.first.text && opts.first.rows > 0) yield opts.first.text;
+    if (opts.first.rows > 0) yield* opts.first.texts;
     for (;;) {
       await fill(true);
       const pending = inFlight.shift();
@@ -340,7 +343,7 @@ export async function* renderedChunksInParallel(opts: {
         next = chunk.rows > 0 ? chunk.last : pending.after;
       }
       await fill(false);
-      if (chunk.text && chunk.rows > 0) yield chunk.text;
+      if (chunk.rows > 0) yield* chunk.texts;
     }
   } finally {
     // A consumer that stops early (a client gone) or a failed read: wait for the queries still running.

@@ -31,15 +31,15 @@ function memoryLog(n: number) {
   const at = (r: number): Position => ({ blockNumber: String(r), logIndex: 0 });
   const chunk = (part: number[]): RenderedChunk =>
     part.length === 0
-      ? { text: null, rows: 0, last: undefined }
-      : { text: encoder.encode("," + part.join(",")), rows: part.length, last: at(part[part.length - 1]!) };
+      ? { texts: [], rows: 0, last: undefined }
+      : { texts: [encoder.encode("," + part.join(","))], rows: part.length, last: at(part[part.length - 1]!) };
   const start = (after: Position) => (from(after) < 0 ? rows.length : from(after));
   return {
     rows,
     log,
     first: (size: number): RenderedChunk => ({
       ...chunk(rows.slice(0, size)),
-      text: encoder.encode(rows.slice(0, size).join(",")),
+      texts: [encoder.encode(rows.slice(0, size).join(","))],
     }),
     read: async (after: Position, size: number): Promise<RenderedChunk> => {
       log.reads++;

@@ -16,6 +16,7 @@ import {
 } from "../../../src/http/features/activity/service";
 import { ACTIVITY_CSV_COLUMNS } from "../../../src/http/features/activity/model";
 import { csvLines } from "../../../src/http/csv";
+import { RENDERED_PIECE_ROWS } from "../../../src/http/stream";
 import { createTestDb } from "../../../testkit/db";
 import { insertActivity, insertToken, type ActivitySeed } from "../../../testkit/seed";
 
@@ -91,11 +92,12 @@ describe("Postgres renders the activity record as TypeScript does", () => {
         expect(decode(json[i]![3])).toBe(JSON.stringify(record));
         expect(decode(csv[i]![3])).toBe(csvLines(ACTIVITY_CSV_COLUMNS, [record]));
       }
-      // A chunk is the rows' texts led by the separator (JSON: a comma), in chain order; the last position is its
-      // last row's.
+      // A chunk is the rows' texts in chain order, in pieces each led by the separator (JSON: a comma); the last
+      // position is its last row's.
       const chunk = await selectRenderedChunk(db.sql, { ...q, after: undefined }, 250, "json");
       expect(chunk.rows).toBe(250);
-      expect(decode(chunk.text!)).toBe(
+      expect(chunk.texts.length).toBe(Math.ceil(250 / RENDERED_PIECE_ROWS));
+      expect(chunk.texts.map(decode).join("")).toBe(
         "," +
           records
             .slice(0, 250)
@@ -108,9 +110,9 @@ describe("Postgres renders the activity record as TypeScript does", () => {
       });
       const csvChunk = await selectRenderedChunk(db.sql, { ...q, after: chunk.last }, 1000, "csv");
       expect(csvChunk.rows).toBe(ROWS - 250);
-      expect(decode(csvChunk.text!)).toBe(csvLines(ACTIVITY_CSV_COLUMNS, records.slice(250)));
+      expect(csvChunk.texts.map(decode).join("")).toBe(csvLines(ACTIVITY_CSV_COLUMNS, records.slice(250)));
       const empty = await selectRenderedChunk(db.sql, { ...q, after: csvChunk.last }, 1000, "json");
-      expect(empty).toEqual({ text: null, rows: 0, last: undefined });
+      expect(empty).toEqual({ texts: [], rows: 0, last: undefined });
     }
   }, 120_000);
 });

@@ -26,6 +26,7 @@ import {
   type RenderedChunk,
   sendList,
   RENDERED_CHUNK_ROWS,
+  RENDERED_PIECE_ROWS,
   STREAM_CHUNK_ROWS,
   type ListFormat,
   type Position,
@@ -128,8 +129,9 @@ export async function selectRenderedActivity(
 }
 
 /**
- * The next `rows` records of `q` rendered by Postgres as one text (see {@link selectRenderedActivity}), led by the
- * document's separator: a chunk of the stream, one row for postgres.js to take apart instead of one per record.
+ * The next `rows` records of `q` rendered by Postgres (see {@link selectRenderedActivity}) as a chunk of the stream:
+ * the texts of every {@link RENDERED_PIECE_ROWS} records joined into one piece, each led by the document's separator,
+ * a few dozen rows for postgres.js to take apart instead of one per record.
  */
 export async function selectRenderedChunk(
   sql: Sql,
@@ -137,27 +139,38 @@ export async function selectRenderedChunk(
   rows: number,
   format: ListFormat,
 ): Promise<RenderedChunk> {
-  const doc = documentOf(format);
+  const separator = sqlLiteral(sql, documentOf(format).separator);
+  const dir = q.order === "desc" ? sql`desc` : sql`asc`;
   const last = q.order === "desc" ? sql`min` : sql`max`;
-  // string_agg takes the rows in the order of the subquery below (one plain aggregate over one ordered subquery,
-  // no join between): an `order by` inside string_agg sorts the rendered texts again, a fifth of the query's time.
+  // Pieces, not one text per chunk: a text of megabytes costs Postgres more than its rendering (each copy of it,
+  // as it grows, into the output and the send buffer, lands on freshly mapped memory), ~35 % of the stream's CPU.
   const query = sql`
-    select count(*)::int, ${last}(array[r.block_number, r.log_index::bigint]),
-      ${sqlLiteral(sql, doc.separator)} || string_agg(r.text, ${sqlLiteral(sql, doc.separator)})
+    select count(*)::int, ${last}(array[p.block_number, p.log_index::bigint]),
+      ${separator} || string_agg(p.text, ${separator} order by p.n)
     from (
-      select a.block_number, a.log_index, ${recordTextSql(sql, format)} as text
-      ${activityFrom(sql, q, rows)}
-      ${orderBy(sql, q)}
-    ) r`.raw();
-  const [row] = (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as [
-    Uint8Array,
-    Uint8Array | null,
-    Uint8Array | null,
-  ][];
-  const count = Number(utf8.decode(row![0]));
-  if (count === 0 || !row![1]) return { text: null, rows: 0, last: undefined };
-  const [blockNumber, logIndex] = utf8.decode(row![1]).slice(1, -1).split(",");
-  return { text: row![2], rows: count, last: { blockNumber: blockNumber!, logIndex: Number(logIndex) } };
+      select r.*, row_number() over w as n, (row_number() over w - 1) / ${RENDERED_PIECE_ROWS} as piece
+      from (
+        select a.block_number, a.log_index, ${recordTextSql(sql, format)} as text
+        ${activityFrom(sql, q, rows)}
+        ${orderBy(sql, q)}
+      ) r
+      window w as (order by r.block_number ${dir}, r.log_index ${dir})
+    ) p
+    group by p.piece
+    order by p.piece`.raw();
+  const pieces = (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as [Uint8Array, Uint8Array, Uint8Array][];
+  if (pieces.length === 0) return { texts: [], rows: 0, last: undefined };
+  let count = 0;
+  for (const [n] of pieces) count += Number(utf8.decode(n));
+  const [blockNumber, logIndex] = utf8
+    .decode(pieces[pieces.length - 1]![1])
+    .slice(1, -1)
+    .split(",");
+  return {
+    texts: pieces.map((p) => p[2]),
+    rows: count,
+    last: { blockNumber: blockNumber!, logIndex: Number(logIndex) },
+  };
 }
 
 /**
@@ -335,7 +348,7 @@ export function streamActivity(
   const rows = overflow.first;
   const last = rows[rows.length - 1]!;
   const first: RenderedChunk = {
-    text: joinRendered(rows, RENDERED, utf8Bytes(doc.open), utf8Bytes(doc.separator)),
+    texts: [joinRendered(rows, RENDERED, utf8Bytes(doc.open), utf8Bytes(doc.separator))],
     rows: rows.length,
     last: { blockNumber: utf8.decode(last[0]), logIndex: Number(utf8.decode(last[1])) },
   };

@@ -4,7 +4,8 @@
  * starts `src/main.ts` of each checkout (ROLES=api,indexer, event log on) on a fresh database, and times it from the
  * spawn until `X-Indexed-Block` reports the state's last block. Prints per run: wall and start-up seconds, the
  * service's own CPU, its Postgres backends' CPU (by `application_name`), and the batches' stage times summed
- * (from the `indexed batch` debug lines), and the service's system CPU and file writes (PGlite's data directory).
+ * (from the `indexed batch` debug lines), and the service's system CPU, file writes (PGlite's data directory) and
+ * peak RSS.
  * Checkouts alternate, so each sees the same machine. `--keep` keeps each Postgres database for a look afterwards.
  *
  *   bun run bench/backfill.ts --state <dir>/state.json [--db postgres|pglite] [--rounds 2] [--keep] [checkout …]
@@ -61,7 +62,8 @@ async function run(checkout: string) {
   };
   if (!url) delete env.DATABASE_URL;
   const started = performance.now();
-  const child = Bun.spawn([process.execPath, "run", "src/main.ts"], {
+  // As `bun start` runs it: through the checkout's launcher (its environment included), which execs bun.
+  const child = Bun.spawn(["sh", "scripts/bun.sh", "run", "src/main.ts"], {
     cwd: checkout,
     env,
     stdout: Bun.file(logFile),
@@ -89,13 +91,14 @@ async function run(checkout: string) {
     const own = cpuMicros(child.pid) / 1e6;
     const { sys } = cpuSplit(child.pid);
     const written = writtenMb(child.pid);
+    const peakRss = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1]) / 1024;
     let pg = 0;
     if (url) {
       const backends = await admin<{ pid: number }[]>`
         select pid from pg_stat_activity where application_name = ${`subscription-indexer:${child.pid}`}`;
       for (const b of backends) pg += cpuMicros(b.pid) / 1e6;
     }
-    return { wall, up, own, sys, written, pg };
+    return { wall, up, own, sys, written, peakRss, pg };
   } finally {
     child.kill("SIGTERM");
     await child.exited;
@@ -126,7 +129,7 @@ for (let round = 1; round <= rounds; round++) {
       .join(", ");
     console.log(
       `round ${round} ${checkout}: ${r.wall.toFixed(2)} s (up ${r.up.toFixed(2)} s), service CPU ${r.own.toFixed(2)} s` +
-        ` (sys ${r.sys.toFixed(2)} s, wrote ${r.written.toFixed(0)} MB)` +
+        ` (sys ${r.sys.toFixed(2)} s, wrote ${r.written.toFixed(0)} MB, peak RSS ${r.peakRss.toFixed(0)} MB)` +
         `${dbKind === "postgres" ? `, Postgres CPU ${r.pg.toFixed(2)} s` : ""}, load ${load}; stage sums (s): ${top}`,
     );
   }

@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { admin, startSeededApp } from "../testkit/app";
-import { freePort, spawnBun, until } from "../testkit/cli";
+import { freePort, spawnCommand, until } from "../testkit/cli";
 import { rssMb } from "./proc";
 
 const arg = (name: string, def: number) => {
@@ -75,7 +75,8 @@ async function refusedPost(port: number, size: number): Promise<string> {
 /** (c) RSS in MB of an API-only process on PGlite over `dataDir`, 2 s after it first answered. */
 async function apiOnlyRss(dataDir: string): Promise<number> {
   const port = await freePort();
-  const child = spawnBun(["src/main.ts"], {
+  // Through the launcher, as `bun start` (its environment: the allocator's settings).
+  const child = spawnCommand(["sh", "scripts/bun.sh", "run", "src/main.ts"], {
     ROLES: "api",
     CHAIN_ID: "31337",
     SIWE_DOMAIN: "localhost",
@@ -84,6 +85,7 @@ async function apiOnlyRss(dataDir: string): Promise<number> {
     PORT: String(port),
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
+    ...(process.env.MIMALLOC_PURGE_DELAY ? { MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY } : {}),
   });
   try {
     await until("the API answers", async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);

@@ -6,7 +6,7 @@
  * every batch. Prints events/s, (b)/(a), the events created and the slowdown of (c) against (b) minus rollups.
  * (f) is (e) with the renewal outlook on (renewals.md): its hooks in every batch and its evaluation loop running.
  *
- *   bun run bench/indexer.ts [--events 50000] [--runs 7] [--sides events,webhooks]
+ *   bun run bench/indexer.ts [--events 50000] [--runs 7] [--sides events,webhooks] [--stages]
  *
  * `--sides` runs only those backfills besides (c), e.g. for a quicker loop or a CPU profile of one side.
  */
@@ -36,6 +36,8 @@ const RAW_CHUNK = 20n;
 // Alternating runs of each side.
 const argRuns = process.argv.indexOf("--runs");
 const RUNS = argRuns > 0 ? Number(process.argv[argRuns + 1]) : 7;
+// The batches' stage sums of each backfill (the "indexed batch" debug line's `stages`).
+const showStages = process.argv.includes("--stages");
 
 const baseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const dbName = `bench_indexer_${Date.now().toString(36)}`;
@@ -108,7 +110,14 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
             ? [statsRollupsHook(), eventsHook({ onEvents: fanOut, extra: renewals.upcoming }), renewals.hook]
             : [statsRollupsHook(), eventsHook({ onEvents: fanOut })];
     const client = createPublicClient({ transport: http(chain.rpcUrl, { retryCount: 0 }), cacheTime: 0 });
+    const stages: Record<string, number> = {};
     const indexer = createIndexer({
+      log: (_level, msg, fields) => {
+        if (msg !== "indexed batch" || !showStages) return;
+        for (const [k, v] of Object.entries((fields?.stages ?? {}) as Record<string, number>)) {
+          stages[k] = (stages[k] ?? 0) + v;
+        }
+      },
       sql: db.sql,
       db,
       client,
@@ -133,6 +142,10 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     console.log(
       `  ${side}: ${seconds.toFixed(2)} s, cpu ${cpuSeconds.toFixed(2)} s (busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %)`,
     );
+    if (showStages) {
+      const top = Object.entries(stages).sort((a, b) => b[1] - a[1]);
+      console.log(`    stage sums (ms): ${top.map(([k, v]) => `${k} ${Math.round(v)}`).join(", ")}`);
+    }
     await renewals?.stop();
     await indexer.stop();
     // The event log's ids in log order, hashed: every backfill of the chain must write the same log.

@@ -144,7 +144,10 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     );
     if (showStages) {
       const top = Object.entries(stages).sort((a, b) => b[1] - a[1]);
+      const types = await db.sql<{ type: string; n: string }[]>`
+        select type, count(*)::text as n from merchant_events group by type order by type`;
       console.log(`    stage sums (ms): ${top.map(([k, v]) => `${k} ${Math.round(v)}`).join(", ")}`);
+      if (types.length) console.log(`    stored events: ${types.map((t) => `${t.type} ${t.n}`).join(", ")}`);
     }
     await renewals?.stop();
     await indexer.stop();

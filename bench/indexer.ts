@@ -25,6 +25,7 @@ import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../src/chain/ab
 import { createTestChain } from "../testkit/chain";
 import { runLoad, setupLoad } from "../testkit/load";
 import { endpointForAll } from "../testkit/webhooks";
+import { cpuMicros } from "./proc";
 
 const argEvents = process.argv.indexOf("--events");
 const wanted = argEvents > 0 ? Number(process.argv[argEvents + 1]) : 50_000;
@@ -54,6 +55,21 @@ function cpuTimes(): { busy: number; total: number } {
     .map(Number);
   const total = f.reduce((a: number, b: number) => a + b, 0);
   return { busy: total - f[3]! - f[4]!, total };
+}
+
+/** CPU seconds so far of each Postgres backend connected to the database of `sql` (the server runs on this machine). */
+async function backendCpu(sql: postgres.Sql): Promise<Map<number, number>> {
+  const rows = await sql<{ pid: number }[]>`
+    select pid from pg_stat_activity where datname = current_database()`;
+  const out = new Map<number, number>();
+  for (const { pid } of rows) {
+    try {
+      out.set(pid, cpuMicros(pid) / 1e6);
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -132,15 +148,22 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     });
     const started = performance.now();
     const cpu0 = cpuTimes();
+    const own0 = process.cpuUsage();
+    const pg0 = await backendCpu(db.sql);
     await indexer.start();
     renewals?.start(() => indexer.status().leader);
     await indexer.waitForBlock(head, 300_000);
     const seconds = (performance.now() - started) / 1000;
     const cpu1 = cpuTimes();
+    const own = process.cpuUsage(own0);
+    let pgSeconds = 0;
+    for (const [pid, s] of await backendCpu(db.sql)) pgSeconds += s - (pg0.get(pid) ?? 0);
     // Jiffies are 1/100 s (USER_HZ) on Linux.
     const cpuSeconds = (cpu1.busy - cpu0.busy) / 100;
+    const ownSeconds = (own.user + own.system) / 1e6;
     console.log(
-      `  ${side}: ${seconds.toFixed(2)} s, cpu ${cpuSeconds.toFixed(2)} s (busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %)`,
+      `  ${side}: ${seconds.toFixed(2)} s, cpu ${cpuSeconds.toFixed(2)} s (busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %; ` +
+        `indexer ${ownSeconds.toFixed(2)} s, its Postgres backends ${pgSeconds.toFixed(2)} s)`,
     );
     if (showStages) {
       const top = Object.entries(stages).sort((a, b) => b[1] - a[1]);

@@ -117,11 +117,9 @@ export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bu
   if (events.length === 0) return null;
   const expiries = events.filter((e) => e.expiry);
   if (bulk && events.every((e) => e.seq !== undefined)) {
-    // The expiries are sent first, pipelined ahead of the COPY (no query may be sent while it streams).
-    await Promise.all([
-      expiries.length ? insertExpiries(q, chainId, expiries).execute() : null,
-      copyNewEvents(q as Tx, chainId, events),
-    ]);
+    // Not pipelined with the COPY: postgres.js may send a query's Bind only after describing it, by then amid the COPY.
+    await copyNewEvents(q as Tx, chainId, events);
+    if (expiries.length) await insertExpiries(q, chainId, expiries);
     const seqs = events.map((e) => e.seq!);
     return { fromSeq: seqs[0]!, toSeq: seqs.at(-1)! };
   }

@@ -196,16 +196,14 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extr
   return {
     name: "events",
     async beforeBulk(tx, ctx) {
-      // The block of seqs goes out first and the fold's reads (when the batch folds early) right behind it: one
-      // round trip. Only the block is awaited here, as the next batch's `beforeBulk` waits for this one (not for the
-      // fold's reads too); the fold is stored by `afterBulk`.
-      const reserved = reserveSeqBlock(tx);
+      // The fold's reads (when the batch folds early) go out with the block of seqs: one round trip. Only the block
+      // is awaited here, as the next batch's `beforeBulk` waits for this one; the fold is stored by `afterBulk`.
       if (foldsEarly(ctx)) {
         const events = batchEvents(tx, ctx, ctx.inFlight);
         events.catch(() => {}); // awaited by afterBulk, unless the transaction fails first
         early.set(ctx.rows, events);
       }
-      const base = await reserved;
+      const base = await reserveSeqBlock(tx);
       bases.set(ctx.rows, base);
       checkOrder(ctx, base);
       const { activity } = ctx.rows.derived;

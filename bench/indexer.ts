@@ -6,7 +6,9 @@
  * every batch. Prints events/s, (b)/(a), the events created and the slowdown of (c) against (b) minus rollups.
  * (f) is (e) with the renewal outlook on (renewals.md): its hooks in every batch and its evaluation loop running.
  *
- *   bun run bench/indexer.ts [--events 50000]
+ *   bun run bench/indexer.ts [--events 50000] [--runs 7] [--sides events,webhooks] [--stages]
+ *
+ * `--sides` runs only those backfills besides (c), e.g. for a quicker loop or a CPU profile of one side.
  */
 import { readFileSync } from "node:fs";
 import postgres from "postgres";
@@ -23,6 +25,7 @@ import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../src/chain/ab
 import { createTestChain } from "../testkit/chain";
 import { runLoad, setupLoad } from "../testkit/load";
 import { endpointForAll } from "../testkit/webhooks";
+import { cpuMicros } from "./proc";
 
 const argEvents = process.argv.indexOf("--events");
 const wanted = argEvents > 0 ? Number(process.argv[argEvents + 1]) : 50_000;
@@ -32,7 +35,10 @@ const rounds = Math.ceil(wanted / (SUCCESS_SUBS + FAILURES_PER_ROUND));
 // Blocks per raw eth_getLogs call: about 5k logs a call, well under viem's 10 MB response cap.
 const RAW_CHUNK = 20n;
 // Alternating runs of each side.
-const RUNS = 7;
+const argRuns = process.argv.indexOf("--runs");
+const RUNS = argRuns > 0 ? Number(process.argv[argRuns + 1]) : 7;
+// The batches' stage sums of each backfill (the "indexed batch" debug line's `stages`).
+const showStages = process.argv.includes("--stages");
 
 const baseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const dbName = `bench_indexer_${Date.now().toString(36)}`;
@@ -49,6 +55,21 @@ function cpuTimes(): { busy: number; total: number } {
     .map(Number);
   const total = f.reduce((a: number, b: number) => a + b, 0);
   return { busy: total - f[3]! - f[4]!, total };
+}
+
+/** CPU seconds so far of each Postgres backend connected to the database of `sql` (the server runs on this machine). */
+async function backendCpu(sql: postgres.Sql): Promise<Map<number, number>> {
+  const rows = await sql<{ pid: number }[]>`
+    select pid from pg_stat_activity where datname = current_database()`;
+  const out = new Map<number, number>();
+  for (const { pid } of rows) {
+    try {
+      out.set(pid, cpuMicros(pid) / 1e6);
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
@@ -105,7 +126,14 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
             ? [statsRollupsHook(), eventsHook({ onEvents: fanOut, extra: renewals.upcoming }), renewals.hook]
             : [statsRollupsHook(), eventsHook({ onEvents: fanOut })];
     const client = createPublicClient({ transport: http(chain.rpcUrl, { retryCount: 0 }), cacheTime: 0 });
+    const stages: Record<string, number> = {};
     const indexer = createIndexer({
+      log: (_level, msg, fields) => {
+        if (msg !== "indexed batch" || !showStages) return;
+        for (const [k, v] of Object.entries((fields?.stages ?? {}) as Record<string, number>)) {
+          stages[k] = (stages[k] ?? 0) + v;
+        }
+      },
       sql: db.sql,
       db,
       client,
@@ -120,16 +148,30 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     });
     const started = performance.now();
     const cpu0 = cpuTimes();
+    const own0 = process.cpuUsage();
+    const pg0 = await backendCpu(db.sql);
     await indexer.start();
     renewals?.start(() => indexer.status().leader);
     await indexer.waitForBlock(head, 300_000);
     const seconds = (performance.now() - started) / 1000;
     const cpu1 = cpuTimes();
+    const own = process.cpuUsage(own0);
+    let pgSeconds = 0;
+    for (const [pid, s] of await backendCpu(db.sql)) pgSeconds += s - (pg0.get(pid) ?? 0);
     // Jiffies are 1/100 s (USER_HZ) on Linux.
     const cpuSeconds = (cpu1.busy - cpu0.busy) / 100;
+    const ownSeconds = (own.user + own.system) / 1e6;
     console.log(
-      `  ${side}: ${seconds.toFixed(2)} s, cpu ${cpuSeconds.toFixed(2)} s (busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %)`,
+      `  ${side}: ${seconds.toFixed(2)} s, cpu ${cpuSeconds.toFixed(2)} s (busy ${((100 * (cpu1.busy - cpu0.busy)) / (cpu1.total - cpu0.total)).toFixed(0)} %; ` +
+        `indexer ${ownSeconds.toFixed(2)} s, its Postgres backends ${pgSeconds.toFixed(2)} s)`,
     );
+    if (showStages) {
+      const top = Object.entries(stages).sort((a, b) => b[1] - a[1]);
+      const types = await db.sql<{ type: string; n: string }[]>`
+        select type, count(*)::text as n from merchant_events group by type order by type`;
+      console.log(`    stage sums (ms): ${top.map(([k, v]) => `${k} ${Math.round(v)}`).join(", ")}`);
+      if (types.length) console.log(`    stored events: ${types.map((t) => `${t.type} ${t.n}`).join(", ")}`);
+    }
     await renewals?.stop();
     await indexer.stop();
     // The event log's ids in log order, hashed: every backfill of the chain must write the same log.
@@ -173,7 +215,9 @@ async function main() {
       logHash?: string | null;
       deliveries?: number;
     };
-    const sides: Side[] = ["bare", "rollups", "events", "webhooks", "renewals"];
+    const argSides = process.argv.indexOf("--sides");
+    const only = argSides > 0 ? new Set(["rollups", ...process.argv[argSides + 1]!.split(",")]) : null;
+    const sides = (["bare", "rollups", "events", "webhooks", "renewals"] as Side[]).filter((s) => !only || only.has(s));
     const runs: Record<"raw" | Side, Run[]> = {
       raw: [],
       bare: [],
@@ -211,9 +255,8 @@ async function main() {
       const line = (["raw", ...sides] as const).map((k) => `${k} ${runs[k][i]!.seconds.toFixed(2)} s`).join(", ");
       console.log(`run ${i + 1}: ${line}`);
     }
-    const [raw, bare, rollups, events, webhooks] = [runs.raw, runs.bare, runs.rollups, runs.events, runs.webhooks].map(
-      best,
-    ) as [Run, Run, Run, Run, Run];
+    const raw = best(runs.raw);
+    const rollups = best(runs.rollups);
     const show = (label: string, r: Run) =>
       console.log(`${label}: ${fmt(r.count)} events in ${r.seconds.toFixed(2)} s = ${fmt(rate(r))} events/s`);
     // Best against best, and the median over runs of each run's ratio to the rollups run just before it (the
@@ -228,21 +271,32 @@ async function main() {
       );
     };
     show("(a) raw eth_getLogs + decode", raw);
-    show("(b) indexer backfill → Postgres", bare);
-    console.log(`ratio (b)/(a) = ${(rate(bare) / rate(raw)).toFixed(2)} (target ≥ 0.70)`);
+    if (sides.includes("bare")) {
+      const bare = best(runs.bare);
+      show("(b) indexer backfill → Postgres", bare);
+      console.log(`ratio (b)/(a) = ${(rate(bare) / rate(raw)).toFixed(2)} (target ≥ 0.70)`);
+    }
     show("(c) backfill with stats rollups (events off)", rollups);
-    show("(d) backfill as the service runs it (rollups + event log)", events);
-    console.log(
-      `events on: ${fmt(events.merchantEvents!)} merchant events created; slowdown (d) against (c) = ${slowdown("events", events)} ` +
-        "(target ≤ 15 %)",
-    );
-    show("(e) as (d), with a webhook endpoint of the merchant subscribed to every event", webhooks);
-    console.log(
-      `with fan-out: ${fmt(webhooks.deliveries!)} deliveries created too; slowdown (e) against (c) = ${slowdown("webhooks", webhooks)}`,
-    );
-    const renewed = best(runs.renewals);
-    show("(f) as (e), with the renewal outlook's hooks and evaluation loop", renewed);
-    console.log(`renewals on: slowdown (f) against (c) = ${slowdown("renewals", renewed)}; compare with (e)'s`);
+    if (sides.includes("events")) {
+      const events = best(runs.events);
+      show("(d) backfill as the service runs it (rollups + event log)", events);
+      console.log(
+        `events on: ${fmt(events.merchantEvents!)} merchant events created; slowdown (d) against (c) = ${slowdown("events", events)} ` +
+          "(target ≤ 15 %)",
+      );
+    }
+    if (sides.includes("webhooks")) {
+      const webhooks = best(runs.webhooks);
+      show("(e) as (d), with a webhook endpoint of the merchant subscribed to every event", webhooks);
+      console.log(
+        `with fan-out: ${fmt(webhooks.deliveries!)} deliveries created too; slowdown (e) against (c) = ${slowdown("webhooks", webhooks)}`,
+      );
+    }
+    if (sides.includes("renewals")) {
+      const renewed = best(runs.renewals);
+      show("(f) as (e), with the renewal outlook's hooks and evaluation loop", renewed);
+      console.log(`renewals on: slowdown (f) against (c) = ${slowdown("renewals", renewed)}; compare with (e)'s`);
+    }
   } finally {
     await chain.stop();
     for (const name of dbs) await admin.unsafe(`drop database if exists ${name} with (force)`);

@@ -117,6 +117,7 @@ export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bu
   if (events.length === 0) return null;
   const expiries = events.filter((e) => e.expiry);
   if (bulk && events.every((e) => e.seq !== undefined)) {
+    // Not pipelined with the COPY: postgres.js may send a query's Bind only after describing it, by then amid the COPY.
     await copyNewEvents(q as Tx, chainId, events);
     if (expiries.length) await insertExpiries(q, chainId, expiries);
     const seqs = events.map((e) => e.seq!);
@@ -141,20 +142,29 @@ function insertExpiries(q: Q, chainId: number, expiries: NewEvent[]) {
       on conflict do nothing`;
 }
 
-/** COPY of a backfill batch's numbered events (no ON CONFLICT: only for blocks never seen). */
-async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
+/** The COPY text of numbered events (`copyNewEvents`); exported for the benchmarks. */
+export function eventsCopyText(chainId: number, events: NewEvent[]): string {
   const lines = new Array<string>(events.length);
+  // A batch's events come from few blocks, and their instants repeat.
+  let lastTs = Number.NaN;
+  let time = "";
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
+    if (e.ts !== lastTs) time = new Date((lastTs = e.ts) * 1000).toISOString();
     // Ids, addresses, type names and numbers never need escaping; the JSON might.
     lines[i] =
       `${e.seq}\t${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
-      `${new Date(e.ts * 1000).toISOString()}\t${copyText(JSON.stringify(e.data))}\n`;
+      `${time}\t${copyText(JSON.stringify(e.data))}\n`;
   }
+  return lines.join("");
+}
+
+/** COPY of a backfill batch's numbered events (no ON CONFLICT: only for blocks never seen). */
+async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
   await copyIn(
     tx,
     tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
-    lines.join(""),
+    eventsCopyText(chainId, events),
   );
 }
 

@@ -178,7 +178,7 @@ export function dueExpiries(
 }
 
 /** Logs of the batch that touch each allocation, in chain order (block changes fan out to the pair's allocations). */
-function logsBySubscription(input: TimelineInput, pairs: Map<string, string[]>): Map<string, BatchEvent[]> {
+function logsBySubscription(input: TimelineInput, pairs: Map<string, Set<string>>): Map<string, BatchEvent[]> {
   const out = new Map<string, BatchEvent[]>();
   const push = (id: string, ev: BatchEvent) => (out.get(id) ?? out.set(id, []).get(id)!).push(ev);
   for (const ev of input.events) {
@@ -192,12 +192,10 @@ function logsBySubscription(input: TimelineInput, pairs: Map<string, string[]>):
 }
 
 /** Allocations of each `<module>:<subscriber>` pair: the existing ones and those the batch creates, in order. */
-function pairsOf(input: TimelineInput, merchants: ReadonlyMap<string, string>): Map<string, string[]> {
-  const pairs = new Map<string, string[]>();
-  const add = (key: string, id: string) => {
-    const list = pairs.get(key) ?? pairs.set(key, []).get(key)!;
-    if (!list.includes(id)) list.push(id);
-  };
+function pairsOf(input: TimelineInput, merchants: ReadonlyMap<string, string>): Map<string, Set<string>> {
+  // Sets, not lists: a subscriber may hold thousands of allocations of one module.
+  const pairs = new Map<string, Set<string>>();
+  const add = (key: string, id: string) => (pairs.get(key) ?? pairs.set(key, new Set()).get(key)!).add(id);
   for (const s of input.before.values()) add(`${s.module}:${s.subscriber}`, s.subscriptionId);
   for (const ev of input.events) {
     if (ev.name !== "SubscriptionCreated") continue;
@@ -206,6 +204,14 @@ function pairsOf(input: TimelineInput, merchants: ReadonlyMap<string, string>): 
   }
   return pairs;
 }
+
+/** The fields of an event that its allocation and its log give. */
+const eventBase = (s: SubState, ev: BatchEvent) => ({
+  merchant: s.merchant,
+  blockNumber: ev.blockNumber,
+  logIndex: ev.logIndex,
+  ts: ev.blockTime,
+});
 
 /**
  * The subscription events of the batch for every allocation it touches: created, status changes in log order,
@@ -220,8 +226,12 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
     // The pair's flag as of this allocation's place in the log: its own walk sees every block change of its pair
     // (see `logsBySubscription`), so it starts from the flag before the batch and is never shared with the others.
     let pairBlocked: boolean | null = null;
-    const isBlocked = () => pairBlocked ?? input.blocked.get(`${state!.module}:${state!.subscriber}`) ?? false;
-    // An allocation's plan never changes: its terms are looked up once (and again if the batch creates it).
+    // An allocation's pair and plan never change: its flag before the batch and its terms are looked up once (and
+    // again if the batch creates it).
+    const blockedBefore = (s: SubState | null) =>
+      s ? (input.blocked.get(`${s.module}:${s.subscriber}`) ?? false) : false;
+    let wasBlocked = blockedBefore(state);
+    const isBlocked = () => pairBlocked ?? wasBlocked;
     let planTerms = state ? input.plans.get(planKey(state.module, state.planId)) : undefined;
     const terms = () => planTerms;
     let prev = state ? statusAt(state, isBlocked(), terms(), input.prevTime) : null;
@@ -240,6 +250,7 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
         const merchant = merchants.get(module);
         if (merchant === undefined) break;
         state = subscriptionFromCreated(ev, merchant);
+        wasBlocked = blockedBefore(state);
         planTerms = input.plans.get(planKey(state.module, state.planId));
       } else if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
         pairBlocked = ev.name === "SubscriberBlocked";
@@ -249,12 +260,11 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
       if (!state) continue;
       const blocked = isBlocked();
       const now = statusAt(state, blocked, terms(), ev.blockTime);
-      const base = { merchant: state.merchant, blockNumber: ev.blockNumber, logIndex: ev.logIndex, ts: ev.blockTime };
       if (ev.name === "SubscriptionCreated") {
         const type = "subscription.created";
         const object = recordOf(input.chainId, state, blocked, now);
         out.push({
-          ...base,
+          ...eventBase(state, ev),
           id: eventIdOf(input.chainId, ev.blockHash, ev.logIndex, type),
           type,
           subIndex: 0,
@@ -265,7 +275,7 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
         const object = recordOf(input.chainId, state, blocked, now);
         const subIndex = ev.name.startsWith("Charge") || ev.name === "CreditRefilled" ? 1 : 0;
         const eventId = eventIdOf(input.chainId, ev.blockHash, ev.logIndex, "status", id, now);
-        out.push({ ...base, id: eventId, type, subIndex, data: { object, previous_status: prev } });
+        out.push({ ...eventBase(state, ev), id: eventId, type, subIndex, data: { object, previous_status: prev } });
       }
       prev = now;
     }
@@ -296,7 +306,9 @@ export function activitySeqs(base: bigint, size: bigint, n: number): string[] {
   const gap = gapOf(size, n);
   if (base + size < 2n ** 53n) {
     const [b, g] = [Number(base), Number(gap)];
-    return Array.from({ length: n }, (_, k) => String(b + g * (k + 1)));
+    const seqs = new Array<string>(n);
+    for (let k = 0; k < n; k++) seqs[k] = String(b + g * (k + 1));
+    return seqs;
   }
   return Array.from({ length: n }, (_, k) => (base + gap * BigInt(k + 1)).toString());
 }

@@ -49,6 +49,14 @@ export type DbOptions = {
   templateDir?: string | false;
 };
 
+/**
+ * Start parameters PGlite gets on top of its defaults. `wal_init_zero=off`: a new WAL segment is not first filled
+ * with 16 MB of zeros (a third of the bytes a backfill writes). PGlite already runs with fsync off (`-F`), so its
+ * data directory survives a killed process (its writes are in the page cache) but not an OS crash; zero-filled
+ * segments guard against nothing more than that.
+ */
+export const PGLITE_START_PARAMS: readonly string[] = ["-c", "wal_init_zero=off"];
+
 /** PGlite's `shared_buffers` for a process that only reads the index (the API alone): 16 MB, ~120 MB less RSS. */
 export const PGLITE_READER_SHARED_BUFFERS = "16MB";
 
@@ -152,12 +160,11 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
       fromTemplate = true;
     }
   }
-  const startParams = opts.sharedBuffers
-    ? [...PGlite.defaultStartParams, "-c", `shared_buffers=${opts.sharedBuffers}`]
-    : undefined;
+  const startParams = [...PGlite.defaultStartParams, ...PGLITE_START_PARAMS];
+  if (opts.sharedBuffers) startParams.push("-c", `shared_buffers=${opts.sharedBuffers}`);
   const pg = await PGlite.create(dataDir, {
     ...(opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {}),
-    ...(startParams ? { startParams } : {}),
+    startParams,
   });
   // The template's migrations were applied when it was built; this database was created now.
   if (fromTemplate) await pg.exec("update schema_migrations set applied_at = now()");

@@ -93,6 +93,20 @@ test("an embedded data directory cannot be opened by a second process while in u
   await again.close();
 }, 60_000);
 
+test("embedded PGlite starts without zero-filling new WAL segments, and with a reader's smaller buffer pool", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "pglite-params-"));
+  const writer = await createDb({ dataDir: dir });
+  const [w] = await writer.sql<{ zero: string; buffers: string }[]>`
+    select current_setting('wal_init_zero') as zero, current_setting('shared_buffers') as buffers`;
+  await writer.close();
+  expect(w).toEqual({ zero: "off", buffers: "128MB" });
+  const reader = await createDb({ dataDir: dir, sharedBuffers: "16MB" });
+  const [r] = await reader.sql<{ zero: string; buffers: string }[]>`
+    select current_setting('wal_init_zero') as zero, current_setting('shared_buffers') as buffers`;
+  await reader.close();
+  expect(r).toEqual({ zero: "off", buffers: "16MB" });
+}, 60_000);
+
 /** A data directory whose pid file names `pid`, as a process killed with `kill -9` leaves it. */
 function heldBy(pid: number): string {
   const dir = mkdtempSync(join(tmpdir(), "pglite-holder-"));

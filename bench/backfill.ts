@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import postgres from "postgres";
 import { startAnvil } from "../src/chain/anvil";
-import { cpuMicros, cpuSplit, loadAverage, writtenMb } from "./proc";
+import { cpuMicros, cpuSplit, loadAverage, peakRssMb, writtenMb } from "./proc";
 
 const args = process.argv.slice(2);
 const opt = (name: string) => {
@@ -91,7 +91,7 @@ async function run(checkout: string) {
     const own = cpuMicros(child.pid) / 1e6;
     const { sys } = cpuSplit(child.pid);
     const written = writtenMb(child.pid);
-    const peakRss = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, "utf8"))?.[1]) / 1024;
+    const peakRss = peakRssMb(child.pid);
     let pg = 0;
     if (url) {
       const backends = await admin<{ pid: number }[]>`

@@ -32,8 +32,11 @@ export type IndexerContext = {
   state: IndexerState;
   /** The backfill progress log, and the rate stored with each batch. */
   sync: SyncLog;
-  /** Transactions in flight during a backfill, and whether rows go in by COPY (set at start). */
-  io: { depth: number; useCopy: boolean };
+  /**
+   * Transactions in flight during a backfill, whether rows go in by COPY, and whether backfill batches commit without
+   * waiting for their WAL flush (set at start: a server only; PGlite's server is this process, its crash ours).
+   */
+  io: { depth: number; useCopy: boolean; asyncCommit: boolean };
   stopping: () => boolean;
 };
 
@@ -77,7 +80,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     log,
     state: createIndexerState({ chainId, stallAfterMs, tokens, log }),
     sync,
-    io: { depth: 1, useCopy: false },
+    io: { depth: 1, useCopy: false, asyncCommit: false },
     stopping,
   };
 }

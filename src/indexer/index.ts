@@ -53,6 +53,7 @@ export function createIndexer(opts: IndexerOptions): Indexer {
       const depth = opts.tuning?.writeDepth ?? 3;
       ctx.io.depth = server && poolSize > 2 ? Math.max(1, Math.min(depth, poolSize - 2)) : 1;
       ctx.io.useCopy = server;
+      ctx.io.asyncCommit = server;
       stopping = false;
       const deepReorgPolls = opts.tuning?.deepReorgPolls ?? 3;
       poll = createPoll(ctx, { lock, deepReorgPolls, waker });

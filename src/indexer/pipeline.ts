@@ -274,9 +274,9 @@ async function writeBatch(
     ahead.map((w) => w.rows),
   );
   await ctx.sql.begin(async (tx) => {
-    // A backfill batch (every block deeper than the reorg window) need not wait for its WAL flush: a server crash
-    // can only take the cursor back to an earlier batch, which is indexed again to the same rows and events.
-    if (batch.to + ctx.window < head) await tx`set local synchronous_commit = off`;
+    // A backfill batch (every block deeper than the reorg window) need not wait for its WAL flush on a server: its
+    // crash can only take the cursor back to an earlier batch, which is indexed again to the same rows and events.
+    if (ctx.io.asyncCommit && batch.to + ctx.window < head) await tx`set local synchronous_commit = off`;
     clock.mark("begin");
     if (prev) await prev.begun;
     clock.mark("waitPrevBulk");

@@ -30,7 +30,7 @@ import { createChainRegistry } from "../src/chain/clients";
 import { createApp } from "../src/http/app";
 import { createApiCaches } from "../src/http/caches";
 import { rebuildStatsRollups } from "../src/indexer/rollups";
-import { checkPathLua, loadAverage, rssMb, wrkScript } from "./proc";
+import { checkPathLua, loadAverage, rssMb, serveCheckout, wrkScript, type ApiServer } from "./proc";
 
 const CHAIN = 31337;
 const ADMIN_KEY = "bench-admin-key-0123456789abcdef";
@@ -241,7 +241,7 @@ async function main(): Promise<void> {
   const admin = postgres(base, { max: 1, onnotice: () => {} });
   const url = new URL(base);
   url.pathname = `/${name}`;
-  let server: ReturnType<typeof spawn> | undefined;
+  let server: ApiServer | undefined;
   const dir = mkdtempSync(join(tmpdir(), "bench-api-"));
   const startLoad = loadAverage();
   console.log(`load average at start: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
@@ -266,21 +266,8 @@ async function main(): Promise<void> {
     await warm.end();
     console.log(`prewarmed in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
-    const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-    const port = probe.port!;
-    probe.stop(true);
-    server = spawn(["bun", import.meta.path, "serve", url.toString(), String(port)], {
-      stdout: "pipe",
-      stderr: "inherit",
-    });
-    const reader = (server.stdout as ReadableStream<Uint8Array>).getReader();
-    let seen = "";
-    while (!seen.includes("READY")) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error("the server exited before it was ready");
-      seen += new TextDecoder().decode(value);
-    }
-    const origin = `http://127.0.0.1:${port}`;
+    server = await serveCheckout(join(import.meta.dir, ".."), url.toString());
+    const origin = server.origin;
     const stats = async () => (await (await fetch(`${origin}/__bench/cache`)).json()) as ServerStats;
 
     // Wallet w holds plans 1-5 on module (w % 1000) + 1; each check asks for plans 1,2,3 (three allocations).
@@ -376,8 +363,7 @@ async function main(): Promise<void> {
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });
-    server?.kill();
-    await server?.exited;
+    await server?.stop();
     if (keep) console.log(`kept database ${name}`);
     else await admin.unsafe(`drop database if exists ${name} with (force)`);
     await admin.end();

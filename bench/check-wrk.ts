@@ -60,6 +60,6 @@ try {
     );
   }
 } finally {
-  for (const s of servers) s.stop();
+  await Promise.all(servers.map((s) => s.stop()));
 }
 process.exit(0);

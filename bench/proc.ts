@@ -65,7 +65,7 @@ export const checkPathLua = (wallet: string) =>
   `"/v0/auth/check?module_address=0x%040x&wallet=0x%040x&plan_ids=1,2,3", 1000001 + w % 1000, w) end)()`;
 
 /** A `bench/api.ts serve` server of one checkout over the database at `url`. */
-export type ApiServer = { name: string; pid: number; origin: string; stop: () => void };
+export type ApiServer = { name: string; pid: number; origin: string; stop: () => Promise<void> };
 
 /** Starts `bench/api.ts serve` of checkout `dir` on a free port; resolves once it printed READY. */
 export async function serveCheckout(dir: string, url: string): Promise<ApiServer> {
@@ -83,5 +83,9 @@ export async function serveCheckout(dir: string, url: string): Promise<ApiServer
     if (done) throw new Error(`the server of ${dir} exited before it was ready`);
     seen += new TextDecoder().decode(value);
   }
-  return { name: dir, pid: child.pid, origin: `http://127.0.0.1:${port}`, stop: () => child.kill() };
+  const stop = async () => {
+    child.kill();
+    await child.exited;
+  };
+  return { name: dir, pid: child.pid, origin: `http://127.0.0.1:${port}`, stop };
 }

@@ -107,6 +107,6 @@ try {
     }
   }
 } finally {
-  for (const s of servers) s.stop();
+  await Promise.all(servers.map((s) => s.stop()));
   await pg.end();
 }

@@ -11,7 +11,7 @@ import type { OpenAPIV3 } from "openapi-types";
 import { csvChunks, type CsvColumn } from "./csv";
 import { documented, parseEnum, type RawParams } from "./params";
 import { createLogger, type LogLevel } from "../common/log";
-import { describeError } from "../common/errors";
+import { AppError, describeError } from "../common/errors";
 
 /** Rows per chunk of a streamed list (and the most a list without `limit` may hold to be served as one page). */
 export const STREAM_CHUNK_ROWS = 1000;
@@ -27,6 +27,40 @@ export const RENDERED_PIECE_ROWS = 100;
 
 /** Chain position of a row in (block_number, log_index) order: the keyset of every streamed list. */
 export type Position = { blockNumber: string; logIndex: number };
+
+/** A chunk of a keyset stream that did not end past the chunk before it: reading on would repeat rows forever. */
+export class StalledStreamError extends AppError {
+  constructor(previous: Position, last: Position | undefined) {
+    super("a streamed chunk did not end past the chunk before it", { fields: { previous, last } });
+  }
+}
+
+/** Order of two positions: negative, zero or positive. */
+function comparePositions(a: Position, b: Position): number {
+  const blocks = BigInt(a.blockNumber) - BigInt(b.blockNumber);
+  return blocks === 0n ? Math.sign(a.logIndex - b.logIndex) : blocks < 0n ? -1 : 1;
+}
+
+/**
+ * A guard over the chunks a stream hands out after `first`: each must end strictly past the one before it, all in
+ * the direction of the first step, else it throws {@link StalledStreamError} (a keyset bug would otherwise send the
+ * same rows again and again, without end).
+ */
+export function keysetProgress(
+  first: Position | undefined,
+): (chunk: { rows: number; last: Position | undefined }) => void {
+  let previous = first;
+  let direction = 0;
+  return (chunk) => {
+    if (chunk.rows === 0) return;
+    if (previous) {
+      const step = chunk.last ? comparePositions(chunk.last, previous) : 0;
+      if (step === 0 || (direction !== 0 && step !== direction)) throw new StalledStreamError(previous, chunk.last);
+      direction = step;
+    }
+    previous = chunk.last;
+  };
+}
 
 /** Output formats of the list routes. */
 export const LIST_FORMATS = ["json", "csv"] as const;
@@ -208,6 +242,7 @@ export async function* renderedChunks(opts: {
   let chunk = opts.first;
   let full = true;
   let ahead: Promise<RenderedChunk> | undefined;
+  const advanced = keysetProgress(opts.first.last);
   try {
     for (;;) {
       ahead = full && chunk.last ? opts.read(chunk.last, opts.size) : undefined;
@@ -215,6 +250,7 @@ export async function* renderedChunks(opts: {
       if (!ahead) break;
       chunk = await ahead;
       ahead = undefined;
+      advanced(chunk);
       full = chunk.rows >= opts.size;
     }
   } finally {
@@ -324,6 +360,7 @@ export async function* renderedChunksInParallel(opts: {
       if (next && known.length === 0 && !lastKnown && !finding) find(next);
     }
   };
+  const advanced = keysetProgress(opts.first.last);
   try {
     await fill(false);
     if (opts.first.rows > 0) yield* opts.first.texts;
@@ -332,6 +369,7 @@ export async function* renderedChunksInParallel(opts: {
       const pending = inFlight.shift();
       if (!pending) break;
       const chunk = await pending.read;
+      advanced(chunk);
       const asExpected = pending.end ? chunk.rows === size && samePosition(chunk.last, pending.end) : chunk.rows < size;
       if (!asExpected) {
         // The rows moved under the ends: drop the reads after this chunk and go on from its last row.

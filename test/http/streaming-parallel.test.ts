@@ -15,6 +15,7 @@ import {
   STREAM_CHUNK_ROWS,
   renderedChunks,
   renderedChunksInParallel,
+  StalledStreamError,
   takeChunkSlots,
   type Position,
   type RenderedChunk,
@@ -23,9 +24,9 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** An in-memory log: rows 0..n-1 at block i, rendered as `<i>`, read in keyset chunks led by ",". */
+/** An in-memory log: rows 0, 10, …, 10(n-1), each at the block of its value, rendered as that value, read in keyset chunks led by ",". */
 function memoryLog(n: number) {
-  const rows = Array.from({ length: n }, (_, i) => i);
+  const rows = Array.from({ length: n }, (_, i) => i * 10);
   const log = { reads: 0, running: 0, maxRunning: 0, ends: 0 };
   const from = (after: Position) => rows.findIndex((r) => r > Number(after.blockNumber));
   const at = (r: number): Position => ({ blockNumber: String(r), logIndex: 0 });
@@ -116,7 +117,7 @@ describe("renderedChunksInParallel over rows in memory", () => {
         if (!changed) {
           changed = true;
           // After the ends are known: a row appears (or goes) inside the second chunk.
-          if (change === "insert") m.rows.splice(12, 0, 11.5);
+          if (change === "insert") m.rows.splice(12, 0, 115);
           else m.rows.splice(12, 1);
         }
         return found;
@@ -147,7 +148,7 @@ describe("renderedChunksInParallel over rows in memory", () => {
     const failing = renderedChunksInParallel({
       first: m.first(5),
       read: async (after, size) => {
-        if (Number(after.blockNumber) > 10) throw new Error("the database went away");
+        if (Number(after.blockNumber) > 100) throw new Error("the database went away");
         return m.read(after, size);
       },
       ends: m.ends,
@@ -156,6 +157,56 @@ describe("renderedChunksInParallel over rows in memory", () => {
       close: "",
     });
     await expect(text(failing)).rejects.toThrow("the database went away");
+  });
+
+  test("a read that does not move past its start fails the stream instead of repeating rows without end", async () => {
+    /** Up to 50 chunks of `chunks`: what it gave, or the error it threw first. */
+    const drain = async (chunks: AsyncGenerator<Uint8Array>) => {
+      let taken = 0;
+      try {
+        for await (const _ of chunks) if (++taken >= 50) return `still going after ${taken} chunks`;
+        return "ended";
+      } catch (err) {
+        return err;
+      }
+    };
+    const m = memoryLog(5 + 40);
+    // Keyset bugs: the position ignored (the same rows again), the order reversed (rows before the start).
+    const sameRows = async (_after: Position, size: number) => m.read({ blockNumber: "40", logIndex: 0 }, size);
+    const backwards = async (after: Position, size: number) =>
+      m.read({ blockNumber: String(Math.max(0, Number(after.blockNumber) - 80)), logIndex: 0 }, size);
+    for (const read of [sameRows, backwards]) {
+      expect(await drain(renderedChunks({ first: m.first(5), read, size: 4, close: "" }))).toBeInstanceOf(
+        StalledStreamError,
+      );
+      for (const parallel of [1, 3]) {
+        const chunks = renderedChunksInParallel({
+          first: m.first(5),
+          read,
+          ends: m.ends,
+          size: 4,
+          parallel,
+          close: "",
+        });
+        expect(await drain(chunks)).toBeInstanceOf(StalledStreamError);
+      }
+    }
+    // The guard lets a correct stream through, ascending and descending.
+    expect(await drain(renderedChunks({ first: m.first(5), read: m.read, size: 4, close: "" }))).toBe("ended");
+    const down = [9, 8, 7, 6, 5, 4, 3, 2, 1, 0];
+    const descending = async (after: Position, size: number): Promise<RenderedChunk> => {
+      const part = down.filter((r) => r < Number(after.blockNumber)).slice(0, size);
+      const last = part[part.length - 1];
+      return {
+        texts: [encoder.encode("," + part.join(","))],
+        rows: part.length,
+        last: last === undefined ? undefined : { blockNumber: String(last), logIndex: 0 },
+      };
+    };
+    const top: RenderedChunk = { texts: [encoder.encode("9,8")], rows: 2, last: { blockNumber: "8", logIndex: 0 } };
+    expect(await text(renderedChunks({ first: top, read: descending, size: 3, close: "" }))).toBe(
+      "9,8,7,6,5,4,3,2,1,0",
+    );
   });
 
   test("the streams over a pool hold at most half of it; PGlite's one session reads one chunk at a time", () => {

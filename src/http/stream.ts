@@ -121,9 +121,12 @@ export async function* keysetBatches<T>(opts: {
   const size = opts.size ?? STREAM_CHUNK_ROWS;
   let batch = opts.first ?? (await opts.read(opts.after, size));
   let ahead: Promise<T[]> | undefined;
+  const advanced = keysetProgress(opts.after);
+  const lastOf = (rows: T[]) => (rows.length > 0 ? opts.position(rows[rows.length - 1]!) : undefined);
   try {
     for (;;) {
-      ahead = batch.length < size ? undefined : opts.read(opts.position(batch[batch.length - 1]), size);
+      advanced({ rows: batch.length, last: lastOf(batch) });
+      ahead = batch.length < size ? undefined : opts.read(lastOf(batch)!, size);
       if (batch.length > 0) yield batch;
       if (!ahead) return;
       batch = await ahead;

@@ -175,7 +175,15 @@ describe("GET /v0/events/:merchant/:id", () => {
     expect(res.body.type).toBe("subscription.created");
     expect((await get(`/v0/events/${M1}/evt_ffff`)).status).toBe(404);
     expect((await get(`/v0/events/${M1}/evt_0`)).status).toBe(404);
-    expect((await get(`/v0/events/${M1}/nope`)).status).toBe(400);
+    // webhooks.md §3: an unknown id is a 404, whatever its spelling (event ids are opaque to a merchant).
+    for (const id of ["nope", "evt_ABCdef", `evt_${"f".repeat(61)}`, "123"]) {
+      const res = await get(`/v0/events/${M1}/${id}`);
+      expect(res.status, id).toBe(404);
+      expect(res.body.error.code).toBe("not_found");
+      expect(res.body.error.param).toBe("id");
+    }
+    // The credential is checked first: no credential is a 401, not a 404.
+    expect((await s.get(`/v0/events/${M1}/nope`, {})).status).toBe(401);
   });
 });
 

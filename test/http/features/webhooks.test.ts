@@ -169,7 +169,23 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     );
     expect(big.status).toBe(400);
     expect(big.body.error.code).toBe("body_too_large");
-    expect((await call(s, "PATCH", `/v0/webhook_endpoints/${M1}/we_nope`, key1, { enabled: true })).status).toBe(400);
+    // An id not of the we_… form names no endpoint: 404 (webhooks.md §3, "404 when unknown"), on every route.
+    for (const [method, suffix, body] of [
+      ["PATCH", "", { enabled: true }],
+      ["GET", "", undefined],
+      ["DELETE", "", undefined],
+      ["POST", "/rotate_secret", undefined],
+      ["POST", "/test", undefined],
+      ["GET", "/deliveries", undefined],
+      ["POST", "/replay", { since: "2026-01-01T00:00:00Z" }],
+    ] as const) {
+      const res = await call(s, method, `/v0/webhook_endpoints/${M1}/we_nope${suffix}`, key1, body);
+      expect(res.status, `${method} ${suffix}`).toBe(404);
+      expect(res.body.error.code).toBe("not_found");
+      expect(res.body.error.param).toBe("id");
+    }
+    expect((await call(s, "GET", `/v0/webhook_endpoints/${M1}/we_nope`, null)).status).toBe(401);
+    expect((await call(s, "POST", `/v0/events/${M1}/evt_NOPE/redeliver`, key1, {})).status).toBe(404);
     expect(
       (await call(s, "GET", `/v0/webhook_endpoints/${M1}/we_${"0".repeat(24)}/deliveries?status=lost`, key1)).status,
     ).toBe(400);

@@ -262,8 +262,15 @@ describe("POST /v0/siwe/verify with a plain wallet", () => {
     await expect401(await verify(await signed(), { host: "api.example.com" }), "api.example.com");
   });
 
-  test("without SIWE_DOMAIN the routes refuse to start, naming it", () => {
-    expect(() => siweRoutes({ sql: db.sql, config: loadConfig({ CHAIN_ID: "31337" }), chains })).toThrow("SIWE_DOMAIN");
+  test("without SIWE_DOMAIN the message must name the request's host (service.md's default)", async () => {
+    const open = new Elysia()
+      .use(errorHandler)
+      .use(siweRoutes({ sql: db.sql, config: loadConfig({ CHAIN_ID: "31337" }), chains }));
+    const post = (body: unknown, base?: string) => postJson(open, "/v0/siwe/verify", body, {}, base);
+    const forHost = (domain: string) => signedSignIn(open, accounts.alice, { domain });
+    expect((await post(await forHost("api.example.com:8080"), "http://api.example.com:8080")).status).toBe(200);
+    expect((await post(await forHost("localhost"))).status).toBe(200);
+    await expect401(await post(await forHost("api.example.com")), 'this service is "localhost"');
   });
 
   test("a chain the service does not serve is refused", async () => {

@@ -109,6 +109,8 @@ export function eventRoutes(deps: RouteDeps) {
           ? await findEvent(deps.readSql, input.merchant, input.id, chainScope(principal) ?? undefined)
           : undefined;
         if (!event) throw new NotFoundError(`no event ${input.id.slice(0, 80)}`, "id");
+        // service.md "Freshness": a response that reads the index says how far its chain is indexed.
+        freshnessHeaders(ctx.set.headers as Record<string, string>, await deps.chainState.get(event.chain_id));
         const { seq: _seq, revertedBy: _revertedBy, ...body } = event;
         return body;
       },

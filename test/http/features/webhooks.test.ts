@@ -52,6 +52,35 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     await s?.close();
   });
 
+  test("bodies are JSON whatever their content type (webhooks.md §3): no type, text/plain, curl -d's form type", async () => {
+    const send = async (body: BodyInit, contentType?: string) => {
+      const headers: Record<string, string> = { authorization: `Bearer ${key1}` };
+      if (contentType) headers["content-type"] = contentType;
+      const res = await s.app.handle(
+        new Request(`http://localhost/v0/webhook_endpoints/${M1}`, { method: "POST", headers, body }),
+      );
+      return { status: res.status, body: (await res.json()) as { id?: string; error?: { param?: string } } };
+    };
+    const json = JSON.stringify({ url: receiver.url, description: "typeless" });
+    const created: string[] = [];
+    for (const [body, type] of [
+      [new Blob([json]), undefined], // no content-type header at all
+      [json, "text/plain;charset=UTF-8"],
+      [json, "application/x-www-form-urlencoded"],
+    ] as const) {
+      const res = await send(body, type);
+      expect(res.status, String(type)).toBe(201);
+      created.push(res.body.id!);
+    }
+    // A form body is not JSON: a 400 naming the body, and nothing is created.
+    const form = await send(`url=${encodeURIComponent(receiver.url)}`, "application/x-www-form-urlencoded");
+    expect(form.status).toBe(400);
+    expect(form.body.error!.param).toBe("body");
+    for (const id of created) {
+      expect((await call(s, "DELETE", `/v0/webhook_endpoints/${M1}/${id}`, key1)).status).toBe(200);
+    }
+  });
+
   test("create (201, secret shown once), list, get, patch, rotate, delete", async () => {
     const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, {
       url: receiver.url,

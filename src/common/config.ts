@@ -253,11 +253,15 @@ export function requireChain(cfg: Config): void {
   throw new ConfigError("PROCESSOR_ADDRESS is required");
 }
 
-/** Checks what the api role needs beyond the schema: the domain SIWE messages must name. */
-export function requireApi(cfg: Config): asserts cfg is Config & { SIWE_DOMAIN: string } {
-  if (!cfg.SIWE_DOMAIN) {
-    throw new ConfigError(
-      "SIWE_DOMAIN is required when the api role runs: the host SIWE messages must name, e.g. api.example.com",
-    );
-  }
+/**
+ * The warning an api role without SIWE_DOMAIN logs at start, or undefined when it is set. service.md makes the
+ * request's host the default domain SIWE messages must name, so the service starts without it; but a Host header is
+ * the caller's word, so a site that had a wallet sign a message for its own domain could relay it here.
+ */
+export function siweDomainWarning(cfg: Pick<Config, "SIWE_DOMAIN">): string | undefined {
+  if (cfg.SIWE_DOMAIN) return undefined;
+  return (
+    "SIWE_DOMAIN is not set: SIWE messages must name the request's Host, which the caller chooses; set it to the " +
+    "public host of this API (e.g. api.example.com) so a message signed for another site is refused"
+  );
 }

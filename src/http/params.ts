@@ -75,11 +75,15 @@ export function parseEnum<const V extends string, F extends V | undefined>(
   return v as V;
 }
 
+/** ISO 8601 extended format (`2026-11-20T10:00:00.000+02:00`); the offset may be `±hh`, `±hhmm` or `±hh:mm`. */
 const DATE_TIME_RE =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+\- ])(\d{2}):?(\d{2}))$/;
+  /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+\- ])(\d{2})(?::?(\d{2}))?)$/;
+/** ISO 8601 basic format (`20261120T100000Z`, `20261120T1200+0200`). */
+const BASIC_DATE_TIME_RE =
+  /^(\d{4})(\d{2})(\d{2})[Tt](\d{2})(\d{2})(?:(\d{2})(?:[.,](\d+))?)?(?:([Zz])|([+\- ])(\d{2})(\d{2})?)$/;
 
 /**
- * An ISO 8601 date-time with or without seconds/fraction, `Z` or an offset. A space before the offset is read as
+ * An ISO 8601 date-time (extended or basic format) with or without seconds/fraction, `Z` or an offset. A space before the offset is read as
  * `+` (an unencoded `+` in a query string arrives as a space). Fractions finer than a millisecond round up, so
  * "at or after" never includes an earlier instant.
  */
@@ -91,9 +95,9 @@ export function parseSince(params: RawParams, name = "since"): Date | undefined 
       name,
       `${name} must be an ISO 8601 date-time such as 2026-11-20T10:00:00Z or 2026-11-20T12:00:00.000+02:00`,
     );
-  const m = DATE_TIME_RE.exec(v);
+  const m = DATE_TIME_RE.exec(v) ?? BASIC_DATE_TIME_RE.exec(v);
   if (!m || v.length > 64) throw bad();
-  const [, y, mo, d, h, mi, s = "0", frac = "", z, sign, oh, om] = m;
+  const [, y, mo, d, h, mi, s = "0", frac = "", z, sign, oh, om = "00"] = m;
   const year = Number(y),
     month = Number(mo),
     day = Number(d),

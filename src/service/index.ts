@@ -6,7 +6,7 @@
 import { createChainRegistry, type RpcObserver } from "../chain/clients";
 import { createMetrics, startMetricsListener, type Metrics } from "../metrics";
 import type { Db } from "../db/client";
-import { ConfigError, requireApi, requireChain, type Config } from "../common/config";
+import { ConfigError, requireChain, siweDomainWarning, type Config } from "../common/config";
 import { createLogger, maskInLogs, resolveLogFormat } from "../common/log";
 import { createDb, PGLITE_READER_SHARED_BUFFERS } from "../db/client";
 import { migrate } from "../db/migrate";
@@ -42,7 +42,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   const log = opts.log ?? createLogger(config.LOG_LEVEL, undefined, resolveLogFormat(config.LOG_FORMAT));
   const wanted = new Set<string>(config.ROLES);
   if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
-  if (wanted.has("api")) requireApi(config);
+  const siweWarning = wanted.has("api") ? siweDomainWarning(config) : undefined;
+  if (siweWarning) log("warn", siweWarning, {});
   const rpc: { observer?: RpcObserver } = {};
   // Only with metrics do the clients report their calls (no wrapper on the RPC path otherwise).
   const chains = await createChainRegistry(config, config.METRICS_PORT === undefined ? undefined : rpc);

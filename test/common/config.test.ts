@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { ConfigError, loadConfig, requireApi, requireChain } from "../../src/common/config";
+import { ConfigError, loadConfig, requireChain, siweDomainWarning } from "../../src/common/config";
 
 describe("loadConfig", () => {
   test("defaults match service.md", () => {
@@ -107,10 +107,9 @@ describe("loadConfig", () => {
     );
   });
 
-  test("requireApi: the api role needs SIWE_DOMAIN, named in the error", () => {
-    expect(() => requireApi(loadConfig({}))).toThrow(ConfigError);
-    expect(() => requireApi(loadConfig({}))).toThrow("SIWE_DOMAIN is required");
-    expect(() => requireApi(loadConfig({ SIWE_DOMAIN: "api.example.com" }))).not.toThrow();
+  test("SIWE_DOMAIN is optional (service.md: the request's host by default); without it start-up warns naming it", () => {
+    expect(siweDomainWarning(loadConfig({}))).toContain("SIWE_DOMAIN is not set");
+    expect(siweDomainWarning(loadConfig({ SIWE_DOMAIN: "api.example.com" }))).toBeUndefined();
   });
 
   test("requireChain names what the indexer and keeper need", () => {

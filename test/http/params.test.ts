@@ -23,6 +23,15 @@ describe("parseSince", () => {
     expect(since("2026-11-20t10:00:00z")).toBe("2026-11-20T10:00:00.000Z");
     // An unencoded + arrives as a space.
     expect(since("2026-11-20T12:00:00 02:00")).toBe("2026-11-20T10:00:00.000Z");
+    // service.md: "any ISO 8601 date-time": an hour-only offset, and the basic format.
+    expect(since("2026-11-20T12:00:00+02")).toBe("2026-11-20T10:00:00.000Z");
+    expect(since("2026-11-20T07:00:00.250-03")).toBe("2026-11-20T10:00:00.250Z");
+    expect(since("20261120T100000Z")).toBe("2026-11-20T10:00:00.000Z");
+    expect(since("20261120T120000.5+0200")).toBe("2026-11-20T10:00:00.500Z");
+    expect(since("20261120T1200+02")).toBe("2026-11-20T10:00:00.000Z");
+    for (const bad of ["2026-11-20T10:00:00", "20261120T100000", "2026-1120T10:00:00Z", "20261120T10:00:00Z"]) {
+      expect(() => parseSince({ since: bad }), bad).toThrow(InvalidParameterError);
+    }
   });
 
   test("fractions finer than a millisecond round up, so 'at or after' never reaches back", () => {

@@ -43,11 +43,26 @@ async function readCapped(body: ReadableStream<Uint8Array>, maxBytes: number, ur
   return Buffer.concat(chunks);
 }
 
-/** Parses a body read within the limit the way Elysia's default parsers would; an empty JSON body is null. */
-async function parseBody(bytes: Uint8Array, contentType: string): Promise<unknown> {
+/**
+ * Whether a body of `type` sent to `url` is read as JSON: a JSON type; on the webhook routes any type (webhooks.md §3:
+ * "Bodies are JSON", so `curl -d '{…}'`, sent as a form, works); elsewhere under /v0 a body of no type or text/plain
+ * (what `fetch` sends for a string), which no route would take as text.
+ */
+function readsAsJson(type: string, url: string): boolean {
+  if (type === "application/json" || type.endsWith("+json")) return true;
+  const path = new URL(url).pathname;
+  if (WEBHOOK_ROUTES.test(path)) return true;
+  return path.startsWith("/v0/") && (type === "" || type === "text/plain");
+}
+
+/**
+ * Parses a body read within the limit the way Elysia's default parsers would, but as JSON wherever
+ * {@link readsAsJson} says; an empty JSON body is null.
+ */
+async function parseBody(bytes: Uint8Array, contentType: string, url: string): Promise<unknown> {
   const type = contentType.split(";")[0]!.trim().toLowerCase();
   const text = () => new TextDecoder().decode(bytes);
-  if (type === "application/json" || type.endsWith("+json")) {
+  if (readsAsJson(type, url)) {
     if (bytes.byteLength === 0) return null; // an empty JSON body is no body (null: Elysia's own parser stays out)
     try {
       return JSON.parse(text());
@@ -75,6 +90,6 @@ export function bodyLimit(maxBytes = MAX_BODY_BYTES) {
     })
     .onParse({ as: "global" }, async ({ request, contentType }) => {
       if (!request.body) return;
-      return parseBody(await readCapped(request.body, maxBytes, request.url), contentType ?? "");
+      return parseBody(await readCapped(request.body, maxBytes, request.url), contentType ?? "", request.url);
     });
 }

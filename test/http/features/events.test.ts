@@ -172,10 +172,23 @@ describe("GET /v0/events/:merchant/:id", () => {
     const res = await get(`/v0/events/${M1}/${ids[2]}`);
     expect(res.status).toBe(200);
     expect(res.body.id).toBe(ids[2]);
+    // service.md "Freshness": it reads the index, so it says how far the event's chain is indexed, as the list of that chain does.
+    const list = await get(`/v0/events/${M1}?limit=1&chain_id=${res.body.chain_id}`);
+    expect(res.headers.get("x-indexed-block")).toMatch(/^[0-9]+$/);
+    expect(res.headers.get("x-indexed-block")).toBe(list.headers.get("x-indexed-block"));
+    expect(res.headers.get("x-indexed-at")).toBe(list.headers.get("x-indexed-at"));
     expect(res.body.type).toBe("subscription.created");
     expect((await get(`/v0/events/${M1}/evt_ffff`)).status).toBe(404);
     expect((await get(`/v0/events/${M1}/evt_0`)).status).toBe(404);
-    expect((await get(`/v0/events/${M1}/nope`)).status).toBe(400);
+    // webhooks.md §3: an unknown id is a 404, whatever its spelling (event ids are opaque to a merchant).
+    for (const id of ["nope", "evt_ABCdef", `evt_${"f".repeat(61)}`, "123"]) {
+      const res = await get(`/v0/events/${M1}/${id}`);
+      expect(res.status, id).toBe(404);
+      expect(res.body.error.code).toBe("not_found");
+      expect(res.body.error.param).toBe("id");
+    }
+    // The credential is checked first: no credential is a 401, not a 404.
+    expect((await s.get(`/v0/events/${M1}/nope`, {})).status).toBe(401);
   });
 });
 

@@ -16,6 +16,7 @@ import {
 } from "viem";
 import { foundry } from "viem/chains";
 import { errorHandler } from "../../../src/http/plugins/error-handler";
+import { bodyLimit } from "../../../src/http/plugins/body-limit";
 import { siweRoutes } from "../../../src/http/features/siwe";
 import {
   ISSUED_AT_SKEW_S,
@@ -262,8 +263,34 @@ describe("POST /v0/siwe/verify with a plain wallet", () => {
     await expect401(await verify(await signed(), { host: "api.example.com" }), "api.example.com");
   });
 
-  test("without SIWE_DOMAIN the routes refuse to start, naming it", () => {
-    expect(() => siweRoutes({ sql: db.sql, config: loadConfig({ CHAIN_ID: "31337" }), chains })).toThrow("SIWE_DOMAIN");
+  test("without SIWE_DOMAIN the message must name the request's host (service.md's default)", async () => {
+    const open = new Elysia()
+      .use(errorHandler)
+      .use(siweRoutes({ sql: db.sql, config: loadConfig({ CHAIN_ID: "31337" }), chains }));
+    const post = (body: unknown, base?: string) => postJson(open, "/v0/siwe/verify", body, {}, base);
+    const forHost = (domain: string) => signedSignIn(open, accounts.alice, { domain });
+    expect((await post(await forHost("api.example.com:8080"), "http://api.example.com:8080")).status).toBe(200);
+    expect((await post(await forHost("localhost"))).status).toBe(200);
+    await expect401(await post(await forHost("api.example.com")), 'this service is "localhost"');
+  });
+
+  test("the body is read as JSON when sent as text/plain (what fetch sends for a string) or with no type", async () => {
+    // The app's parser (body-limit) in front of the routes, as createApp mounts it.
+    const parsed = new Elysia()
+      .use(bodyLimit())
+      .use(errorHandler)
+      .use(siweRoutes({ sql: db.sql, config: loadConfig({ CHAIN_ID: "31337", SIWE_DOMAIN: "localhost" }), chains }));
+    const send = async (headers: Record<string, string>, wrap: (json: string) => BodyInit) =>
+      parsed.handle(
+        new Request("http://localhost/v0/siwe/verify", {
+          method: "POST",
+          headers,
+          body: wrap(JSON.stringify(await signedSignIn(parsed, accounts.alice))),
+        }),
+      );
+    expect((await send({ "content-type": "text/plain;charset=UTF-8" }, (j) => j)).status).toBe(200);
+    // A Blob without a type: no content-type header at all.
+    expect((await send({}, (j) => new Blob([j]))).status).toBe(200);
   });
 
   test("a chain the service does not serve is refused", async () => {

@@ -52,6 +52,35 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     await s?.close();
   });
 
+  test("bodies are JSON whatever their content type (webhooks.md §3): no type, text/plain, curl -d's form type", async () => {
+    const send = async (body: BodyInit, contentType?: string) => {
+      const headers: Record<string, string> = { authorization: `Bearer ${key1}` };
+      if (contentType) headers["content-type"] = contentType;
+      const res = await s.app.handle(
+        new Request(`http://localhost/v0/webhook_endpoints/${M1}`, { method: "POST", headers, body }),
+      );
+      return { status: res.status, body: (await res.json()) as { id?: string; error?: { param?: string } } };
+    };
+    const json = JSON.stringify({ url: receiver.url, description: "typeless" });
+    const created: string[] = [];
+    for (const [body, type] of [
+      [new Blob([json]), undefined], // no content-type header at all
+      [json, "text/plain;charset=UTF-8"],
+      [json, "application/x-www-form-urlencoded"],
+    ] as const) {
+      const res = await send(body, type);
+      expect(res.status, String(type)).toBe(201);
+      created.push(res.body.id!);
+    }
+    // A form body is not JSON: a 400 naming the body, and nothing is created.
+    const form = await send(`url=${encodeURIComponent(receiver.url)}`, "application/x-www-form-urlencoded");
+    expect(form.status).toBe(400);
+    expect(form.body.error!.param).toBe("body");
+    for (const id of created) {
+      expect((await call(s, "DELETE", `/v0/webhook_endpoints/${M1}/${id}`, key1)).status).toBe(200);
+    }
+  });
+
   test("create (201, secret shown once), list, get, patch, rotate, delete", async () => {
     const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, {
       url: receiver.url,
@@ -169,7 +198,23 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     );
     expect(big.status).toBe(400);
     expect(big.body.error.code).toBe("body_too_large");
-    expect((await call(s, "PATCH", `/v0/webhook_endpoints/${M1}/we_nope`, key1, { enabled: true })).status).toBe(400);
+    // An id not of the we_… form names no endpoint: 404 (webhooks.md §3, "404 when unknown"), on every route.
+    for (const [method, suffix, body] of [
+      ["PATCH", "", { enabled: true }],
+      ["GET", "", undefined],
+      ["DELETE", "", undefined],
+      ["POST", "/rotate_secret", undefined],
+      ["POST", "/test", undefined],
+      ["GET", "/deliveries", undefined],
+      ["POST", "/replay", { since: "2026-01-01T00:00:00Z" }],
+    ] as const) {
+      const res = await call(s, method, `/v0/webhook_endpoints/${M1}/we_nope${suffix}`, key1, body);
+      expect(res.status, `${method} ${suffix}`).toBe(404);
+      expect(res.body.error.code).toBe("not_found");
+      expect(res.body.error.param).toBe("id");
+    }
+    expect((await call(s, "GET", `/v0/webhook_endpoints/${M1}/we_nope`, null)).status).toBe(401);
+    expect((await call(s, "POST", `/v0/events/${M1}/evt_NOPE/redeliver`, key1, {})).status).toBe(404);
     expect(
       (await call(s, "GET", `/v0/webhook_endpoints/${M1}/we_${"0".repeat(24)}/deliveries?status=lost`, key1)).status,
     ).toBe(400);

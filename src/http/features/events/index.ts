@@ -58,12 +58,10 @@ function parseList({ params, query }: { params: unknown; query: unknown }) {
   };
 }
 
-/** Parses one event's path. */
+/** Parses one event's path (the id is looked up after the credential check: one not of the `evt_…` form is a 404). */
 function parseOne({ params }: { params: unknown }) {
   const p = params as RawParams;
-  const id = String(p.id ?? "");
-  if (!EVENT_ID_PATTERN.test(id)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
-  return { input: { merchant: parseAddress(p, "merchant"), id } };
+  return { input: { merchant: parseAddress(p, "merchant"), id: String(p.id ?? "") } };
 }
 
 /** The event log routes. */
@@ -106,8 +104,13 @@ export function eventRoutes(deps: RouteDeps) {
       async (ctx) => {
         const { input, principal } = ctx as unknown as ReturnType<typeof parseOne> & { principal: Principal };
         // Another chain's event is outside what a chain-scoped credential reads: a 404, as an unknown id.
-        const event = await findEvent(deps.readSql, input.merchant, input.id, chainScope(principal) ?? undefined);
-        if (!event) throw new NotFoundError(`no event ${input.id}`);
+        // An id not of the `evt_…` form names no event: a 404, as any unknown id (webhooks.md §3).
+        const event = EVENT_ID_PATTERN.test(input.id)
+          ? await findEvent(deps.readSql, input.merchant, input.id, chainScope(principal) ?? undefined)
+          : undefined;
+        if (!event) throw new NotFoundError(`no event ${input.id.slice(0, 80)}`, "id");
+        // service.md "Freshness": a response that reads the index says how far its chain is indexed.
+        freshnessHeaders(ctx.set.headers as Record<string, string>, await deps.chainState.get(event.chain_id));
         const { seq: _seq, revertedBy: _revertedBy, ...body } = event;
         return body;
       },

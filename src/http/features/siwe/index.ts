@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { Hex } from "viem";
 import type { AppDeps } from "../../deps";
 import { createAppLimiter, createCredentialLimiter } from "../../deps";
-import { requireApi, type Config } from "../../../common/config";
+import type { Config } from "../../../common/config";
 import { clearedSessionCookie, revokeSession, sessionCookie } from "../../../auth/sessions";
 import { InvalidParameterError, MissingParameterError } from "../../errors";
 import { createClientLimiter, type ClientLimiter, type KeyLimiter } from "../../rate-limit";
@@ -38,6 +38,11 @@ export function isHttps(request: Request, config: Pick<Config, "TRUSTED_PROXY_HO
   return request.headers.get("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase() === "https";
 }
 
+/** The request's host (`host[:port]`): its Host header, else the host of its URL. */
+export function requestHost(request: Request): string {
+  return request.headers.get("host") ?? new URL(request.url).host;
+}
+
 /** Before validation: a missing field is `missing_parameter`, a wrong one (left to the schema) `invalid_parameter`. */
 function requireVerifyFields({ body }: { body: unknown }): void {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
@@ -51,12 +56,11 @@ function requireVerifyFields({ body }: { body: unknown }): void {
 /**
  * SIWE sign-in routes under /v0/siwe. The unauthenticated ones write to the database, so they are rate limited per
  * client (the app's store in `deps.limiter`, else one of their own), and `GET /nonce` also to NONCE_PER_MINUTE per
- * client. Throws ConfigError without SIWE_DOMAIN.
+ * client. Messages must name SIWE_DOMAIN, or without it the request's host (service.md's default).
  */
 export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credentialLimiter?: KeyLimiter }) {
   const { sql, config, chains } = deps;
-  requireApi(config);
-  const domain = config.SIWE_DOMAIN;
+  const pinned = config.SIWE_DOMAIN;
   const limiter = deps.limiter ?? createAppLimiter(config, deps.now);
   const credentialLimiter = deps.credentialLimiter ?? createCredentialLimiter(config, deps.now);
   const nonceLimiter = createClientLimiter({
@@ -88,7 +92,7 @@ export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credential
       async ({ request, body, set }) => {
         const { token, session } = await signIn(
           { sql, chains, sessionTtlSeconds: config.SESSION_TTL_S },
-          { message: body.message, signature: body.signature as Hex, domain },
+          { message: body.message, signature: body.signature as Hex, domain: pinned ?? requestHost(request) },
         );
         const maxAgeSeconds = (Date.parse(session.expiresAt) - Date.now()) / 1000;
         set.headers["set-cookie"] = sessionCookie(token, { maxAgeSeconds, secure: isHttps(request, config) });

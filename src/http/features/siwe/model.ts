@@ -109,7 +109,7 @@ export const verifyDetail = {
   tags: ["siwe"],
   summary: "Sign in with a signed message",
   description:
-    "Checks a signed EIP-4361 message and opens a session for the signing address: the domain (SIWE_DOMAIN; the " +
+    "Checks a signed EIP-4361 message and opens a session for the signing address: the domain (SIWE_DOMAIN, else the request's host; the " +
     "URI must be on it too), the nonce (spent by the first attempt, whatever its outcome), Issued At / Expiration Time / Not Before, the chain id and the " +
     "signature (plain wallets, ERC-1271 and ERC-6492 contract wallets). Returns a session token, also set as the " +
     "HttpOnly cookie `siwe_session`. The session reads the data of the merchant at the signing address, on the chain it was signed for. Public; " +

@@ -15,17 +15,20 @@ import { findEvent } from "../events/service";
 const ENDPOINT_ID = /^we_[0-9a-f]{24}$/;
 const DELIVERY_ID = /^wd_[0-9a-f]{24}$/;
 
-/** Merchant and endpoint id of the path (a 400 for a malformed id). */
+/** The 404 of an endpoint the merchant does not have (or not in the credential's chain scope). */
+export const endpointNotFound = (id: string) => new NotFoundError(`no endpoint ${id}`, "id");
+
+/**
+ * Merchant and endpoint id of the path. An id that is not of the `we_…` form names no endpoint: a 404, as any
+ * unknown id (webhooks.md §3: "404 when unknown"); callers run after the credential check, so it is never a probe.
+ */
 export function endpointPath(params: unknown): { merchant: string; id: string } {
   const p = params as RawParams;
   const merchant = parseAddress(p, "merchant");
   const id = String(p.id ?? "");
-  if (!ENDPOINT_ID.test(id)) throw new InvalidParameterError("id", "id must be an endpoint id (we_…)");
+  if (!ENDPOINT_ID.test(id)) throw endpointNotFound(id.slice(0, 80));
   return { merchant, id };
 }
-
-/** The 404 of an endpoint the merchant does not have (or not in the credential's chain scope). */
-export const endpointNotFound = (id: string) => new NotFoundError(`no endpoint ${id}`, "id");
 
 /** The merchant's endpoint `id` (of `chainId` or of every chain, when given), or a 404. */
 export async function requireEndpoint(sql: Sql, merchant: string, id: string, chainId?: number) {
@@ -117,7 +120,7 @@ export async function redeliver(
   const p = params as RawParams;
   const merchant = parseAddress(p, "merchant");
   const eventId = String(p.id ?? "");
-  if (!EVENT_ID_PATTERN.test(eventId)) throw new InvalidParameterError("id", "id must be an event id (evt_…)");
+  if (!EVENT_ID_PATTERN.test(eventId)) throw new NotFoundError(`no event ${eventId.slice(0, 80)}`, "id");
   const endpointId = stringField(b, "endpoint_id", 64);
   if (endpointId !== undefined && !ENDPOINT_ID.test(endpointId)) {
     throw new InvalidParameterError("endpoint_id", "endpoint_id must be an endpoint id (we_…)");

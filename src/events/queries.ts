@@ -111,14 +111,16 @@ export async function expiringBetween(q: Q, chainId: number, after: number, unti
 
 /**
  * Appends events (already in order) and records their expiries; returns the seq range written, or null. An event
- * with a `seq` keeps it (a batch's block of seqs); one without takes the next.
+ * with a `seq` keeps it (a batch's block of seqs); one without takes the next. `bulk` (a new batch whose events all
+ * hold their seq): by COPY, or by a plain insert (PGlite), either way a repeated id fails instead of being skipped.
  */
-export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk = false) {
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk: false | "copy" | "insert" = false) {
   if (events.length === 0) return null;
   const expiries = events.filter((e) => e.expiry);
   if (bulk && events.every((e) => e.seq !== undefined)) {
     // Not pipelined with the COPY: postgres.js may send a query's Bind only after describing it, by then amid the COPY.
-    await copyNewEvents(q as Tx, chainId, events);
+    if (bulk === "copy") await copyNewEvents(q as Tx, chainId, events);
+    else await appendNewEvents(q, chainId, events);
     if (expiries.length) await insertExpiries(q, chainId, expiries);
     const seqs = events.map((e) => e.seq!);
     return { fromSeq: seqs[0]!, toSeq: seqs.at(-1)! };
@@ -166,6 +168,42 @@ async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
     tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
     eventsCopyText(chainId, events),
   );
+}
+
+/**
+ * Numbered events of a new batch, as COPY writes them on a server (PGlite's bulk path): a plain insert, without
+ * `on conflict` (a repeated id fails the batch; the cursor check keeps a batch from being applied twice), the
+ * ordering (every row brings its seq) or the returned range.
+ */
+async function appendNewEvents(q: Q, chainId: number, events: NewEvent[]) {
+  const n = events.length;
+  const seq = new Array<string>(n);
+  const id = new Array<string>(n);
+  const merchant = new Array<string>(n);
+  const type = new Array<string>(n);
+  const bn = new Array<string>(n);
+  const li = new Array<number>(n);
+  const si = new Array<number>(n);
+  const ts = new Array<number>(n);
+  const data = new Array<string>(n);
+  for (let i = 0; i < n; i++) {
+    const e = events[i]!;
+    seq[i] = e.seq!.toString();
+    id[i] = e.id;
+    merchant[i] = e.merchant;
+    type[i] = e.type;
+    bn[i] = e.blockNumber.toString();
+    li[i] = e.logIndex;
+    si[i] = e.subIndex;
+    ts[i] = e.ts;
+    data[i] = JSON.stringify(e.data);
+  }
+  await q`
+    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+    overriding system value
+    select seq, id, ${chainId}, merchant, type, bn, li, si, to_timestamp(ts), data::jsonb
+    from unnest(${seq}::bigint[], ${id}::text[], ${merchant}::text[], ${type}::text[], ${bn}::bigint[], ${li}::int[],
+      ${si}::int[], ${ts}::bigint[], ${data}::text[]) as u(seq, id, merchant, type, bn, li, si, ts, data)`;
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {

@@ -1,5 +1,5 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import { copyIn, copyText, type Q, type Tx } from "../db/query";
+import { copyIn, copyText, textColumn, type Q, type Tx } from "../db/query";
 import { fromRow, type SubRow } from "../db/rows";
 import { planKey, type SubState } from "../domain/subscription";
 import type { NewEvent, PlanTerms } from "./timeline";
@@ -182,9 +182,9 @@ async function appendNewEvents(q: Q, chainId: number, events: NewEvent[]) {
   const merchant = new Array<string>(n);
   const type = new Array<string>(n);
   const bn = new Array<string>(n);
-  const li = new Array<number>(n);
-  const si = new Array<number>(n);
-  const ts = new Array<number>(n);
+  const li = new Array<string>(n);
+  const si = new Array<string>(n);
+  const ts = new Array<string>(n);
   const data = new Array<string>(n);
   for (let i = 0; i < n; i++) {
     const e = events[i]!;
@@ -193,17 +193,19 @@ async function appendNewEvents(q: Q, chainId: number, events: NewEvent[]) {
     merchant[i] = e.merchant;
     type[i] = e.type;
     bn[i] = e.blockNumber.toString();
-    li[i] = e.logIndex;
-    si[i] = e.subIndex;
-    ts[i] = e.ts;
+    li[i] = String(e.logIndex);
+    si[i] = String(e.subIndex);
+    ts[i] = String(e.ts);
     data[i] = JSON.stringify(e.data);
   }
+  const col = (values: string[]) => textColumn(q, values);
   await q`
     insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
     overriding system value
-    select seq, id, ${chainId}, merchant, type, bn, li, si, to_timestamp(ts), data::jsonb
-    from unnest(${seq}::bigint[], ${id}::text[], ${merchant}::text[], ${type}::text[], ${bn}::bigint[], ${li}::int[],
-      ${si}::int[], ${ts}::bigint[], ${data}::text[]) as u(seq, id, merchant, type, bn, li, si, ts, data)`;
+    select seq::bigint, id, ${chainId}, merchant, type, bn::bigint, li::int, si::int, to_timestamp(ts::bigint),
+      data::jsonb
+    from unnest(${col(seq)}, ${col(id)}, ${col(merchant)}, ${col(type)}, ${col(bn)}, ${col(li)}, ${col(si)}, ${col(ts)},
+      ${col(data)}) as u(seq, id, merchant, type, bn, li, si, ts, data)`;
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {

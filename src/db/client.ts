@@ -3,7 +3,7 @@ import postgres from "postgres";
 import { PGlite } from "@electric-sql/pglite";
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Logger } from "../common/log";
 import { defaultTemplateDir, extractTemplate, loadTemplate } from "./pglite-template";
 import { pgliteSocket } from "./pglite-wire";
@@ -120,6 +120,16 @@ async function lockDataDir(dataDir: string, waitMs: number, log: Logger | undefi
   return () => rmSync(file, { force: true });
 }
 
+/** PGlite's WebAssembly module, compiled (asynchronously); undefined when it cannot be (PGlite then loads it). */
+export async function compilePglite(): Promise<WebAssembly.Module | undefined> {
+  try {
+    const entry = Bun.resolveSync("@electric-sql/pglite", import.meta.dir);
+    return await WebAssembly.compile(await Bun.file(join(dirname(entry), "pglite.wasm")).arrayBuffer());
+  } catch {
+    return undefined;
+  }
+}
+
 /** The `application_name` of this process's connections. */
 export const APPLICATION_NAME = `subscription-indexer:${process.pid}`;
 
@@ -144,6 +154,9 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
     return { sql, kind: "postgres", url: opts.url, close: () => sql.end({ timeout: 5 }) };
   }
   const dataDir = opts.dataDir ?? "./.data";
+  // Compiled on other threads while the data directory is claimed and a template unpacked (PGlite would compile it
+  // itself, on this thread, inside `create`).
+  const wasm = compilePglite();
   let unlock = () => {};
   let fromTemplate = false;
   if (!dataDir.startsWith("memory://")) {
@@ -162,8 +175,10 @@ export async function createDb(opts: DbOptions = {}): Promise<Db> {
   }
   const startParams = [...PGlite.defaultStartParams, ...PGLITE_START_PARAMS];
   if (opts.sharedBuffers) startParams.push("-c", `shared_buffers=${opts.sharedBuffers}`);
+  const pgliteWasmModule = await wasm;
   const pg = await PGlite.create(dataDir, {
     ...(opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {}),
+    ...(pgliteWasmModule ? { pgliteWasmModule } : {}),
     startParams,
   });
   // The template's migrations were applied when it was built; this database was created now.

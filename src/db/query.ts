@@ -14,6 +14,28 @@ const COPY_SPECIAL = /[\\\t\n\r]/;
 export const copyText = (v: string): string =>
   COPY_SPECIAL.test(v) ? v.replace(/\\/g, "\\\\").replace(/\t/g, "\\t").replace(/\n/g, "\\n").replace(/\r/g, "\\r") : v;
 
+// A bulk column as one text: values joined by the unit separator, null as the record separator (neither appears in
+// the hashes, numbers, names and JSON a batch holds; a value that has one goes as an array instead).
+const SEP = "\x1f";
+const NUL = "\x1e";
+
+/**
+ * A text[] of `values` for a bulk insert's `unnest`: one text parameter split by `string_to_array`. Postgres parses
+ * an array parameter (`${values}::text[]`) element by element at Bind, quoting and escaping included: on PGlite that
+ * took ~1.6 s of a 53,000-event backfill's ~4.5 s of SQL; splitting the same text is cheaper. Falls back to the
+ * array parameter when a value holds a separator, or for a single value (an empty one would split to no element).
+ */
+export function textColumn(q: Q, values: readonly (string | null)[]) {
+  let plain = values.length > 1;
+  for (let i = 0; plain && i < values.length; i++) {
+    const v = values[i];
+    plain = v === null || (v.indexOf(SEP) < 0 && v.indexOf(NUL) < 0);
+  }
+  if (!plain) return q`${values as (string | null)[]}::text[]`;
+  const text = values.map((v) => v ?? NUL).join(SEP);
+  return q`string_to_array(${text}::text, ${SEP}, ${NUL})`;
+}
+
 /**
  * Streams rows into `COPY … FROM STDIN` (Postgres only: PGlite's socket does not speak COPY). postgres.js
  * reports a failed COPY to no one, so a query queued right behind it turns the failure into an error here.

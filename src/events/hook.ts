@@ -183,8 +183,8 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extr
   /** Numbers and stores a batch's events; returns the range of seqs they may hold, or null. */
   const store = async (tx: Q, ctx: BatchContext, base: bigint, events: NewEvent[]) => {
     numberEvents(base, SEQ_BLOCK, ctx.rows.derived.activity, events);
-    // COPY only for batches of blocks never seen (not the re-ingest right after a rollback).
-    const stored = await insertEvents(tx, ctx.chainId, events, ctx.bulk && !ctx.reorg);
+    // In bulk (COPY on a server) only for batches of blocks never seen (not the re-ingest right after a rollback).
+    const stored = await insertEvents(tx, ctx.chainId, events, !ctx.reorg && (ctx.copy ? "copy" : "insert"));
     // The batch's events lie in its block of seqs, but for any that did not fit in their gap (numbered after it).
     const end = base + SEQ_BLOCK - 1n;
     const { activity } = ctx.rows.derived;

@@ -1,5 +1,5 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import { copyIn, copyText, type Q, type Tx } from "../db/query";
+import { copyIn, copyText, textColumn, type Q, type Tx } from "../db/query";
 import { fromRow, type SubRow } from "../db/rows";
 import { planKey, type SubState } from "../domain/subscription";
 import type { NewEvent, PlanTerms } from "./timeline";
@@ -111,14 +111,16 @@ export async function expiringBetween(q: Q, chainId: number, after: number, unti
 
 /**
  * Appends events (already in order) and records their expiries; returns the seq range written, or null. An event
- * with a `seq` keeps it (a batch's block of seqs); one without takes the next.
+ * with a `seq` keeps it (a batch's block of seqs); one without takes the next. `bulk` (a new batch whose events all
+ * hold their seq): by COPY, or by a plain insert (PGlite), either way a repeated id fails instead of being skipped.
  */
-export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk = false) {
+export async function insertEvents(q: Q, chainId: number, events: NewEvent[], bulk: false | "copy" | "insert" = false) {
   if (events.length === 0) return null;
   const expiries = events.filter((e) => e.expiry);
   if (bulk && events.every((e) => e.seq !== undefined)) {
     // Not pipelined with the COPY: postgres.js may send a query's Bind only after describing it, by then amid the COPY.
-    await copyNewEvents(q as Tx, chainId, events);
+    if (bulk === "copy") await copyNewEvents(q as Tx, chainId, events);
+    else await appendNewEvents(q, chainId, events);
     if (expiries.length) await insertExpiries(q, chainId, expiries);
     const seqs = events.map((e) => e.seq!);
     return { fromSeq: seqs[0]!, toSeq: seqs.at(-1)! };
@@ -166,6 +168,44 @@ async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
     tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
     eventsCopyText(chainId, events),
   );
+}
+
+/**
+ * Numbered events of a new batch, as COPY writes them on a server (PGlite's bulk path): a plain insert, without
+ * `on conflict` (a repeated id fails the batch; the cursor check keeps a batch from being applied twice), the
+ * ordering (every row brings its seq) or the returned range.
+ */
+async function appendNewEvents(q: Q, chainId: number, events: NewEvent[]) {
+  const n = events.length;
+  const seq = new Array<string>(n);
+  const id = new Array<string>(n);
+  const merchant = new Array<string>(n);
+  const type = new Array<string>(n);
+  const bn = new Array<string>(n);
+  const li = new Array<string>(n);
+  const si = new Array<string>(n);
+  const ts = new Array<string>(n);
+  const data = new Array<string>(n);
+  for (let i = 0; i < n; i++) {
+    const e = events[i]!;
+    seq[i] = e.seq!.toString();
+    id[i] = e.id;
+    merchant[i] = e.merchant;
+    type[i] = e.type;
+    bn[i] = e.blockNumber.toString();
+    li[i] = String(e.logIndex);
+    si[i] = String(e.subIndex);
+    ts[i] = String(e.ts);
+    data[i] = JSON.stringify(e.data);
+  }
+  const col = (values: string[]) => textColumn(q, values);
+  await q`
+    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+    overriding system value
+    select seq::bigint, id, ${chainId}, merchant, type, bn::bigint, li::int, si::int, to_timestamp(ts::bigint),
+      data::jsonb
+    from unnest(${col(seq)}, ${col(id)}, ${col(merchant)}, ${col(type)}, ${col(bn)}, ${col(li)}, ${col(si)}, ${col(ts)},
+      ${col(data)}) as u(seq, id, merchant, type, bn, li, si, ts, data)`;
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {

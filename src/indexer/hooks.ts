@@ -18,8 +18,12 @@ export type BatchContext = {
   rows: BatchRows;
   /** True when the batch re-ingests the new branch right after a rollback. */
   reorg: boolean;
-  /** True when the batch's rows go in by COPY (Postgres): hooks may bulk-load their own rows too. */
-  bulk: boolean;
+  /**
+   * True when the batch's rows go in by COPY (Postgres): hooks may COPY their own rows too. Otherwise (PGlite) they
+   * go in by plain multi-row inserts; either way without `on conflict` (the cursor check keeps a batch from being
+   * applied twice).
+   */
+  copy: boolean;
   /** Batches written before this one by the same run that may not have committed yet, in chain order. */
   inFlight: readonly BatchRows[];
   /** Module address → merchant, and plans by `<module>:<planId>`: the indexer's caches, the batch's included. */

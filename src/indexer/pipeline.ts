@@ -163,7 +163,7 @@ export function batchContext(
     head,
     rows,
     reorg,
-    bulk: ctx.io.useCopy,
+    copy: ctx.io.useCopy,
     inFlight,
     merchants: ctx.state.modules,
     plans: ctx.state.plans,

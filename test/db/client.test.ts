@@ -2,7 +2,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createDb, DataDirInUseError, pidAlive, type Db } from "../../src/db/client";
+import { PGlite } from "@electric-sql/pglite";
+import { compilePglite, createDb, DataDirInUseError, pidAlive, type Db } from "../../src/db/client";
 import type { Logger } from "../../src/common/log";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
 import { createTestDb, testDbKind } from "../../testkit/db";
@@ -105,6 +106,18 @@ test("embedded PGlite starts without zero-filling new WAL segments, and with a r
     select current_setting('wal_init_zero') as zero, current_setting('shared_buffers') as buffers`;
   await reader.close();
   expect(r).toEqual({ zero: "off", buffers: "16MB" });
+}, 60_000);
+
+test("PGlite's WebAssembly is compiled ahead, asynchronously: Postgres's module, and PGlite opens with it", async () => {
+  const mod = await compilePglite();
+  expect(mod).toBeInstanceOf(WebAssembly.Module);
+  expect(WebAssembly.Module.exports(mod!).map((e) => e.name)).toContain("PostgresMainLoopOnce");
+  const pg = await PGlite.create("memory://", { pgliteWasmModule: mod });
+  try {
+    expect((await pg.query<{ n: number }>("select 41 + 1 as n")).rows).toEqual([{ n: 42 }]);
+  } finally {
+    await pg.close();
+  }
 }, 60_000);
 
 /** A data directory whose pid file names `pid`, as a process killed with `kill -9` leaves it. */

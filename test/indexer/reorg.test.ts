@@ -9,6 +9,7 @@ import { createTestDb } from "../../testkit/db";
 import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { clearChainData, dumpChainData } from "../../testkit/compare";
 import { runScenario, type Scenario } from "../../testkit/scenario";
+import { until } from "../../testkit/cli";
 
 type Call = { from: WalletName; to: Address; data: Hex };
 
@@ -99,7 +100,8 @@ describe("reorgs", () => {
     await reorg(1, [processorCall("keeper", "charge", [m1, carolSub])], [0]);
     await expectSameAsFresh();
     expect(await count(live, "select count(*) as n from blocked_subscribers where blocked")).toBe(2);
-    expect(batches.slice(before).some((b) => b.reorg)).toBe(true);
+    // Published after the commit and delivered over another connection: wait for it.
+    await until("the rollback's notification", async () => batches.slice(before).some((b) => b.reorg), 10_000);
   });
 
   test("depth 3: a charge, a pause and a plan with a new token give way to a plan and a subscription", async () => {

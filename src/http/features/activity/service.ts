@@ -197,9 +197,13 @@ function tokenAddressSql(sql: Sql): SqlFragment {
         where s.chain_id = a.chain_id and s.subscription_id = a.subscription_id))`;
 }
 
-/** `from activity a where` the filters and keyset position of `q` (no order, no limit). */
-function activityScan(sql: Sql, q: ActivityQuery): SqlFragment {
+/**
+ * `from activity a where` the filters and keyset position of `q` (no order, no limit); the position is `q.after`, or
+ * `after` (SQL of a row value `(block_number, log_index)`) when given.
+ */
+function activityScan(sql: Sql, q: ActivityQuery, after?: SqlFragment): SqlFragment {
   const desc = q.order === "desc";
+  const position = after ?? (q.after && sql`(${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)`);
   return sql`
       from activity a
       where a.merchant = ${q.merchant} and a.chain_id = ${q.chainId}
@@ -213,10 +217,10 @@ function activityScan(sql: Sql, q: ActivityQuery): SqlFragment {
           : sql``
       }
       ${
-        q.after
+        position
           ? desc
-            ? sql`and (a.block_number, a.log_index) < (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)`
-            : sql`and (a.block_number, a.log_index) > (${q.after.blockNumber}::bigint, ${q.after.logIndex}::int)`
+            ? sql`and (a.block_number, a.log_index) < ${position}`
+            : sql`and (a.block_number, a.log_index) > ${position}`
           : sql``
       }`;
 }
@@ -224,17 +228,22 @@ function activityScan(sql: Sql, q: ActivityQuery): SqlFragment {
 /**
  * Where the next `count` chunks of `rows` records of `q` end: the position of every `rows`-th record after
  * `q.after` (fewer when the list ends first). The keyset scan alone, without the records' other columns
- * (index only on activity_merchant_idx without filters): what lets the chunks be rendered at once.
+ * (index only on activity_merchant_idx without filters), one end after the other (each `offset rows - 1` from the
+ * one before): what lets the chunks be rendered at once. (Numbering the rows with a window over all `rows * count`
+ * cost 2–3 times as much.)
  */
 export async function selectChunkEnds(sql: Sql, q: ActivityQuery, rows: number, count: number): Promise<Position[]> {
-  const dir = q.order === "desc" ? sql`desc` : sql`asc`;
+  const end = (after?: SqlFragment) =>
+    sql`select a.block_number, a.log_index ${activityScan(sql, q, after)} ${orderBy(sql, q)} offset ${rows - 1} limit 1`;
   const query = sql`
-    select e.block_number, e.log_index from (
-      select s.block_number, s.log_index, row_number() over (order by s.block_number ${dir}, s.log_index ${dir}) as n
-      from (select a.block_number, a.log_index ${activityScan(sql, q)} ${orderBy(sql, q)} limit ${rows * count}) s
-    ) e
-    where e.n % ${rows} = 0
-    order by e.n`.raw();
+    with recursive e as (
+      select 1 as n, x.block_number, x.log_index from (${end()}) x
+      union all
+      select e.n + 1, x.block_number, x.log_index
+      from e cross join lateral (${end(sql`(e.block_number, e.log_index)`)}) x
+      where e.n < ${count}
+    )
+    select block_number, log_index from e order by n`.raw();
   const found = (await withDeadline(query, DEADLINE_LIST_MS)) as unknown as [Uint8Array, Uint8Array][];
   return found.map(([block, log]) => ({ blockNumber: utf8.decode(block), logIndex: Number(utf8.decode(log)) }));
 }

@@ -6,7 +6,7 @@
  */
 import type postgres from "postgres";
 import type { SqlField, SqlFragment } from "../domain/records";
-import { sqlLiteral } from "../db/render";
+import { concatSql, type ConcatPart } from "../db/render";
 
 type Sql = postgres.Sql<{}>;
 
@@ -17,7 +17,7 @@ type Sql = postgres.Sql<{}>;
 export type CsvColumn<T> = {
   name: string;
   value: (row: T) => string | number | boolean | null | undefined;
-  sql?: (sql: Sql) => Pick<SqlField, "kind" | "sql">;
+  sql?: (sql: Sql) => Pick<SqlField, "kind" | "sql" | "notNull">;
 };
 
 /** Columns that are a record's own fields, by name and in that order. */
@@ -60,9 +60,9 @@ export function csvText<T>(columns: readonly CsvColumn<T>[], rows: readonly T[])
  * SQL of {@link csvCell} over an expression (a number is its text; `plain` text is never escaped, see SqlField):
  * formula cells prefixed with `'`, then quoted (quotes doubled) when they hold a comma, a quote, CR or LF.
  */
-export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql">): SqlFragment {
+export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql" | "notNull">): SqlFragment {
   const v = field.sql;
-  if (field.kind === "plain") return sql`coalesce(${v}, '')`;
+  if (field.kind === "plain") return field.notNull ? v : sql`coalesce(${v}, '')`;
   if (field.kind === "number") return sql`coalesce(case when ${v} < 0 then '''' else '' end || (${v})::text, '')`;
   const formula = sql`left(${v}, 1) in ('=', '+', '-', '@', E'\\t', E'\\r')`;
   return sql`(case when ${v} is null then ''
@@ -73,11 +73,11 @@ export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql">): Sql
 
 /** SQL of one line of {@link csvLines}: every column's {@link csvCellSql}, comma-separated, CRLF-ended. */
 export function csvLineSql<T>(sql: Sql, columns: readonly CsvColumn<T>[]): SqlFragment {
-  const cells = columns.map((c, i) => {
+  const parts: ConcatPart[] = columns.flatMap((c, i) => {
     if (!c.sql) throw new Error(`CSV column ${c.name} has no SQL`);
-    return sql`${csvCellSql(sql, c.sql(sql))} || ${sqlLiteral(sql, i === columns.length - 1 ? CRLF : ",")}`;
+    return [csvCellSql(sql, c.sql(sql)), i === columns.length - 1 ? CRLF : ","];
   });
-  return sql`(${cells.flatMap((c, i) => (i === 0 ? [c] : [sql`||`, c]))})`;
+  return concatSql(sql, parts);
 }
 
 /**

@@ -120,9 +120,10 @@ function recordField(sql: Sql, name: string): SqlField {
 }
 
 /** An amount of the record in token units, in SQL: digits and at most one point, never escaped in CSV. */
-function decimalField(sql: Sql, amount: "amount_charged" | "fee_paid"): Pick<SqlField, "kind" | "sql"> {
+function decimalField(sql: Sql, amount: "amount_charged" | "fee_paid"): Pick<SqlField, "kind" | "sql" | "notNull"> {
   return {
     kind: "plain",
+    notNull: true, // formatUnitsSql gives '' for null
     sql: formatUnitsSql(sql, sql`(${recordField(sql, amount).sql})::numeric`, recordField(sql, "token_decimals").sql),
   };
 }

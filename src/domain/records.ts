@@ -89,6 +89,13 @@ export function activityTimestampSql(sql: Sql): SqlFragment {
   return sql`to_char(a.block_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }
 
+/** The record's amount_charged or fee_paid in SQL, as numeric: 0 for a FAIL, the fee of a CHARGE only. */
+export function activityAmountSql(sql: Sql, name: "amount_charged" | "fee_paid"): SqlFragment {
+  return name === "amount_charged"
+    ? sql`(case when a.type = 'FAIL' then 0 else a.amount end)`
+    : sql`(case when a.type = 'CHARGE' then a.fee end)`;
+}
+
 /**
  * {@link toActivityRecord} in SQL, field by field in the record's key order, per-type nulls included, over the aliases
  * `a` (activity) and `t` (its token, left joined). test/domain/records.test.ts holds the two equal over random rows.
@@ -115,13 +122,13 @@ export function activityRecordSql(sql: Sql): SqlField[] {
       name: "amount_charged",
       kind: "plain",
       notNull: true,
-      sql: sql`(case when a.type = 'FAIL' then '0' else a.amount::text end)`,
+      sql: sql`${activityAmountSql(sql, "amount_charged")}::text`,
     },
     { name: "token_decimals", kind: "number", sql: sql`t.decimals` },
     { name: "currency", kind: "string", sql: sql`t.symbol` },
     { name: "reason", kind: "string", sql: sql`(case when a.type = 'FAIL' then a.reason end)` },
     { name: "keeper_address", kind: "plain", sql: sql`(case when a.type <> 'REFILL' then a.keeper end)` },
-    { name: "fee_paid", kind: "plain", sql: sql`(case when a.type = 'CHARGE' then a.fee::text end)` },
+    { name: "fee_paid", kind: "plain", sql: sql`${activityAmountSql(sql, "fee_paid")}::text` },
     { name: "timestamp", kind: "plain", notNull: true, sql: activityTimestampSql(sql) },
   ];
 }

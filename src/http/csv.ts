@@ -6,7 +6,7 @@
  */
 import type postgres from "postgres";
 import type { SqlField, SqlFragment } from "../domain/records";
-import { concatSql, type ConcatPart } from "../db/render";
+import { concatSql, sqlLiteral, type ConcatPart } from "../db/render";
 
 type Sql = postgres.Sql<{}>;
 
@@ -108,10 +108,15 @@ export function formatUnits(amount: string | null | undefined, decimals: number 
   return `${negative ? "-" : ""}${whole}${frac ? `.${frac}` : ""}`;
 }
 
+/** 10^-d as numeric for d = 0…80 (its scale d), subscripted by decimals + 1: cheaper than building it per row. */
+const UNITS = `{${Array.from({ length: 81 }, (_, d) => `1e-${d}`).join(",")}}`;
+
 /**
  * SQL of {@link formatUnits} over a numeric `amount` and an integer `decimals`: the product with 10^-decimals is exact
- * (its scale is `decimals`), trim_scale drops the fraction's trailing zeros and numeric's text has no exponent.
+ * (its scale is `decimals`), trim_scale drops the fraction's trailing zeros and numeric's text has no exponent. The
+ * unit comes from a constant array for the usual decimals (0–80) and is parsed from `1e-<decimals>` beyond them.
  */
 export function formatUnitsSql(sql: Sql, amount: SqlFragment, decimals: SqlFragment): SqlFragment {
-  return sql`coalesce(trim_scale((${amount}) * ('1e-' || ${decimals})::numeric)::text, '')`;
+  const unit = sql`coalesce((${sqlLiteral(sql, UNITS)}::numeric[])[(${decimals}) + 1], ('1e-' || ${decimals})::numeric)`;
+  return sql`coalesce(trim_scale((${amount}) * ${unit})::text, '')`;
 }

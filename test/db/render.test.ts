@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
 import { concatSql, jsonObjectSql, type ConcatPart } from "../../src/db/render";
 import type { SqlField, SqlFragment } from "../../src/domain/records";
+import { formatUnits, formatUnitsSql } from "../../src/http/csv";
 import { createTestDb } from "../../testkit/db";
 
 let db: Db;
@@ -80,5 +81,20 @@ describe("jsonObjectSql", () => {
     expect(value).toBe(JSON.stringify({ id: "0xab", maybe: null, n: 7, s: 'a"b\n' }));
     expect(text.match(/coalesce/g)?.length).toBe(3);
     expect(text).toContain(`'{"id":"'`);
+  });
+});
+
+describe("formatUnitsSql", () => {
+  test("equals formatUnits for decimals 0–100 (the constant units and beyond them) and null", async () => {
+    const sql = db.sql;
+    const amounts = ["0", "1", "1234500", "10000000", (2n ** 256n - 1n).toString()];
+    const decimals = [...Array.from({ length: 101 }, (_, d) => d), null];
+    const rows = await sql<{ a: string; d: number | null; v: string }[]>`
+      select a, d, ${formatUnitsSql(sql, sql`a::numeric`, sql`d`)} as v
+      from unnest(${amounts}::text[]) a, unnest(${decimals}::int[]) d`;
+    expect(rows.length).toBe(amounts.length * decimals.length);
+    for (const r of rows) expect(r.v).toBe(formatUnits(r.a, r.d));
+    const [none] = await sql<{ v: string }[]>`select ${formatUnitsSql(sql, sql`null::numeric`, sql`6`)} as v`;
+    expect(none!.v).toBe("");
   });
 });

@@ -4,7 +4,7 @@ import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 import { FAILURE_REASONS } from "../../../domain/failure-reasons";
 import { csvText, formatUnits, formatUnitsSql, type CsvColumn } from "../../csv";
-import { activityRecordSql, type SqlField } from "../../../domain/records";
+import { activityAmountSql, activityRecordSql, type SqlField } from "../../../domain/records";
 import type { Sql } from "../../../db/client";
 import { FormatParamDoc, withCsvContent } from "../../stream";
 
@@ -124,7 +124,7 @@ function decimalField(sql: Sql, amount: "amount_charged" | "fee_paid"): Pick<Sql
   return {
     kind: "plain",
     notNull: true, // formatUnitsSql gives '' for null
-    sql: formatUnitsSql(sql, sql`(${recordField(sql, amount).sql})::numeric`, recordField(sql, "token_decimals").sql),
+    sql: formatUnitsSql(sql, activityAmountSql(sql, amount), recordField(sql, "token_decimals").sql),
   };
 }
 

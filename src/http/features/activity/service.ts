@@ -176,7 +176,10 @@ export async function selectRenderedChunk(
 /**
  * `from` the records of `q` (alias `a`) with their token (alias `t`): the keyset scan and its limit run first, over
  * activity alone, and the few token rows are joined to its result (a join inside the scan costs a token lookup for
- * every record). The token filter is an `exists` for the same reason.
+ * every record). The token filter compares each record's token with the addresses of the symbol, read once: as an
+ * `exists` it became a hash join over the merchant's whole history, sorted, whenever the planner planned for the
+ * values at hand (the first five executions of a prepared statement on each connection): 1.7–2.9 s per chunk of the
+ * 1M-record bench merchant, ~0.5 s now (the keyset scan; the rest is JIT compilation, see the README).
  */
 function activityFrom(sql: Sql, q: ActivityQuery, rows: number | undefined): SqlFragment {
   return sql`
@@ -212,8 +215,8 @@ function activityScan(sql: Sql, q: ActivityQuery, after?: SqlFragment): SqlFragm
       ${q.since ? sql`and a.block_time >= ${q.since} and (a.block_number, a.log_index) >= (${sinceBound(sql, q)})` : sql``}
       ${
         q.token
-          ? sql`and exists (select 1 from tokens k where k.chain_id = a.chain_id and k.address = ${tokenAddressSql(sql)}
-              and lower(k.symbol) = lower(${q.token}))`
+          ? sql`and ${tokenAddressSql(sql)} = any(array(
+              select k.address from tokens k where k.chain_id = ${q.chainId} and lower(k.symbol) = lower(${q.token})))`
           : sql``
       }
       ${

@@ -78,14 +78,22 @@ export type SqlFragment = postgres.PendingQuery<postgres.Row[]>;
 
 /**
  * One field of a record rendered in SQL: its key, its expression (text, or integer for a `number`), and how JSON
- * shows it. `hex` is a string the indexer only ever writes as `0x` + lowercase hex or digits and colons (addresses,
- * hashes, ids built of them): nothing in it needs escaping, in JSON or CSV.
+ * shows it. `plain` is a string the indexer only ever writes as `0x` + lowercase hex or digits and colons (addresses,
+ * hashes, ids built of them), digits, or a fixed word (the type): nothing in it needs escaping, in JSON or CSV.
+ * `notNull`: the expression is never null (built of NOT NULL columns only), so no `coalesce` guards it.
  */
-export type SqlField = { name: string; kind: "string" | "plain" | "number"; sql: SqlFragment };
+export type SqlField = { name: string; kind: "string" | "plain" | "number"; sql: SqlFragment; notNull?: boolean };
 
 /** The block time of activity `a` as records show it: ISO 8601 UTC with milliseconds. */
 export function activityTimestampSql(sql: Sql): SqlFragment {
   return sql`to_char(a.block_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+/** The record's amount_charged or fee_paid in SQL, as numeric: 0 for a FAIL, the fee of a CHARGE only. */
+export function activityAmountSql(sql: Sql, name: "amount_charged" | "fee_paid"): SqlFragment {
+  return name === "amount_charged"
+    ? sql`(case when a.type = 'FAIL' then 0 else a.amount end)`
+    : sql`(case when a.type = 'CHARGE' then a.fee end)`;
 }
 
 /**
@@ -94,19 +102,34 @@ export function activityTimestampSql(sql: Sql): SqlFragment {
  */
 export function activityRecordSql(sql: Sql): SqlField[] {
   return [
-    { name: "event_id", kind: "plain", sql: sql`(a.chain_id || ':' || a.tx_hash || ':' || a.log_index)` },
-    { name: "allocation_id", kind: "plain", sql: sql`(a.chain_id || ':' || a.module || ':' || a.subscription_id)` },
-    { name: "module_address", kind: "plain", sql: sql`a.module` },
-    { name: "tx_hash", kind: "plain", sql: sql`a.tx_hash` },
-    { name: "block_number", kind: "plain", sql: sql`a.block_number::text` },
-    { name: "type", kind: "plain", sql: sql`a.type` },
-    { name: "amount_charged", kind: "plain", sql: sql`(case when a.type = 'FAIL' then '0' else a.amount::text end)` },
+    {
+      name: "event_id",
+      kind: "plain",
+      notNull: true,
+      sql: sql`(a.chain_id || ':' || a.tx_hash || ':' || a.log_index)`,
+    },
+    {
+      name: "allocation_id",
+      kind: "plain",
+      notNull: true,
+      sql: sql`(a.chain_id || ':' || a.module || ':' || a.subscription_id)`,
+    },
+    { name: "module_address", kind: "plain", notNull: true, sql: sql`a.module` },
+    { name: "tx_hash", kind: "plain", notNull: true, sql: sql`a.tx_hash` },
+    { name: "block_number", kind: "plain", notNull: true, sql: sql`a.block_number::text` },
+    { name: "type", kind: "plain", notNull: true, sql: sql`a.type` },
+    {
+      name: "amount_charged",
+      kind: "plain",
+      notNull: true,
+      sql: sql`${activityAmountSql(sql, "amount_charged")}::text`,
+    },
     { name: "token_decimals", kind: "number", sql: sql`t.decimals` },
     { name: "currency", kind: "string", sql: sql`t.symbol` },
     { name: "reason", kind: "string", sql: sql`(case when a.type = 'FAIL' then a.reason end)` },
     { name: "keeper_address", kind: "plain", sql: sql`(case when a.type <> 'REFILL' then a.keeper end)` },
-    { name: "fee_paid", kind: "plain", sql: sql`(case when a.type = 'CHARGE' then a.fee::text end)` },
-    { name: "timestamp", kind: "plain", sql: activityTimestampSql(sql) },
+    { name: "fee_paid", kind: "plain", sql: sql`${activityAmountSql(sql, "fee_paid")}::text` },
+    { name: "timestamp", kind: "plain", notNull: true, sql: activityTimestampSql(sql) },
   ];
 }
 

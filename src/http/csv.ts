@@ -6,7 +6,7 @@
  */
 import type postgres from "postgres";
 import type { SqlField, SqlFragment } from "../domain/records";
-import { sqlLiteral } from "../db/render";
+import { concatSql, sqlLiteral, type ConcatPart } from "../db/render";
 
 type Sql = postgres.Sql<{}>;
 
@@ -17,7 +17,7 @@ type Sql = postgres.Sql<{}>;
 export type CsvColumn<T> = {
   name: string;
   value: (row: T) => string | number | boolean | null | undefined;
-  sql?: (sql: Sql) => Pick<SqlField, "kind" | "sql">;
+  sql?: (sql: Sql) => Pick<SqlField, "kind" | "sql" | "notNull">;
 };
 
 /** Columns that are a record's own fields, by name and in that order. */
@@ -60,9 +60,9 @@ export function csvText<T>(columns: readonly CsvColumn<T>[], rows: readonly T[])
  * SQL of {@link csvCell} over an expression (a number is its text; `plain` text is never escaped, see SqlField):
  * formula cells prefixed with `'`, then quoted (quotes doubled) when they hold a comma, a quote, CR or LF.
  */
-export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql">): SqlFragment {
+export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql" | "notNull">): SqlFragment {
   const v = field.sql;
-  if (field.kind === "plain") return sql`coalesce(${v}, '')`;
+  if (field.kind === "plain") return field.notNull ? v : sql`coalesce(${v}, '')`;
   if (field.kind === "number") return sql`coalesce(case when ${v} < 0 then '''' else '' end || (${v})::text, '')`;
   const formula = sql`left(${v}, 1) in ('=', '+', '-', '@', E'\\t', E'\\r')`;
   return sql`(case when ${v} is null then ''
@@ -73,11 +73,11 @@ export function csvCellSql(sql: Sql, field: Pick<SqlField, "kind" | "sql">): Sql
 
 /** SQL of one line of {@link csvLines}: every column's {@link csvCellSql}, comma-separated, CRLF-ended. */
 export function csvLineSql<T>(sql: Sql, columns: readonly CsvColumn<T>[]): SqlFragment {
-  const cells = columns.map((c, i) => {
+  const parts: ConcatPart[] = columns.flatMap((c, i) => {
     if (!c.sql) throw new Error(`CSV column ${c.name} has no SQL`);
-    return sql`${csvCellSql(sql, c.sql(sql))} || ${sqlLiteral(sql, i === columns.length - 1 ? CRLF : ",")}`;
+    return [csvCellSql(sql, c.sql(sql)), i === columns.length - 1 ? CRLF : ","];
   });
-  return sql`(${cells.flatMap((c, i) => (i === 0 ? [c] : [sql`||`, c]))})`;
+  return concatSql(sql, parts);
 }
 
 /**
@@ -108,10 +108,15 @@ export function formatUnits(amount: string | null | undefined, decimals: number 
   return `${negative ? "-" : ""}${whole}${frac ? `.${frac}` : ""}`;
 }
 
+/** 10^-d as numeric for d = 0…80 (its scale d), subscripted by decimals + 1: cheaper than building it per row. */
+const UNITS = `{${Array.from({ length: 81 }, (_, d) => `1e-${d}`).join(",")}}`;
+
 /**
  * SQL of {@link formatUnits} over a numeric `amount` and an integer `decimals`: the product with 10^-decimals is exact
- * (its scale is `decimals`), trim_scale drops the fraction's trailing zeros and numeric's text has no exponent.
+ * (its scale is `decimals`), trim_scale drops the fraction's trailing zeros and numeric's text has no exponent. The
+ * unit comes from a constant array for the usual decimals (0–80) and is parsed from `1e-<decimals>` beyond them.
  */
 export function formatUnitsSql(sql: Sql, amount: SqlFragment, decimals: SqlFragment): SqlFragment {
-  return sql`coalesce(trim_scale((${amount}) * ('1e-' || ${decimals})::numeric)::text, '')`;
+  const unit = sql`coalesce((${sqlLiteral(sql, UNITS)}::numeric[])[(${decimals}) + 1], ('1e-' || ${decimals})::numeric)`;
+  return sql`coalesce(trim_scale((${amount}) * ${unit})::text, '')`;
 }

@@ -9,6 +9,7 @@ import fc from "fast-check";
 import type { Db } from "../../../src/db/client";
 import {
   selectActivity,
+  selectChunkEnds,
   selectRenderedActivity,
   selectRenderedChunk,
   toActivityRecord,
@@ -113,6 +114,23 @@ describe("Postgres renders the activity record as TypeScript does", () => {
       expect(csvChunk.texts.map(decode).join("")).toBe(csvLines(ACTIVITY_CSV_COLUMNS, records.slice(250)));
       const empty = await selectRenderedChunk(db.sql, { ...q, after: csvChunk.last }, 1000, "json");
       expect(empty).toEqual({ texts: [], rows: 0, last: undefined });
+
+      // Chunk ends: every 50th record's position after `after`, at most `count`, fewer where the list ends (with a
+      // type filter too: the ends of the filtered list).
+      const position = (r: (typeof records)[number]) => ({
+        blockNumber: r.block_number,
+        logIndex: Number(r.event_id.split(":")[2]),
+      });
+      expect(await selectChunkEnds(db.sql, { ...q, after: position(records[9]!) }, 50, 4)).toEqual(
+        [59, 109, 159, 209].map((i) => position(records[i]!)),
+      );
+      expect(await selectChunkEnds(db.sql, { ...q, after: position(records[480]!) }, 50, 4)).toEqual(
+        [530, 580].map((i) => position(records[i]!)),
+      );
+      const charges = records.filter((r) => r.type === "CHARGE");
+      expect(await selectChunkEnds(db.sql, { ...q, type: "CHARGE", after: position(charges[0]!) }, 30, 3)).toEqual(
+        [30, 60, 90].map((i) => position(charges[i]!)),
+      );
     }
   }, 120_000);
 });

@@ -4,7 +4,7 @@ import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 import { FAILURE_REASONS } from "../../../domain/failure-reasons";
 import { csvText, formatUnits, formatUnitsSql, type CsvColumn } from "../../csv";
-import { activityRecordSql, type SqlField } from "../../../domain/records";
+import { activityAmountSql, activityRecordSql, type SqlField } from "../../../domain/records";
 import type { Sql } from "../../../db/client";
 import { FormatParamDoc, withCsvContent } from "../../stream";
 
@@ -120,10 +120,11 @@ function recordField(sql: Sql, name: string): SqlField {
 }
 
 /** An amount of the record in token units, in SQL: digits and at most one point, never escaped in CSV. */
-function decimalField(sql: Sql, amount: "amount_charged" | "fee_paid"): Pick<SqlField, "kind" | "sql"> {
+function decimalField(sql: Sql, amount: "amount_charged" | "fee_paid"): Pick<SqlField, "kind" | "sql" | "notNull"> {
   return {
     kind: "plain",
-    sql: formatUnitsSql(sql, sql`(${recordField(sql, amount).sql})::numeric`, recordField(sql, "token_decimals").sql),
+    notNull: true, // formatUnitsSql gives '' for null
+    sql: formatUnitsSql(sql, activityAmountSql(sql, amount), recordField(sql, "token_decimals").sql),
   };
 }
 

@@ -134,7 +134,7 @@ export async function compilePglite(): Promise<WebAssembly.Module | undefined> {
 export const APPLICATION_NAME = `subscription-indexer:${process.pid}`;
 
 /** postgres.js options shared by both backends: numerics and int8 stay strings (exact uint256). */
-function clientOptions(max: number): postgres.Options<{}> {
+function clientOptions(max: number, server: Record<string, string> = {}): postgres.Options<{}> {
   return {
     max,
     onnotice: () => {},
@@ -143,14 +143,21 @@ function clientOptions(max: number): postgres.Options<{}> {
     // Keep int8/numeric as strings: amounts and block numbers never pass through a JS number.
     types: {},
     // One name per process: pg_stat_activity then tells this process's connections apart (the pool-use metric).
-    connection: { application_name: APPLICATION_NAME },
+    connection: { application_name: APPLICATION_NAME, ...server },
   };
 }
+
+/**
+ * Settings of this process's sessions on a Postgres server. `jit = off`: the service's queries are index lookups and
+ * keyset chunks of a few thousand rows; a plan estimated above `jit_above_cost` (a token-filtered chunk of the
+ * activity stream, for a connection's first executions) spent 360–600 ms compiling to run in a few ms.
+ */
+export const SERVER_SESSION_SETTINGS = { jit: "off" };
 
 /** Connects to Postgres at `url`, or starts embedded PGlite behind a loopback socket. */
 export async function createDb(opts: DbOptions = {}): Promise<Db> {
   if (opts.url) {
-    const sql = postgres(opts.url, clientOptions(opts.max ?? 8));
+    const sql = postgres(opts.url, clientOptions(opts.max ?? 8, SERVER_SESSION_SETTINGS));
     return { sql, kind: "postgres", url: opts.url, close: () => sql.end({ timeout: 5 }) };
   }
   const dataDir = opts.dataDir ?? "./.data";

@@ -3,7 +3,14 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import { compilePglite, createDb, DataDirInUseError, pidAlive, type Db } from "../../src/db/client";
+import {
+  compilePglite,
+  createDb,
+  DataDirInUseError,
+  pidAlive,
+  SERVER_SESSION_SETTINGS,
+  type Db,
+} from "../../src/db/client";
 import type { Logger } from "../../src/common/log";
 import { createNotifier, type IndexedBatch } from "../../src/db/notify";
 import { createTestDb, testDbKind } from "../../testkit/db";
@@ -26,6 +33,21 @@ test(`int8 and numeric come back as exact strings (${testDbKind})`, async () => 
   expect(r.b).toBe("9007199254740993");
   expect(r.n).toBe("115792089237316195423570985008687907853269984665640564039457584007913129639935");
   expect(r.neg).toBe("-1");
+});
+
+test(`sessions on a Postgres server run with jit off; PGlite's keep its own settings (${testDbKind})`, async () => {
+  expect(SERVER_SESSION_SETTINGS).toEqual({ jit: "off" });
+  const connection = (db.sql.options as unknown as { connection: Record<string, string> }).connection;
+  if (testDbKind === "postgres") {
+    expect(connection.jit).toBe("off");
+    // Every pooled connection, not only the first: several held at once.
+    const settings = await Promise.all(
+      Array.from({ length: 4 }, () => db.sql<{ jit: string }[]>`select current_setting('jit') as jit, pg_sleep(0.05)`),
+    );
+    expect(settings.map(([r]) => r!.jit)).toEqual(["off", "off", "off", "off"]);
+  } else {
+    expect(connection.jit).toBeUndefined();
+  }
 });
 
 test("sql.begin rolls back every statement of a failed transaction", async () => {

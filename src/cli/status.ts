@@ -2,8 +2,8 @@
  * `bun run status`: one screen of what the service is doing, from the environment's database (DATABASE_URL, else
  * the embedded PGlite in DATA_DIR, or the running service that holds it, through its control endpoint): per chain
  * the index against the head, progress, ETA and the last reorg; the keeper's balance and last hour; webhook
- * endpoints and the delivery backlog; renewals at risk (not computed yet). Exit 1 when something needs attention,
- * naming it.
+ * endpoints and the delivery backlog; renewals at risk per chain ("not computed yet" before the first outlook). Exit 1
+ * when something needs attention, naming it.
  *
  *   bun run status [--json]
  */
@@ -77,7 +77,21 @@ export function formatStatus(r: StatusReport): string {
   );
   for (const d of w.disabled)
     out.push(`  disabled ${d.id} (${d.host}) ${d.merchant}${d.reason ? `: ${d.reason}` : ""}`);
-  out.push("renewals at risk  not computed yet");
+  const risk = r.renewals_at_risk;
+  if (risk === null) out.push("renewals at risk  not computed yet");
+  else if (risk.length === 0) out.push("renewals at risk  none due");
+  else {
+    out.push("renewals at risk");
+    for (const c of risk) {
+      const reasons = Object.entries(c.by_reason)
+        .filter(([, v]) => v > 0)
+        .map(([k, v]) => `${k} ${n(v)}`);
+      out.push(
+        `  ${c.chain_id}  ${n(c.at_risk)} of ${n(c.due)} due renewals` +
+          (reasons.length ? ` · ${reasons.join(", ")}` : ""),
+      );
+    }
+  }
   if (r.attention.length === 0) out.push("", "nothing needs attention");
   else out.push("", "needs attention:", ...r.attention.map((a) => `  ✗ ${a}`));
   return out.join("\n");

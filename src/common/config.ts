@@ -27,7 +27,11 @@ const EnvSchema = {
   CONFIRMATIONS: Uint(0),
   POLL_INTERVAL_MS: Uint(10),
   KEEPER_PRIVATE_KEY: T.Optional(PrivateKey),
-  KEEPER_RETRY_SCHEDULE: T.String({ default: "3600,21600,86400", pattern: "^\\d+(,\\d+)*$" }),
+  KEEPER_RETRY_SCHEDULE: T.String({
+    default: "3600,21600,86400",
+    pattern: "^\\d+(,\\d+)*$",
+    description: "seconds, comma-separated, e.g. 3600,21600,86400",
+  }),
   ADMIN_API_KEY: T.Optional(T.String({ minLength: 16, description: "at least 16 characters" })),
   SIWE_DOMAIN: T.Optional(
     T.String({

@@ -68,6 +68,11 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ [name]: value })).toThrow(name);
   });
 
+  // The message says what a good value looks like, never only a JSON-schema type ("expected string").
+  test.each(bad)("%s=%p: the message says what is expected", (name, value) => {
+    expect(() => loadConfig({ [name]: value })).not.toThrow(/expected (string|integer|number|array|a valid value)$/);
+  });
+
   test("secret values are never echoed in errors", () => {
     const secret = "postgres://user:hunter2-secret@db:5432/x";
     // The error is taken out of the try first: an assertion inside a catch would also catch a missing error.

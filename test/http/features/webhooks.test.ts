@@ -81,6 +81,22 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     }
   });
 
+  test("with private URLs allowed, a host name is not resolved at creation: one that cannot resolve is accepted", async () => {
+    // `.invalid` never resolves (RFC 2606), with or without DNS: the README's https://example.com/webhooks on a
+    // machine without DNS is the same case. The URL's form is still checked.
+    const res = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, { url: "https://hooks.example.invalid/h" });
+    expect(res.status).toBe(201);
+    const patched = await call(s, "PATCH", `/v0/webhook_endpoints/${M1}/${res.body.id}`, key1, {
+      url: "https://other.example.invalid/h",
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.url).toBe("https://other.example.invalid/h");
+    const bad = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, { url: "ftp://hooks.example.invalid/h" });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.param).toBe("url");
+    expect((await call(s, "DELETE", `/v0/webhook_endpoints/${M1}/${res.body.id}`, key1)).status).toBe(200);
+  });
+
   test("create (201, secret shown once), list, get, patch, rotate, delete", async () => {
     const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, {
       url: receiver.url,
@@ -372,6 +388,7 @@ describe("destinations (production rules)", () => {
       "https://[ff02::1]/h",
       "https://[2001:db8::1]/h",
       "https://[::]/h",
+      "https://hooks.example.invalid/h", // a name that does not resolve cannot be checked: refused
     ]) {
       const res = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key, { url });
       expect(res.status, url).toBe(400);

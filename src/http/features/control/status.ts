@@ -9,6 +9,8 @@ import { publicClientFor } from "../../../chain/clients";
 import type { Config } from "../../../common/config";
 import type { Sql } from "../../../db/client";
 import { SYNC_LAG_BLOCKS } from "../../../domain/progress";
+import { statusJoins } from "../../../domain/status";
+import { renewalJoins } from "../../../renewals/sql";
 import { readChains, type ChainRow } from "../../chain-state";
 import { chainProgress } from "../health/service";
 
@@ -46,6 +48,17 @@ export type KeeperChainStatus = {
   error: string | null;
 };
 
+/** The reasons a renewal is forecast to fail (renewals.md). */
+const RENEWAL_REASONS = ["AllowanceExpired", "InsufficientAllowance", "InsufficientBalance"] as const;
+
+/** One chain's renewal outlooks that still hold (as `/v0/renewals` shows them): how many are due, how many at risk. */
+export type RenewalsAtRiskStatus = {
+  chain_id: number;
+  due: number;
+  at_risk: number;
+  by_reason: Record<(typeof RENEWAL_REASONS)[number], number>;
+};
+
 /** The whole report; `attention` is empty when nothing needs a person. */
 export type StatusReport = {
   generated_at: string;
@@ -58,8 +71,8 @@ export type StatusReport = {
     pending_deliveries: number;
     oldest_pending_age_s: number | null;
   };
-  /** Renewals whose next charge is forecast to fail (renewals.md): null until the service computes outlooks. */
-  renewals_at_risk: null;
+  /** Renewals whose next charge is forecast to fail (renewals.md), per chain; null while no outlook was computed. */
+  renewals_at_risk: RenewalsAtRiskStatus[] | null;
   attention: string[];
 };
 
@@ -184,6 +197,37 @@ async function webhookStatus(sql: Sql, now: number) {
 }
 
 /**
+ * The outlooks that still hold, per chain, by the same joins as the API's records (judged for the allocation's current
+ * next charge while it is chargeable); null when no outlook is stored at all (the renewal loop has not run yet).
+ */
+async function renewalsAtRisk(sql: Sql): Promise<RenewalsAtRiskStatus[] | null> {
+  const [stored] = await sql<{ any: boolean }[]>`select exists (select 1 from renewal_outlooks) as any`;
+  if (!stored!.any) return null;
+  const rows = await sql<{ chain_id: number; outlook: string; reason: string | null; n: number }[]>`
+    select s.chain_id::int as chain_id, ro.outlook, ro.reason, count(*)::int as n
+    from subscriptions s
+    ${statusJoins(sql)}
+    ${renewalJoins(sql)}
+    where ro.subscription_id is not null
+    group by 1, 2, 3
+    order by 1`;
+  const out = new Map<number, RenewalsAtRiskStatus>();
+  for (const r of rows) {
+    let c = out.get(r.chain_id);
+    if (!c) {
+      const by_reason = Object.fromEntries(RENEWAL_REASONS.map((k) => [k, 0])) as RenewalsAtRiskStatus["by_reason"];
+      c = { chain_id: r.chain_id, due: 0, at_risk: 0, by_reason };
+      out.set(r.chain_id, c);
+    }
+    c.due += r.n;
+    if (r.outlook !== "at_risk") continue;
+    c.at_risk += r.n;
+    if (r.reason && r.reason in c.by_reason) c.by_reason[r.reason as (typeof RENEWAL_REASONS)[number]] += r.n;
+  }
+  return [...out.values()];
+}
+
+/**
  * Gathers the report from the database (and the chains' RPCs for the keeper's balance). Chains: every `chains` row,
  * plus configured chains without one.
  */
@@ -206,14 +250,18 @@ export async function gatherStatus(
       attention.push(`chain ${c.chainId} has not been indexed yet`);
     }
   }
-  const [k, w] = await Promise.all([keeperStatus(sql, config, rows, clientOf), webhookStatus(sql, now)]);
+  const [k, w, renewals] = await Promise.all([
+    keeperStatus(sql, config, rows, clientOf),
+    webhookStatus(sql, now),
+    renewalsAtRisk(sql),
+  ]);
   attention.push(...k.attention, ...w.attention);
   return {
     generated_at: new Date(now).toISOString(),
     chains,
     keeper: k.keeper,
     webhooks: w.webhooks,
-    renewals_at_risk: null,
+    renewals_at_risk: renewals,
     attention,
   };
 }

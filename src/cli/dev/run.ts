@@ -158,7 +158,7 @@ function bannerLines(x: {
     `curl -s "${url}/v0/auth/check?module_address=${module}&wallet=${seeded.sampleWallet.toLowerCase()}&plan_ids=1,2"`,
     `curl -s ${auth} "${url}/v0/events/${merchant}?limit=5"`,
     ...x.demos.slice(1).map((d) => `curl -s ${auth} "${url}/v0/subscriptions/${merchant}?chain_id=${d.anvil.chainId}"`),
-    `Gated API example: SUBS_URL=${url} MODULE=${module} PLANS=1,2 RPC_URL=${x.demos[0]!.anvil.rpcUrl} bun examples/gated-api/server.ts`,
+    `Gated API example: SUBS_URL=${url} MODULE=${module} PLANS=1,2 RPC_URL=${x.demos[0]!.anvil.rpcUrl} sh scripts/bun.sh examples/gated-api/server.ts`,
     "",
     "A new subscriber signs up now: the keeper charges it and the webhook deliveries arrive below.",
     "Ctrl-C stops everything.",

@@ -1,6 +1,7 @@
 /** Keyset batches and the JSON array of a streamed list (src/http/stream.ts), over rows held in memory. */
 import { expect, test } from "bun:test";
 import { jsonArrayChunks, keysetBatches, StalledStreamError, type Position } from "../../src/http/stream";
+import { drainUpTo } from "../../testkit/stream";
 
 type Row = { block: number; id: string };
 const rows: Row[] = Array.from({ length: 25 }, (_, i) => ({ block: i, id: `r"${i}\n` }));
@@ -42,26 +43,19 @@ test("a consumer that stops early leaves no unhandled read behind", async () => 
 });
 
 test("a read that does not move past its start fails the batches instead of repeating rows without end", async () => {
-  const drain = async (batches: AsyncGenerator<Row[]>) => {
-    let taken = 0;
-    try {
-      for await (const _ of batches) if (++taken >= 50) return `still going after ${taken} batches`;
-      return "ended";
-    } catch (err) {
-      return err;
-    }
-  };
   const sameRows = async () => rows.slice(0, 10);
   const backwards = async (after: Position | undefined) => {
     const from = after ? Math.max(0, Number(after.blockNumber) - 12) : 0;
     return rows.slice(from, from + 10);
   };
-  expect(await drain(keysetBatches({ read: sameRows, position, size: 10 }))).toBeInstanceOf(StalledStreamError);
-  expect(await drain(keysetBatches({ read: backwards, position, size: 10 }))).toBeInstanceOf(StalledStreamError);
+  expect(await drainUpTo(keysetBatches({ read: sameRows, position, size: 10 }))).toBeInstanceOf(StalledStreamError);
+  expect(await drainUpTo(keysetBatches({ read: backwards, position, size: 10 }))).toBeInstanceOf(StalledStreamError);
   // A page read after a position must start past it.
   const after = { blockNumber: "5", logIndex: 0 };
-  expect(await drain(keysetBatches({ read: sameRows, position, size: 10, after }))).toBeInstanceOf(StalledStreamError);
-  expect(await drain(keysetBatches({ read: source([]), position, size: 10, after }))).toBe("ended");
+  expect(await drainUpTo(keysetBatches({ read: sameRows, position, size: 10, after }))).toBeInstanceOf(
+    StalledStreamError,
+  );
+  expect(await drainUpTo(keysetBatches({ read: source([]), position, size: 10, after }))).toBe("ended");
 });
 
 test("the JSON array is the bytes of one JSON.stringify of every record, in any chunking", async () => {

@@ -20,6 +20,7 @@ import {
   type Position,
   type RenderedChunk,
 } from "../../src/http/stream";
+import { drainUpTo } from "../../testkit/stream";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -160,23 +161,13 @@ describe("renderedChunksInParallel over rows in memory", () => {
   });
 
   test("a read that does not move past its start fails the stream instead of repeating rows without end", async () => {
-    /** Up to 50 chunks of `chunks`: what it gave, or the error it threw first. */
-    const drain = async (chunks: AsyncGenerator<Uint8Array>) => {
-      let taken = 0;
-      try {
-        for await (const _ of chunks) if (++taken >= 50) return `still going after ${taken} chunks`;
-        return "ended";
-      } catch (err) {
-        return err;
-      }
-    };
     const m = memoryLog(5 + 40);
     // Keyset bugs: the position ignored (the same rows again), the order reversed (rows before the start).
     const sameRows = async (_after: Position, size: number) => m.read({ blockNumber: "40", logIndex: 0 }, size);
     const backwards = async (after: Position, size: number) =>
       m.read({ blockNumber: String(Math.max(0, Number(after.blockNumber) - 80)), logIndex: 0 }, size);
     for (const read of [sameRows, backwards]) {
-      expect(await drain(renderedChunks({ first: m.first(5), read, size: 4, close: "" }))).toBeInstanceOf(
+      expect(await drainUpTo(renderedChunks({ first: m.first(5), read, size: 4, close: "" }))).toBeInstanceOf(
         StalledStreamError,
       );
       for (const parallel of [1, 3]) {
@@ -188,11 +179,11 @@ describe("renderedChunksInParallel over rows in memory", () => {
           parallel,
           close: "",
         });
-        expect(await drain(chunks)).toBeInstanceOf(StalledStreamError);
+        expect(await drainUpTo(chunks)).toBeInstanceOf(StalledStreamError);
       }
     }
     // The guard lets a correct stream through, ascending and descending.
-    expect(await drain(renderedChunks({ first: m.first(5), read: m.read, size: 4, close: "" }))).toBe("ended");
+    expect(await drainUpTo(renderedChunks({ first: m.first(5), read: m.read, size: 4, close: "" }))).toBe("ended");
     const down = [9, 8, 7, 6, 5, 4, 3, 2, 1, 0];
     const descending = async (after: Position, size: number): Promise<RenderedChunk> => {
       const part = down.filter((r) => r < Number(after.blockNumber)).slice(0, size);

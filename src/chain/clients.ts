@@ -4,6 +4,7 @@ import { AppError } from "../common/errors";
 
 /** Public clients by chain id: the indexed chains plus `RPC_URL_<id>` extras. */
 export type ChainRegistry = {
+  /** The chain a request without `chain_id` is about; 0 in a process that answers none (`ROLES=webhooks`). */
   defaultChainId: number;
   /** The chains this deployment indexes, with their chain ids resolved (CHAINS, or RPC_URL's chain). */
   indexed?: (ChainConfig & { chainId: number })[];
@@ -59,9 +60,14 @@ export function publicClientFor(
  * Builds the registry: a client per indexed chain (CHAINS, or RPC_URL), each checked against the chain id it was
  * configured for, plus `RPC_URL_<id>` extras. A chain of CHAINS whose RPC does not answer yet is not fatal (its
  * indexer retries); a chain id that disagrees is. `rpc` (read at each call, so it may be set after the registry
- * exists) is told of every call of the registry's clients.
+ * exists) is told of every call of the registry's clients. Without `needsDefault` (no role reads or writes a chain:
+ * the dispatcher alone) no chain need be configured.
  */
-export async function createChainRegistry(config: Config, rpc?: { observer?: RpcObserver }): Promise<ChainRegistry> {
+export async function createChainRegistry(
+  config: Config,
+  rpc?: { observer?: RpcObserver },
+  { needsDefault = true }: { needsDefault?: boolean } = {},
+): Promise<ChainRegistry> {
   const observed = (chainId: number) =>
     rpc ? { chainId, rpc: (c: number, m: string, ok: boolean) => rpc.observer?.(c, m, ok) } : undefined;
   const clients = new Map<number, PublicClient>();
@@ -99,8 +105,8 @@ export async function createChainRegistry(config: Config, rpc?: { observer?: Rpc
     urls.set(actual, source.rpcUrl);
     if ("processor" in source) indexed.push({ ...source, chainId: actual });
   }
-  const defaultChainId = config.CHAIN_ID ?? indexed[0]?.chainId ?? [...clients.keys()][0];
-  if (defaultChainId === undefined) throw new ChainIdMismatchError("set CHAIN_ID, RPC_URL or CHAINS");
+  const defaultChainId = config.CHAIN_ID ?? indexed[0]?.chainId ?? [...clients.keys()][0] ?? (needsDefault ? null : 0);
+  if (defaultChainId === null) throw new ChainIdMismatchError("set CHAIN_ID, RPC_URL or CHAINS");
   for (const [id, url] of Object.entries(config.extraRpcUrls)) {
     if (!clients.has(Number(id))) {
       clients.set(Number(id), publicClientFor(url, config.RPC_TIMEOUT_MS, observed(Number(id))));

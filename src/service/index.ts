@@ -46,7 +46,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   if (siweWarning) log("warn", siweWarning, {});
   const rpc: { observer?: RpcObserver } = {};
   // Only with metrics do the clients report their calls (no wrapper on the RPC path otherwise).
-  const chains = await createChainRegistry(config, config.METRICS_PORT === undefined ? undefined : rpc);
+  // The dispatcher reads no chain: a `ROLES=webhooks` process needs no chain setting.
+  const needsDefault = config.ROLES.some((r) => r !== "webhooks");
+  const chains = await createChainRegistry(config, config.METRICS_PORT === undefined ? undefined : rpc, {
+    needsDefault,
+  });
   const chainId = chains.defaultChainId;
   // Each chain's indexer and keeper keep a connection for their locks: the pool grows with the chains.
   const max = 8 + 2 * Math.max(1, chains.indexed?.length ?? 0);

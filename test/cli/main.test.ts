@@ -258,6 +258,26 @@ describe("roles", () => {
       await service.stop();
     }
   }, 60_000);
+  test("a webhooks-only process needs no chain setting (the dispatcher reads none)", async () => {
+    const config = loadConfig({ ROLES: "webhooks", LOG_LEVEL: "error" });
+    const service = await startService(config, { db: await createTestDb(), log: () => {} });
+    try {
+      expect(service.roles).toEqual(["webhooks"]);
+      expect(service.webhooks).toBeDefined();
+    } finally {
+      await service.stop();
+    }
+  }, 60_000);
+
+  test("an api process without any chain setting still names what to set", async () => {
+    const config = loadConfig({ ROLES: "api,webhooks", LOG_LEVEL: "error", SIWE_DOMAIN: "localhost" });
+    const db = await createTestDb();
+    try {
+      await expect(startService(config, { db, log: () => {} })).rejects.toThrow("set CHAIN_ID, RPC_URL or CHAINS");
+    } finally {
+      await db.close();
+    }
+  }, 60_000);
 });
 
 describe("bun start as a process", () => {

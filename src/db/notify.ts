@@ -1,9 +1,17 @@
 import { EventEmitter } from "node:events";
 import type { Db } from "./client";
+import type { Q } from "./query";
 import { createLogger, type Logger } from "../common/log";
 
 /** What the indexer announces after each committed batch. */
-export type IndexedBatch = { chainId: number; fromBlock: string; toBlock: string; reorg: boolean };
+export type IndexedBatch = {
+  chainId: number;
+  fromBlock: string;
+  toBlock: string;
+  reorg: boolean;
+  /** The chain's cursor stamp the batch committed (`moveCursor`); absent when the cursor did not move. */
+  stamp?: string;
+};
 
 /** Publish/subscribe for committed batches: Postgres LISTEN/NOTIFY, or in-process on PGlite. */
 export type Notifier = {
@@ -13,12 +21,26 @@ export type Notifier = {
 
 const CHANNEL = "indexed_batch";
 
+/**
+ * The stamp of a `chains` row's cursor, as SQL over its columns: the indexed block, its hash and when the cursor last
+ * moved (every batch and rollback sets `updated_at` in its transaction), so two commits never share one.
+ */
+export const cursorStamp = (q: Q) =>
+  q`concat_ws(':', indexed_block, indexed_hash, (extract(epoch from updated_at) * 1000000)::bigint)`;
+
 /** A NOTIFY payload as a batch, or null (logged) when it is not one: anyone with database access can NOTIFY. */
 export function parseBatch(payload: string, log: Logger): IndexedBatch | null {
   try {
     const b = JSON.parse(payload) as Partial<IndexedBatch> | null;
     if (b && Number.isSafeInteger(b.chainId) && typeof b.fromBlock === "string" && typeof b.toBlock === "string") {
-      return { chainId: b.chainId!, fromBlock: b.fromBlock, toBlock: b.toBlock, reorg: b.reorg === true };
+      const batch: IndexedBatch = {
+        chainId: b.chainId!,
+        fromBlock: b.fromBlock,
+        toBlock: b.toBlock,
+        reorg: b.reorg === true,
+      };
+      if (typeof b.stamp === "string") batch.stamp = b.stamp;
+      return batch;
     }
   } catch {
     // reported below

@@ -15,14 +15,15 @@
  * block, hash and `updated_at`, which every committed batch and rollback sets in its transaction: moveCursor). A
  * cursor that differs from the previous poll's starts a new generation of its chain, as its notification would have
  * (one lost with a dropped LISTEN connection, or never sent by an indexer that died between its commit and its
- * NOTIFY), so such a loss costs at most one poll of staleness; a notified batch thus starts two generations (the
- * poll cannot tell that its notification came). A poll that saw no cursor move confirms that nothing committed on
+ * NOTIFY), so such a loss costs at most one poll of staleness. A batch's notification carries its cursor's stamp, so
+ * a commit starts one generation whichever of its notification and a poll finds it first (both come after the
+ * commit, so either invalidates what was read before it). A poll that saw no cursor move confirms that nothing committed on
  * any chain between the previous poll and its own start: in a cache with `confirmed`, the max age then counts from
  * that start for every entry loaded before it (`max(loaded, confirmed) + maxAgeMs`), so hot entries are not
  * reloaded every `maxAgeMs` while no batch commits. A failed or stalled poll confirms nothing: entries then end at
  * their max age, as without polls.
  */
-import type { Notifier } from "../db/notify";
+import { cursorStamp, type Notifier } from "../db/notify";
 import type { Sql } from "../db/client";
 import { DEADLINE_FAST_MS, withDeadline } from "./deadline";
 
@@ -73,22 +74,27 @@ export function createChainGenerations(notifier: Notifier | undefined, poll?: Cu
     gens.set(chainId, (gens.get(chainId) ?? 0) + 1);
   };
 
-  /** The previous poll's cursor of each chain; undefined before a first successful poll. */
+  /** The previous poll's cursor stamp of each chain; undefined before a first successful poll. */
   let previous: Map<number, string> | undefined;
+  /** The cursor stamp of each chain whose commit started the latest generation (by its notification or a poll). */
+  const generationStamp = new Map<number, string>();
+  const bumpFor = (chainId: number, stamp: string | undefined) => {
+    if (stamp !== undefined && generationStamp.get(chainId) === stamp) return;
+    if (stamp !== undefined) generationStamp.set(chainId, stamp);
+    bump(chainId);
+  };
   const readCursors = async (sql: Sql, now: () => number) => {
     const started = now();
     const rows = await withDeadline(
-      sql<{ chain_id: string; cursor: string }[]>`
-        select chain_id, concat_ws(':', indexed_block, indexed_hash, updated_at) as cursor from chains`,
+      sql<{ chain_id: string; cursor: string }[]>`select chain_id, ${cursorStamp(sql)} as cursor from chains`,
       DEADLINE_FAST_MS,
     );
     const cursors = new Map(rows.map((r) => [Number(r.chain_id), r.cursor]));
     if (previous) {
       let moved = false;
       for (const id of new Set([...previous.keys(), ...cursors.keys()])) {
-        // Whether this commit's notification came cannot be told from here: a new generation either way.
         if (previous.get(id) !== cursors.get(id)) {
-          bump(id);
+          bumpFor(id, cursors.get(id));
           moved = true;
         }
       }
@@ -109,7 +115,7 @@ export function createChainGenerations(notifier: Notifier | undefined, poll?: Cu
   };
   const ready = notifier
     ? notifier
-        .subscribe((batch) => bump(Number(batch.chainId)))
+        .subscribe((batch) => bumpFor(batch.chainId, batch.stamp))
         .then(async (unsub) => {
           if (stopped) return unsub();
           unsubscribe = unsub;

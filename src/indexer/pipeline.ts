@@ -207,16 +207,15 @@ export function runCommitHooks(ctx: IndexerContext, bctx: BatchContext) {
   for (const h of ctx.hooks) h.afterCommit?.(bctx);
 }
 
-/** Logs and publishes a committed batch (or rollback, or token metadata update). */
+/** Logs and publishes a committed batch or rollback; `stamp` is the cursor's as it committed (`moveCursor`). */
 export function announce(
   ctx: IndexerContext,
   rows: BatchRows | null,
-  fromBlock: bigint,
-  toBlock: bigint,
-  reorg: boolean,
+  range: { fromBlock: bigint; toBlock: bigint; reorg: boolean; stamp: string },
   ms: number,
   stages?: StageMs,
 ) {
+  const { fromBlock, toBlock, reorg, stamp } = range;
   const { chainId, log } = ctx;
   const orphans = rows?.derived.orphans ?? 0;
   if (orphans > 0) log("warn", "events of unknown modules or subscriptions skipped", { chainId, orphans });
@@ -225,7 +224,7 @@ export function announce(
   else ctx.observer?.batch(events, ms / 1000);
   log("debug", "indexed batch", { chainId, fromBlock, toBlock, events, reorg, writeMs: Math.round(ms), stages });
   ctx.notifier
-    ?.publish({ chainId, fromBlock: fromBlock.toString(), toBlock: toBlock.toString(), reorg })
+    ?.publish({ chainId, fromBlock: fromBlock.toString(), toBlock: toBlock.toString(), reorg, stamp })
     .catch((err) => log("warn", "batch notification failed", { chainId, error: describeError(err) }));
 }
 
@@ -273,6 +272,7 @@ async function writeBatch(
     false,
     ahead.map((w) => w.rows),
   );
+  let stamp = "";
   await ctx.sql.begin(async (tx) => {
     // A backfill batch (every block deeper than the reorg window) need not wait for its WAL flush on a server: its
     // crash can only take the cursor back to an earlier batch, which is indexed again to the same rows and events.
@@ -294,14 +294,20 @@ async function writeBatch(
     clock.mark("hooks");
     Object.assign(stages, hooks);
     await writeState(tx, chainId, rows, ctx.window);
-    await moveCursor(tx, chainId, next, head, { blocksPerSec: ctx.sync.blocksPerSec() });
+    stamp = await moveCursor(tx, chainId, next, head, { blocksPerSec: ctx.sync.blocksPerSec() });
     clock.mark("state");
   });
   clock.mark("commit");
   runCommitHooks(ctx, bctx);
   ctx.state.setCursor(next);
   ctx.sync.committed(batch.to, batch.events.length, head);
-  announce(ctx, rows, batch.from, batch.to, false, performance.now() - started, stages);
+  announce(
+    ctx,
+    rows,
+    { fromBlock: batch.from, toBlock: batch.to, reorg: false, stamp },
+    performance.now() - started,
+    stages,
+  );
 }
 
 /** Indexes everything from the cursor up to `target` (head − CONFIRMATIONS); true when it wrote something. */

@@ -56,6 +56,7 @@ export async function applyReorg(
   const refill = ancestor && next ? await windowRefill(ctx, ancestor, next) : [];
   let batchRows: BatchRows | null = null;
   let bctx: BatchContext | null = null;
+  let stamp = "";
   state.needReload = true; // caches are rebuilt from the rolled-back tables below, and reloaded if this fails
   const started = performance.now();
   await sql.begin(async (tx) => {
@@ -82,7 +83,7 @@ export async function applyReorg(
     }
     if (refill.length > 0) await saveBlocks(tx, chainId, refill, (next?.block ?? 0n) - window);
     const depth = (old?.block ?? startBlock - 1n) - (ancestor?.block ?? startBlock - 1n);
-    await moveCursor(tx, chainId, next, head, { reorgDepth: depth });
+    stamp = await moveCursor(tx, chainId, next, head, { reorgDepth: depth });
   });
   if (bctx) runCommitHooks(ctx, bctx);
   for (const m of metas) state.tokens.known.add(m.address);
@@ -90,7 +91,8 @@ export async function applyReorg(
   state.setCursor(next);
   state.resetHead(head);
   if (next) ctx.sync.committed(next.block, batch?.events.length ?? 0, head);
-  announce(ctx, batchRows, from, batch?.to ?? next?.block ?? startBlock - 1n, true, performance.now() - started);
+  const toBlock = batch?.to ?? next?.block ?? startBlock - 1n;
+  announce(ctx, batchRows, { fromBlock: from, toBlock, reorg: true, stamp }, performance.now() - started);
 }
 
 /** The first batch of the new branch above the ancestor, with the modules known as of the ancestor. */

@@ -1,5 +1,6 @@
 import type { Sql } from "../db/client";
 import { copyIn, copyText, textColumn, type Q, type Tx } from "../db/query";
+import { cursorStamp } from "../db/notify";
 import { fromRow, type SubRow } from "../db/rows";
 import type { ChainEvent } from "../domain/chain-event";
 import { planKey, type PlanInfo, type SubState } from "../domain/subscription";
@@ -298,22 +299,24 @@ export async function saveBlocks(q: Q, chainId: number, headers: Header[], keepA
   await q`delete from blocks where chain_id = ${chainId} and number <= ${str(keepAbove)}`;
 }
 
-/** Moves the cursor (and records the head seen) in the batch's transaction. */
+/** Moves the cursor (and records the head seen) in the batch's transaction; returns its stamp (`cursorStamp`). */
 export async function moveCursor(
   q: Q,
   chainId: number,
   cursor: Cursor | null,
   head: bigint,
   also: { blocksPerSec?: number | null; reorgDepth?: bigint } = {},
-): Promise<void> {
+): Promise<string> {
   const rate = also.blocksPerSec === undefined ? q`` : q`, sync_blocks_per_s = ${also.blocksPerSec}`;
   const reorg =
     also.reorgDepth === undefined ? q`` : q`, last_reorg_at = now(), last_reorg_depth = ${str(also.reorgDepth)}`;
-  await q`update chains set
+  const [row] = await q<{ stamp: string }[]>`update chains set
       indexed_block = ${cursor ? str(cursor.block) : null}, indexed_hash = ${cursor?.hash ?? null},
       indexed_time = ${cursor ? iso(cursor.time) : null}, head_block = ${str(head)}, head_seen_at = now(),
       updated_at = now() ${rate} ${reorg}
-    where chain_id = ${chainId}`;
+    where chain_id = ${chainId}
+    returning ${cursorStamp(q)} as stamp`;
+  return row!.stamp;
 }
 
 /** Records the newest head observed when there was nothing to index. */

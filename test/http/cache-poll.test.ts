@@ -9,6 +9,7 @@ import { createApiCaches, type ApiCacheOptions, type ApiCaches } from "../../src
 import { createChainRegistry, type ChainRegistry } from "../../src/chain/clients";
 import type { Db } from "../../src/db/client";
 import { createNotifier, type Notifier } from "../../src/db/notify";
+import { moveCursor } from "../../src/indexer/store";
 import { createTestDb } from "../../testkit/db";
 import { until } from "../../testkit/cli";
 import { CHAIN_A, INDEXED_BLOCK_A, MOD, W, seedFixture } from "../../testkit/seed";
@@ -82,18 +83,62 @@ describe("cursor polls", () => {
   });
 
   test("confirmed check entries outlive their max age without a reload; without polls they end", async () => {
-    const polled = await mkApp({ maxAgeMs: 200 });
-    const plain = await mkApp({ maxAgeMs: 200, sql: undefined });
-    const loaded = performance.now();
-    expect(await polled.authorized(W.grace)).toBe(true);
-    expect(await plain.authorized(W.grace)).toBe(true);
+    // A hit within the last quarter of an entry's life (here 750 ms after the latest confirmation) reloads it ahead:
+    // a max age of 1 s leaves a loaded machine that long between a confirming poll's start and the hit below. Alice's
+    // allocation stays ACTIVE for days (grace's turns EXPIRED a second after the index's time: its entry ends then).
+    const polled = await mkApp({ maxAgeMs: 1000 });
+    const plain = await mkApp({ maxAgeMs: 1000, sql: undefined });
+    expect(await polled.authorized(W.alice)).toBe(true);
+    expect(await plain.authorized(W.alice)).toBe(true);
+    const loaded = performance.now(); // after both entries' queries began
     // Well past the max age of both entries, with polls confirming all along.
-    await until("a poll 400 ms after the loads", async () => polled.caches.generations.confirmedAt() > loaded + 400);
-    expect(performance.now() - loaded).toBeGreaterThan(200);
-    expect(await polled.authorized(W.grace)).toBe(true);
-    expect(await plain.authorized(W.grace)).toBe(true);
+    await until("a poll 1.2 s after the loads", async () => polled.caches.generations.confirmedAt() > loaded + 1200);
+    expect(performance.now() - loaded).toBeGreaterThan(1000);
+    expect(await polled.authorized(W.alice)).toBe(true);
+    expect(await plain.authorized(W.alice)).toBe(true);
     expect(polled.caches.check.stats()).toMatchObject({ hits: 1, misses: 1, stores: 1, refreshes: 0 });
     expect(plain.caches.check.stats()).toMatchObject({ hits: 0, misses: 2 });
     expect(plain.caches.generations.confirmedAt()).toBe(-Infinity);
+  });
+
+  // Last in the file: its notifications reach every cache the tests above opened.
+  test("a notified batch starts one generation: the poll finds the stamp its notification carried", async () => {
+    const { caches } = await mkApp({ maxAgeMs: 3_600_000 });
+    // Notifications reach every subscriber of the connection in turn: once this one has a stamp, the caches have it.
+    const seen: (string | undefined)[] = [];
+    const unsubscribe = await notifier.subscribe((b) => void seen.push(b.stamp));
+    const [row] = await db.sql<{ indexed_hash: string; indexed_time: Date; head_block: string }[]>`
+      select indexed_hash, indexed_time, head_block from chains where chain_id = ${CHAIN_A}`;
+    // The indexer's transaction moves the cursor (moveCursor returns its stamp), then announces the commit.
+    const commit = async (block: number, lose = false) => {
+      const cursor = { block: BigInt(block), hash: row!.indexed_hash, time: row!.indexed_time.getTime() / 1000 };
+      const stamp = await db.sql.begin((tx) => moveCursor(tx, CHAIN_A, cursor, BigInt(row!.head_block)));
+      const notify = async () => {
+        await notifier.publish({ chainId: CHAIN_A, fromBlock: `${block}`, toBlock: `${block}`, reorg: false, stamp });
+        return stamp;
+      };
+      if (!lose) await notify();
+      return notify;
+    };
+    try {
+      await nextConfirmation(caches);
+      const before = caches.generations.of(CHAIN_A);
+      await commit(INDEXED_BLOCK_A + 1);
+      await until("the notification", async () => caches.generations.of(CHAIN_A) > before);
+      await nextConfirmation(caches);
+      await nextConfirmation(caches);
+      expect(caches.generations.of(CHAIN_A)).toBe(before + 1);
+      // The next commit's notification is late: the poll starts its generation, the notification none.
+      const late = await commit(INDEXED_BLOCK_A + 2, true);
+      await until("the poll to find the batch", async () => caches.generations.of(CHAIN_A) > before + 1);
+      await nextConfirmation(caches);
+      const stamp = await late();
+      await until("the late notification", async () => seen.includes(stamp));
+      await nextConfirmation(caches);
+      expect(caches.generations.of(CHAIN_A)).toBe(before + 2);
+    } finally {
+      await commit(INDEXED_BLOCK_A);
+      await unsubscribe();
+    }
   });
 });

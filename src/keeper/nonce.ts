@@ -1,4 +1,4 @@
-import { keccak256, TransactionNotFoundError, type Hash, type Hex, type LocalAccount } from "viem";
+import { keccak256, TransactionNotFoundError, type Hash, type Hex, type LocalAccount, type Transaction } from "viem";
 import type { Fees, KeeperContext } from "./types";
 
 /** One transaction to the processor: calldata, gas limit and fees. */
@@ -28,15 +28,19 @@ export type NonceManager = {
   check: (unmined: number) => Promise<void>;
 };
 
-/** Whether the node has the transaction, pending or mined (a failed question throws). */
-export async function nodeKnows(client: KeeperContext["client"], hash: Hash): Promise<boolean> {
+/** The transaction as the node has it, pending or mined, or null when it does not (a failed question throws). */
+export async function nodeTransaction(client: KeeperContext["client"], hash: Hash): Promise<Transaction | null> {
   try {
-    await client.getTransaction({ hash });
-    return true;
+    return await client.getTransaction({ hash });
   } catch (err) {
-    if (err instanceof TransactionNotFoundError) return false;
+    if (err instanceof TransactionNotFoundError) return null;
     throw err;
   }
+}
+
+/** Whether the node has the transaction, pending or mined (a failed question throws). */
+export async function nodeKnows(client: KeeperContext["client"], hash: Hash): Promise<boolean> {
+  return (await nodeTransaction(client, hash)) !== null;
 }
 
 /** Creates the nonce manager of one keeper account (a local account: it signs here, the node only broadcasts). */

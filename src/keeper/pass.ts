@@ -27,9 +27,9 @@ export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<Ti
   /** Sorts the claims a dead holder of the key left (takeover.ts); on an error they expire with their TTL. */
   async function takeOver() {
     try {
-      const { unsent, released, kept } = await takeOverClaims(ctx);
-      if (unsent || released.length || kept.length) {
-        log("info", "keeper took over the claims of the key's previous holder", { unsent, released, kept });
+      const { unsent, released, adopted, kept } = await takeOverClaims(ctx, receipts);
+      if (unsent || released.length || adopted.length || kept.length) {
+        log("info", "keeper took over the claims of the key's previous holder", { unsent, released, adopted, kept });
       }
     } catch (err) {
       log("warn", "keeper could not check the claims of the key's previous holder: they expire", { err });

@@ -219,3 +219,20 @@ export async function releaseSentClaim(sql: Sql, c: { chainId: number; claim: Se
     where chain_id = ${c.chainId} and subscription_id = ${c.claim.subscription_id} and owner = ${c.claim.owner}
       and tx_hash = ${c.claim.tx_hash}`;
 }
+
+/**
+ * Makes a dead instance's claim `owner`'s, renewed for `ttlMs`, if it still names the same owner and transaction
+ * (whose nonce it records); false when it changed.
+ */
+export async function adoptSentClaim(
+  sql: Sql,
+  c: { chainId: number; claim: SentClaim; owner: string; ttlMs: number; nonce: number },
+): Promise<boolean> {
+  const rows = await sql`
+    update keeper_claims
+    set owner = ${c.owner}, expires_at = now() + make_interval(secs => ${c.ttlMs / 1000}), tx_nonce = ${c.nonce}
+    where chain_id = ${c.chainId} and subscription_id = ${c.claim.subscription_id} and owner = ${c.claim.owner}
+      and tx_hash = ${c.claim.tx_hash}
+    returning 1`;
+  return rows.length === 1;
+}

@@ -1,8 +1,10 @@
-import type { Hash } from "viem";
+import { decodeFunctionData, isAddressEqual, type Hash, type Transaction } from "viem";
+import { subscriptionProcessorAbi } from "../chain/abis";
 import { eachBounded } from "../common/async";
-import { releaseSentClaim, releaseUnsentClaims, sentClaimsOfKey, type SentClaim } from "./queries";
-import { nodeKnows } from "./nonce";
-import type { KeeperContext } from "./types";
+import { adoptSentClaim, releaseSentClaim, releaseUnsentClaims, sentClaimsOfKey, type SentClaim } from "./queries";
+import { nodeTransaction, type TxRequest } from "./nonce";
+import type { Receipts } from "./receipts";
+import type { Fees, KeeperContext } from "./types";
 
 /** What a new holder of the key did with the claims the previous holder left. */
 export type Takeover = {
@@ -10,33 +12,70 @@ export type Takeover = {
   unsent: number;
   /** Claims whose transaction the node never saw and can no longer be mined, or whose nonce nothing holds. */
   released: string[];
-  /** Claims whose transaction the node knows, or whose nonce another pending transaction holds: they expire. */
+  /** Claims whose charge the node has pending: now this holder's, tracked as its own sends (receipt, replacement). */
+  adopted: string[];
+  /** Claims whose transaction the node has mined, or whose nonce another pending transaction holds: they expire. */
   kept: string[];
 };
+
+/** A pending charge of this key for the claim's subscription, as this keeper would track it; null for anything else. */
+function pendingCharge(
+  ctx: KeeperContext,
+  claim: SentClaim,
+  tx: Transaction,
+): { module: string; nonce: number; tx: TxRequest } | null {
+  if (tx.blockNumber !== null || !tx.to) return null;
+  if (!isAddressEqual(tx.from, ctx.address) || !isAddressEqual(tx.to, ctx.processor)) return null;
+  let call;
+  try {
+    call = decodeFunctionData({ abi: subscriptionProcessorAbi, data: tx.input });
+  } catch {
+    return null;
+  }
+  if (call.functionName !== "charge" || call.args[1].toString() !== claim.subscription_id) return null;
+  let fees: Fees;
+  if (tx.maxFeePerGas !== undefined && tx.maxPriorityFeePerGas !== undefined) {
+    fees = { maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas };
+  } else if (tx.gasPrice !== undefined) fees = { gasPrice: tx.gasPrice };
+  else return null;
+  return { module: call.args[0].toLowerCase(), nonce: tx.nonce, tx: { data: tx.input, gas: tx.gas, fees } };
+}
 
 /**
  * Sorts the claims a dead holder of this key left (called right after taking the key's lock, so no other process
  * sends with it). A transaction is recorded on its claim before it is broadcast, so:
  *
  * - no transaction recorded: nothing was broadcast; released.
- * - a transaction the node knows (pending or mined): kept until the claim expires, so the charge is not sent again.
+ * - a charge the node has pending: adopted. The claim is renewed for this holder and the charge tracked as if this
+ *   holder had sent it: its receipt is collected, and past the deadline it is replaced at its nonce with higher
+ *   fees (left as it was, an underpriced one would hold every later nonce of the key).
+ * - a transaction the node has mined: kept until the claim expires, so the charge is not sent again before the
+ *   indexer records it.
  * - a transaction the node does not know (killed between the record and the broadcast, or dropped): released when
  *   its nonce is below the account's mined count (another transaction took the nonce, it can never be mined) or at
  *   or above its pending count (nothing holds the nonce: this holder's next sends take it, so at most one charge at
  *   that nonce is mined). Kept while another pending transaction holds its nonce (a replacement recorded but never
  *   broadcast: the earlier version is pending) and when no nonce was recorded.
  */
-export async function takeOverClaims(ctx: KeeperContext): Promise<Takeover> {
+export async function takeOverClaims(ctx: KeeperContext, receipts: Receipts): Promise<Takeover> {
   const { sql, client, chainId, address, owner } = ctx;
   const unsent = await releaseUnsentClaims(sql, { chainId, address });
   const claims = await sentClaimsOfKey(sql, { chainId, address, owner });
-  const result: Takeover = { unsent, released: [], kept: [] };
+  const result: Takeover = { unsent, released: [], adopted: [], kept: [] };
   if (claims.length === 0) return result;
 
   const unknown: SentClaim[] = [];
   await eachBounded(claims, 8, async (c) => {
-    if (await nodeKnows(client, c.tx_hash as Hash)) result.kept.push(c.subscription_id);
-    else unknown.push(c);
+    const tx = await nodeTransaction(client, c.tx_hash as Hash);
+    if (!tx) return void unknown.push(c);
+    const charge = pendingCharge(ctx, c, tx);
+    const ttlMs = ctx.claimTtlMs;
+    if (charge && (await adoptSentClaim(sql, { chainId, claim: c, owner, ttlMs, nonce: charge.nonce }))) {
+      receipts.track({ ...charge, subscriptionId: c.subscription_id, hash: tx.hash });
+      result.adopted.push(c.subscription_id);
+    } else {
+      result.kept.push(c.subscription_id);
+    }
   });
   if (unknown.length > 0) {
     const [mined, pending] = await Promise.all(

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:tes
 import type { Db } from "../../src/db/client";
 import { ClaimTakenError } from "../../src/keeper/errors";
 import {
+  adoptSentClaim,
   claimSubscription,
   findDueSubscriptions,
   noteRecheck,
@@ -233,6 +234,27 @@ describe("findDueSubscriptions", () => {
     // A new claim of the same owner forgets the transaction of the previous one.
     await claimSubscription(db.sql, { chainId: CHAIN, subscriptionId: "1", owner: "0xother:1", ttlMs: 60_000 });
     expect(await claim()).toEqual({ owner: "0xother:1", tx_hash: null, tx_nonce: null });
+  });
+
+  test("a dead instance's claim is adopted only while it names the same owner and transaction, renewed, with the nonce", async () => {
+    const dead = { subscription_id: "1", owner: "0xkeeper:dead", tx_hash: "0x01", tx_nonce: null };
+    await db.sql`
+      insert into keeper_claims (chain_id, subscription_id, owner, tx_hash, tx_nonce, expires_at)
+      values (${CHAIN}, 1, ${dead.owner}, ${dead.tx_hash}, null, now() + interval '1 second')`;
+    const adopt = (claim: typeof dead) =>
+      adoptSentClaim(db.sql, { chainId: CHAIN, claim, owner: ME, ttlMs: 3_600_000, nonce: 7 });
+    const claim = async () =>
+      (
+        await db.sql`
+          select owner, tx_hash, tx_nonce::int as tx_nonce, expires_at > now() + interval '1 minute' as renewed
+          from keeper_claims where subscription_id = 1`
+      )[0];
+    // The claim moved on (another transaction, another owner): left as it is.
+    expect(await adopt({ ...dead, tx_hash: "0x02" })).toBe(false);
+    expect(await adopt({ ...dead, owner: "0xkeeper:other" })).toBe(false);
+    expect(await claim()).toEqual({ owner: dead.owner, tx_hash: "0x01", tx_nonce: null, renewed: false });
+    expect(await adopt(dead)).toBe(true);
+    expect(await claim()).toEqual({ owner: ME, tx_hash: "0x01", tx_nonce: 7, renewed: true });
   });
 
   describe("with maxAttempts (KEEPER_MAX_ATTEMPTS) and a recheck interval", () => {

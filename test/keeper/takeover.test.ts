@@ -3,12 +3,24 @@
  * holder left: real anvil, the real indexer, an RPC proxy that holds `eth_sendRawTransaction` while the test looks.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createWalletClient, http, keccak256, TransactionNotFoundError, type Address, type Hash, type Hex } from "viem";
+import {
+  createWalletClient,
+  encodeFunctionData,
+  http,
+  keccak256,
+  parseGwei,
+  TransactionNotFoundError,
+  TransactionReceiptNotFoundError,
+  type Address,
+  type Hash,
+  type Hex,
+} from "viem";
+import { subscriptionProcessorAbi } from "../../src/chain/abis";
 import { publicClientFor } from "../../src/chain/clients";
 import { createLogger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
 import { createIndexer } from "../../src/indexer";
-import { createKeeper, type Keeper, type KeeperOptions } from "../../src/keeper";
+import { createKeeper, type Keeper, type KeeperConfig, type KeeperOptions } from "../../src/keeper";
 import { accounts } from "../../testkit/accounts";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
@@ -45,7 +57,7 @@ afterAll(async () => {
 }, 60_000);
 
 /** A keeper whose node (reads and broadcasts) is behind the proxy. */
-function keeperViaProxy(extra: Partial<KeeperOptions> = {}): Keeper {
+function keeperViaProxy(extra: Partial<KeeperOptions> = {}, config: Partial<KeeperConfig> = {}): Keeper {
   const keeper = createKeeper({
     sql: db.sql,
     client: publicClientFor(proxy.url),
@@ -59,6 +71,7 @@ function keeperViaProxy(extra: Partial<KeeperOptions> = {}): Keeper {
       PROCESSOR_ADDRESS: chain.processor,
       POLL_INTERVAL_MS: 100,
       retrySchedule: [3600],
+      ...config,
     },
     ...extra,
   });
@@ -66,7 +79,7 @@ function keeperViaProxy(extra: Partial<KeeperOptions> = {}): Keeper {
   return keeper;
 }
 
-async function dueSubscription(name: "alice" | "bob" | "carol"): Promise<bigint> {
+async function dueSubscription(name: "alice" | "bob" | "carol" | "dave"): Promise<bigint> {
   await chain.fund(name, token, 10_000_000n);
   const id = await chain.subscribe(name, module, 1);
   await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
@@ -182,9 +195,11 @@ test(`a new holder of the key releases a dead holder's claims only when their tr
       order by 1`;
     expect(left.map((c) => c.id)).toEqual([9002, 9003, 9006, 9007, 9008]);
     const said = lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
-    expect([said.unsent, said.released.sort(), said.kept.sort()]).toEqual([
+    // 9003's pending transaction is not a charge of subscription 9003: nothing to adopt.
+    expect([said.unsent, said.released.sort(), said.adopted, said.kept.sort()]).toEqual([
       1,
       ["9004", "9005"],
+      [],
       ["9002", "9003", "9006", "9007"],
     ]);
     await keeper.stop();
@@ -192,5 +207,79 @@ test(`a new holder of the key releases a dead holder's claims only when their tr
     await chain.testClient.setAutomine(true);
     await chain.testClient.mine({ blocks: 1 });
     await db.sql`delete from keeper_claims where subscription_id >= 9000`;
+  }
+}, 60_000);
+
+test(`a new holder of the key adopts a dead holder's pending charge: replaced after the deadline, mined once, later charges not stuck behind it (${testDbKind})`, async () => {
+  const id = await dueSubscription("carol");
+  const dead = `${chain.keeper.toLowerCase()}:dead0003`;
+  let clockMs = Date.now();
+  const deadlineMs = 60_000;
+  await chain.testClient.setAutomine(false);
+  try {
+    // The dead holder's charge: on its claim (live for an hour) and pending on the node, never to be mined as it is.
+    const nonce = await pendingNonce();
+    const data = encodeFunctionData({ abi: subscriptionProcessorAbi, functionName: "charge", args: [module, id] });
+    const deadHash = await chain.wallet("keeper").sendTransaction({ to: chain.processor, data, nonce });
+    const deadTx = await chain.publicClient.getTransaction({ hash: deadHash });
+    await db.sql`
+      insert into keeper_claims (chain_id, subscription_id, owner, tx_hash, tx_nonce, expires_at)
+      values (${chain.chainId}, ${id.toString()}, ${dead}, ${deadHash}, ${nonce}, now() + interval '1 hour')`;
+
+    const lines: string[] = [];
+    const keeper = keeperViaProxy(
+      { log: createLogger("info", (l) => lines.push(l)), clock: () => clockMs },
+      { txDeadlineMs: deadlineMs, maxFeePerGas: parseGwei("1000") },
+    );
+    const first = await keeper.tick();
+    const said = lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
+    expect(said).toMatchObject({ unsent: 0, released: [], adopted: [`${id}`], kept: [] });
+    // Tracked as the new holder's own send: not charged again, its claim renewed for the new holder.
+    expect(first.sent).toEqual([]);
+    expect(first.skipped).toContainEqual({
+      module: module.toLowerCase(),
+      subscriptionId: `${id}`,
+      reason: "in_flight",
+    });
+    expect(keeper.inFlight()).toBe(1);
+    const claim = await claimOf(id);
+    expect(claim).toMatchObject({ tx_hash: deadHash, tx_nonce: String(nonce) });
+    expect(claim!.owner).not.toBe(dead);
+    expect(claim!.owner.startsWith(`${chain.keeper.toLowerCase()}:`)).toBe(true);
+
+    clockMs += deadlineMs + 1;
+    const late = await keeper.tick();
+    expect(late.replaced).toHaveLength(1);
+    expect(late.replaced[0]).toMatchObject({ subscriptionId: `${id}`, nonce, replaced: deadHash });
+    const replacement = late.replaced[0]!.hash;
+    const replaced = await chain.publicClient.getTransaction({ hash: replacement });
+    expect(replaced.nonce).toBe(nonce);
+    expect(replaced.input).toBe(data);
+    expect(replaced.maxFeePerGas! * 1000n).toBeGreaterThanOrEqual(deadTx.maxFeePerGas! * 1125n);
+    expect(replaced.maxPriorityFeePerGas! * 1000n).toBeGreaterThanOrEqual(deadTx.maxPriorityFeePerGas! * 1125n);
+    expect((await claimOf(id))?.tx_hash).toBe(replacement);
+
+    await chain.testClient.mine({ blocks: 1 });
+    expect((await chain.publicClient.getTransactionReceipt({ hash: replacement })).status).toBe("success");
+    await expect(chain.publicClient.getTransactionReceipt({ hash: deadHash })).rejects.toBeInstanceOf(
+      TransactionReceiptNotFoundError,
+    );
+    expect((await keeper.tick()).mined).toEqual([{ subscriptionId: `${id}`, hash: replacement, status: "success" }]);
+    expect(await charges(id)).toEqual(["CHARGE"]);
+
+    // The key's next charge takes the next nonce and is mined at once.
+    await chain.testClient.setAutomine(true);
+    const next = await dueSubscription("dave");
+    const r = await keeper.tick();
+    expect(r.sent.map((s) => s.subscriptionId)).toEqual([`${next}`]);
+    const sent = await chain.publicClient.waitForTransactionReceipt({ hash: r.sent[0]!.hash });
+    expect(sent.status).toBe("success");
+    expect((await chain.publicClient.getTransaction({ hash: r.sent[0]!.hash })).nonce).toBe(nonce + 1);
+    expect(await charges(next)).toEqual(["CHARGE"]);
+    expect(await charges(id)).toEqual(["CHARGE"]);
+    await keeper.stop();
+  } finally {
+    await chain.testClient.setAutomine(true);
+    await chain.testClient.mine({ blocks: 1 });
   }
 }, 60_000);

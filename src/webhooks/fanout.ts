@@ -5,7 +5,7 @@
  */
 import type { Q } from "../db/query";
 import type { EventRange } from "../events/hook";
-import { mayHaveReceived } from "./queries";
+import { deliveriesOfEvent, mayHaveReceived } from "./queries";
 
 /** Whether any of `merchants` has an enabled endpoint. */
 async function anyEndpoint(tx: Q, merchants: readonly string[]): Promise<boolean> {
@@ -49,12 +49,16 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
     insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
     select 'wd_' || substr(md5(d.endpoint_id || r.id), 1, 24), d.endpoint_id, r.seq, r.id, r.type, 'auto'
     from merchant_events r
-    join webhook_deliveries d on d.event_id = r.data->'object'->>'id' and ${mayHaveReceived(tx)}
+    cross join ${deliveriesOfEvent(tx, tx`r.data->'object'->>'id'`)}
     where r.seq between ${from} and ${to} and r.chain_id = ${range.chainId} and r.type = 'event.reverted'
+      and ${mayHaveReceived(tx)}
     on conflict do nothing`;
   await tx`
-    update webhook_deliveries d set status = 'cancelled', lease_until = null
-    from merchant_events r
-    where r.seq between ${from} and ${to} and r.chain_id = ${range.chainId} and r.type = 'event.reverted'
-      and d.event_id = r.data->'object'->>'id' and d.status = 'pending'`;
+    update webhook_deliveries set status = 'cancelled', lease_until = null
+    where id = any(array(
+      select d.id from merchant_events r
+      cross join ${deliveriesOfEvent(tx, tx`r.data->'object'->>'id'`)}
+      where r.seq between ${from} and ${to} and r.chain_id = ${range.chainId} and r.type = 'event.reverted'
+        and d.status = 'pending'))
+      and status = 'pending'`;
 }

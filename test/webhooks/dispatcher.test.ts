@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { Webhook } from "standardwebhooks";
 import type { Db } from "../../src/db/client";
 import { createLogger } from "../../src/common/log";
@@ -154,9 +154,25 @@ describe("dispatching rules", () => {
   let db: Db;
   let receiver: Receiver;
 
+  // A test that fails midway leaves neither its dispatchers running nor its endpoint receiving the next one's events.
+  const dispatchers: ReturnType<typeof createDispatcher>[] = [];
+  const dispatcher = (config: DispatcherConfig) => {
+    const d = createDispatcher({ sql: db.sql, log, config });
+    dispatchers.push(d);
+    return d;
+  };
+  // The exactly-once tests: an answer the loaded test process reads after 300 ms would be a timeout, then a retry
+  // (at least once, as designed), and the receiver would count it twice.
+  const patient = () => fast({ timeoutMs: 10_000 });
+
   beforeAll(async () => {
     db = await createTestDb();
     receiver = startReceiver();
+  });
+  afterEach(async () => {
+    for (const d of dispatchers.splice(0)) await d.stop();
+    const left = await db.sql<{ id: string }[]>`select id from webhook_endpoints`;
+    for (const e of left) await deleteEndpoint(db.sql, null, e.id);
   });
   afterAll(async () => {
     await receiver?.stop();
@@ -167,7 +183,7 @@ describe("dispatching rules", () => {
     const ep = await endpointForAll(db.sql, MERCHANT, receiver.url);
     receiver.respond(() => ({ status: 200, delayMs: 100 }));
     const ids = await emit(db, 16);
-    const d = createDispatcher({ sql: db.sql, log, config: fast({ perEndpoint: 2, timeoutMs: 2000 }) });
+    const d = dispatcher(fast({ perEndpoint: 2, timeoutMs: 2000 }));
     await d.start();
     await until("pending", async () => (await pending(db)) === 0, 30_000);
     await d.stop();
@@ -182,7 +198,7 @@ describe("dispatching rules", () => {
     const [gone, kept] = await emit(db, 2);
     // As if a replay had raced the rollback: the event is withdrawn, its delivery still pending.
     await db.sql`update merchant_events set reverted_by = 'evt_ffff' where id = ${gone!}`;
-    const d = createDispatcher({ sql: db.sql, log, config: fast() });
+    const d = dispatcher(fast());
     await d.start();
     await until("pending", async () => (await pending(db)) === 0, 30_000);
     await d.stop();
@@ -199,8 +215,8 @@ describe("dispatching rules", () => {
     receiver.respond(() => ({ status: 200 }));
     const start = receiver.received.length;
     const ids = await emit(db, 300);
-    const a = createDispatcher({ sql: db.sql, log, config: fast() });
-    const b = createDispatcher({ sql: db.sql, log, config: fast() });
+    const a = dispatcher(patient());
+    const b = dispatcher(patient());
     await Promise.all([a.start(), b.start()]);
     await until("pending", async () => (await pending(db)) === 0, 30_000);
     await Promise.all([a.stop(), b.stop()]);
@@ -220,7 +236,7 @@ describe("dispatching rules", () => {
     await emit(db, 2, "charge.succeeded");
     const rotated = await rotateSecret(db.sql, MERCHANT, ep.id, undefined);
     const [failed] = await emit(db, 1, "charge.failed");
-    const d = createDispatcher({ sql: db.sql, log, config: fast() });
+    const d = dispatcher(patient());
     await d.start();
     await until("pending", async () => (await pending(db)) === 0, 30_000);
     const got = receiver.received.slice(start);
@@ -246,7 +262,7 @@ describe("dispatching rules", () => {
     const ep = await endpointForAll(db.sql, MERCHANT, receiver.url);
     receiver.respond(() => ({ status: 500 }));
     await emit(db, 3);
-    const d = createDispatcher({ sql: db.sql, log, config: fast({ disableAfterS: 1 }) });
+    const d = dispatcher(fast({ disableAfterS: 1 }));
     await d.start();
     await until(
       "disabled",
@@ -277,7 +293,7 @@ describe("dispatching rules", () => {
     const ep = await endpointForAll(db.sql, MERCHANT, receiver.url.replace("127.0.0.1", "localhost"));
     const before = receiver.received.length;
     await emit(db, 1);
-    const d = createDispatcher({ sql: db.sql, log, config: fast({ allowPrivate: false, retrySchedule: [] }) });
+    const d = dispatcher(fast({ allowPrivate: false, retrySchedule: [] }));
     await d.start();
     await until("pending", async () => (await pending(db)) === 0, 30_000);
     await d.stop();

@@ -750,6 +750,8 @@ async function probe(
       typeof e?.message === "string" &&
       typeof e?.request_id === "string";
     if (!ok) return `${method} ${url}${sent} -> ${res.status} without the envelope: ${text.slice(0, 300)}`;
+    const type = res.headers.get("content-type") ?? "";
+    if (!type.startsWith("application/json")) return `${method} ${url}${sent} -> ${res.status} as ${type}`;
   }
   return null;
 }
@@ -777,7 +779,8 @@ describe("no generated request gets a 5xx", () => {
             if (problem) throw new Error(problem);
           },
         ),
-        { numRuns: RUNS, seed: SEED },
+        // A request that hangs fails with its values shown, not as the test's timeout.
+        { numRuns: RUNS, seed: SEED, timeout: 10_000 },
       );
     }, 60_000);
   }

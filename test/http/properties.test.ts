@@ -389,6 +389,13 @@ const headers = fc.record(
       fc.array(fc.ipV4(), { maxLength: 4 }).map((a) => a.join(", ")),
       fc.array(fc.ipV6(), { maxLength: 3 }).map((a) => a.join(",")),
     ),
+    "x-forwarded-proto": fc.constantFrom("https", "http", "HTTPS, http", "", ",", "gopher"),
+    host: fc.oneof(
+      fc.constantFrom("localhost", "localhost:3000", "", "[::1]", "a".repeat(300), "evil.example"),
+      latin1,
+    ),
+    "if-none-match": fc.oneof(fc.constantFrom("*", '""', 'W/"x"', "null"), latin1),
+    accept: fc.constantFrom("text/csv", "application/x-ndjson", "*/*", "text/html", "application/json;q=0", ""),
     // Of a request with a body: JSON mostly (absent means JSON), else another or a broken type.
     "content-type": fc.oneof(
       fc.constantFrom(
@@ -657,7 +664,12 @@ const ROUTES: Route[] = [
   { name: "docs", method: "GET", path: () => "/docs" },
   { name: "docs json", method: "GET", path: () => "/docs/json" },
   { name: "dashboard", method: "GET", path: () => "/dashboard" },
-  { name: "dashboard asset", method: "GET", path: (v) => `/dashboard/assets/${v}` },
+  {
+    name: "dashboard asset",
+    method: "GET",
+    path: (_, name) => `/dashboard/assets/${name}`,
+    id: fc.oneof(fc.constantFrom("main.js", "styles.css", "main.js%00", "..%2Fmain.js", "MAIN.JS"), encoded),
+  },
   { name: "unknown", method: "GET", path: (v) => `/v0/${v}`, query: Q.activity },
 ];
 

@@ -15,8 +15,10 @@ import { EVENT_TYPES } from "../../src/events/envelope";
 import { eventIdOf } from "../../src/events/ids";
 import { createEndpoint } from "../../src/webhooks/endpoints";
 import { fanOut } from "../../src/webhooks/fanout";
+import { accounts } from "../../testkit/accounts";
 import { ADMIN_KEY, startSeededApp, type SeededApp } from "../../testkit/app";
 import { CHAIN_A, CHAIN_B, M1, M2, MOD, W } from "../../testkit/seed";
+import { fetchNonce, siweMessage } from "../../testkit/siwe";
 import { startReceiver, type Receiver } from "../../testkit/webhooks";
 
 /** The seed of every property of this file. */
@@ -69,6 +71,28 @@ async function seedIds(): Promise<void> {
   known.push((await createApiKey(sql, { merchant: M1 })).id);
 }
 
+/**
+ * Signed sign-in messages, each over its own real nonce: M1's own (each signs in once), signed by another wallet, for
+ * another domain or chain, expired. The first attempt with a nonce spends it, whatever its outcome (siwe/service.ts).
+ */
+const signIns: { message: string; signature: string }[] = [];
+
+async function seedSignIns(): Promise<void> {
+  const address = accounts.merchant.address;
+  const variants = [
+    { signer: accounts.merchant, opts: {} },
+    { signer: accounts.alice, opts: {} },
+    { signer: accounts.merchant, opts: { domain: "evil.example" } },
+    { signer: accounts.merchant, opts: { chainId: 1 } },
+    { signer: accounts.merchant, opts: { expirationTime: new Date(Date.now() - 1000) } },
+  ];
+  for (let i = 0; i < 30; i++) {
+    const v = variants[i % variants.length]!;
+    const message = siweMessage({ nonce: await fetchNonce(s.app), address, ...v.opts });
+    signIns.push({ message, signature: await v.signer.signMessage({ message }) });
+  }
+}
+
 beforeAll(async () => {
   receiver = startReceiver();
   // Limits high enough for the requests to get past the rate limiters; `test` deliveries go to the receiver.
@@ -79,6 +103,7 @@ beforeAll(async () => {
   });
   apiKey = (await createApiKey(s.db.sql, { merchant: M1 })).key;
   await seedIds();
+  await seedSignIns();
   const a = s.fixture.activity.find((r) => r.chain_id === CHAIN_A)!;
   eventId = `${a.chain_id}:${a.tx_hash}:${a.log_index}`;
   const sub = s.fixture.subscriptions.find((x) => x.chain_id === CHAIN_A && x.merchant === M1)!;
@@ -651,7 +676,30 @@ const ROUTES: Route[] = [
   { name: "auth check", method: "GET", path: () => "/v0/auth/check", query: Q.check },
   { name: "siwe nonce", method: "GET", path: () => "/v0/siwe/nonce" },
   { name: "siwe me", method: "GET", path: () => "/v0/siwe/me" },
-  { name: "siwe verify", method: "POST", path: () => "/v0/siwe/verify", body: bodyOf("message", "signature") },
+  {
+    name: "siwe verify",
+    method: "POST",
+    path: () => "/v0/siwe/verify",
+    body: fc.oneof(
+      bodyOf("message", "signature"),
+      fc
+        .tuple(
+          fc.nat(),
+          fc.oneof(
+            { weight: 4, arbitrary: fc.constant("as signed") },
+            fc.constantFrom("message+", "signature+", "signature cut", "swapped"),
+          ),
+        )
+        .map(([i, how]) => {
+          const { message, signature } = signIns[i % signIns.length]!;
+          if (how === "message+") return { message: `${message}\n`, signature };
+          if (how === "signature+") return { message, signature: `${signature}00` };
+          if (how === "signature cut") return { message, signature: signature.slice(0, -2) };
+          if (how === "swapped") return { message: signature, signature: message };
+          return { message, signature };
+        }),
+    ),
+  },
   { name: "siwe logout", method: "POST", path: () => "/v0/siwe/logout", body: noBody },
   { name: "healthz", method: "GET", path: () => "/healthz" },
   // A live indexer sees the head every poll: without it /readyz is rightly a 503 once the file has run 30 s.
@@ -685,7 +733,8 @@ function rememberId(text: string): void {
 
 /**
  * What a write may change, per table: webhook endpoints (all they hold), deliveries, API keys (not their last use),
- * SIWE sessions and nonces. A rejected write must leave every line as it was.
+ * SIWE sessions and nonces (not whether spent: a rejected sign-in spends its nonce on purpose). A rejected write must
+ * leave every line as it was.
  */
 async function stateOf(): Promise<Record<string, string>> {
   const rows = await s.db.sql<{ t: string; n: string; h: string }[]>`
@@ -697,7 +746,7 @@ async function stateOf(): Promise<Record<string, string>> {
       union all select 'webhook_deliveries', concat_ws(',', id, endpoint_id, event_id, origin) from webhook_deliveries
       union all select 'api_keys', concat_ws(',', id, merchant, label, revoked_at::text) from api_keys
       union all select 'sessions', concat_ws(',', id, address, revoked_at::text) from sessions
-      union all select 'siwe_nonces', concat_ws(',', nonce, used_at::text) from siwe_nonces
+      union all select 'siwe_nonces', nonce from siwe_nonces
     ) r group by t`;
   return Object.fromEntries(rows.map((r) => [r.t, `${r.n} rows ${r.h}`]));
 }

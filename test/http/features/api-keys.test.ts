@@ -94,6 +94,10 @@ describe("a wallet session manages its merchant's keys", () => {
       expect(bad.status, JSON.stringify(body)).toBe(400);
       expect(["label", "body"]).toContain(bad.body.error.param);
     }
+    // An unknown field is named, as on the webhook routes (a misspelt `lable` would otherwise make an unnamed key).
+    const misspelt = await call("POST", `/v0/api_keys/${M1}`, bearer(session), { lable: "production" });
+    expect(misspelt.status).toBe(400);
+    expect(misspelt.body.error).toMatchObject({ param: "lable", message: "unknown field lable; allowed: label" });
     expect((await call("POST", `/v0/api_keys/0x12`, bearer(session))).body.error.param).toBe("merchant");
     expect(await keysOf(M1)).toBe(before);
   });

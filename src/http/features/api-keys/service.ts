@@ -34,12 +34,15 @@ export async function requireMerchantSession(
   return principal;
 }
 
-/** The optional `label` of a create body (absent body, `{}` or `{label}`); 400 for anything else. */
+/** The optional `label` of a create body (absent body, `{}` or `{label}`); 400 for anything else, naming it. */
 export function parseLabel(body: unknown): string | undefined {
   if (body === undefined || body === null || body === "") return undefined;
   if (typeof body !== "object" || Array.isArray(body)) {
     throw new InvalidParameterError("body", 'the body must be a JSON object such as {"label": "production server"}');
   }
+  // As the webhook routes do: a misspelt field is an error, not silently a key without it.
+  const unknown = Object.keys(body).find((k) => k !== "label");
+  if (unknown !== undefined) throw new InvalidParameterError(unknown, `unknown field ${unknown}; allowed: label`);
   const label = (body as Record<string, unknown>).label;
   if (label === undefined || label === null) return undefined;
   if (typeof label !== "string") throw new InvalidParameterError("label", "label must be a string");

@@ -17,11 +17,11 @@
  * (one lost with a dropped LISTEN connection, or never sent by an indexer that died between its commit and its
  * NOTIFY), so such a loss costs at most one poll of staleness. A batch's notification carries its cursor's stamp, so
  * a commit starts one generation whichever of its notification and a poll finds it first (both come after the
- * commit, so either invalidates what was read before it). A poll that saw no cursor move confirms that nothing committed on
- * any chain between the previous poll and its own start: in a cache with `confirmed`, the max age then counts from
- * that start for every entry loaded before it (`max(loaded, confirmed) + maxAgeMs`), so hot entries are not
- * reloaded every `maxAgeMs` while no batch commits. A failed or stalled poll confirms nothing: entries then end at
- * their max age, as without polls.
+ * commit, so either invalidates what was read before it). A poll that saw no cursor move confirms that nothing
+ * committed on any chain between the previous poll and its own start: in a cache with `confirmed`, the max age then
+ * counts from that start for every entry loaded before it (`max(loaded, confirmed) + maxAgeMs`), so hot entries are
+ * not reloaded every `maxAgeMs` while no batch commits. A failed or stalled poll confirms nothing: entries then end
+ * at their max age, as without polls.
  */
 import { cursorStamp, type Notifier } from "../db/notify";
 import type { Sql } from "../db/client";

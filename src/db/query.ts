@@ -36,6 +36,17 @@ export function textColumn(q: Q, values: readonly (string | null)[]) {
   return q`string_to_array(${text}::text, ${SEP}, ${NUL})`;
 }
 
+/** Each of `fields` over `rows` as a {@link textColumn}, by the field's name: the columns of a bulk insert's `unnest`. */
+export function textColumns<R, K extends string>(
+  q: Q,
+  rows: readonly R[],
+  fields: Record<K, (row: R) => string | null>,
+): Record<K, ReturnType<typeof textColumn>> {
+  const columns = {} as Record<K, ReturnType<typeof textColumn>>;
+  for (const name in fields) columns[name] = textColumn(q, rows.map(fields[name]));
+  return columns;
+}
+
 /**
  * Streams rows into `COPY … FROM STDIN` (Postgres only: PGlite's socket does not speak COPY). postgres.js
  * reports a failed COPY to no one, so a query queued right behind it turns the failure into an error here.

@@ -1,5 +1,5 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import { copyIn, copyText, textColumn, type Q, type Tx } from "../db/query";
+import { copyIn, copyText, textColumns, type Q, type Tx } from "../db/query";
 import { fromRow, type SubRow } from "../db/rows";
 import { planKey, type SubState } from "../domain/subscription";
 import type { NewEvent, PlanTerms } from "./timeline";
@@ -176,36 +176,24 @@ async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
  * ordering (every row brings its seq) or the returned range.
  */
 async function appendNewEvents(q: Q, chainId: number, events: NewEvent[]) {
-  const n = events.length;
-  const seq = new Array<string>(n);
-  const id = new Array<string>(n);
-  const merchant = new Array<string>(n);
-  const type = new Array<string>(n);
-  const bn = new Array<string>(n);
-  const li = new Array<string>(n);
-  const si = new Array<string>(n);
-  const ts = new Array<string>(n);
-  const data = new Array<string>(n);
-  for (let i = 0; i < n; i++) {
-    const e = events[i]!;
-    seq[i] = e.seq!.toString();
-    id[i] = e.id;
-    merchant[i] = e.merchant;
-    type[i] = e.type;
-    bn[i] = e.blockNumber.toString();
-    li[i] = String(e.logIndex);
-    si[i] = String(e.subIndex);
-    ts[i] = String(e.ts);
-    data[i] = JSON.stringify(e.data);
-  }
-  const col = (values: string[]) => textColumn(q, values);
+  const c = textColumns(q, events, {
+    seq: (e) => e.seq!.toString(),
+    id: (e) => e.id,
+    merchant: (e) => e.merchant,
+    type: (e) => e.type,
+    bn: (e) => e.blockNumber.toString(),
+    li: (e) => String(e.logIndex),
+    si: (e) => String(e.subIndex),
+    ts: (e) => String(e.ts),
+    data: (e) => JSON.stringify(e.data),
+  });
   await q`
     insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
     overriding system value
     select seq::bigint, id, ${chainId}, merchant, type, bn::bigint, li::int, si::int, to_timestamp(ts::bigint),
       data::jsonb
-    from unnest(${col(seq)}, ${col(id)}, ${col(merchant)}, ${col(type)}, ${col(bn)}, ${col(li)}, ${col(si)}, ${col(ts)},
-      ${col(data)}) as u(seq, id, merchant, type, bn, li, si, ts, data)`;
+    from unnest(${c.seq}, ${c.id}, ${c.merchant}, ${c.type}, ${c.bn}, ${c.li}, ${c.si}, ${c.ts}, ${c.data})
+      as u(seq, id, merchant, type, bn, li, si, ts, data)`;
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {

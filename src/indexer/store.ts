@@ -1,5 +1,5 @@
 import type { Sql } from "../db/client";
-import { copyIn, copyText, textColumn, type Q, type Tx } from "../db/query";
+import { copyIn, copyText, textColumns, type Q, type Tx } from "../db/query";
 import { cursorStamp } from "../db/notify";
 import { fromRow, type SubRow } from "../db/rows";
 import type { ChainEvent } from "../domain/chain-event";
@@ -127,34 +127,22 @@ export async function copyActivity(tx: Tx, chainId: number, rows: ActivityRow[])
  */
 export async function insertEvents(q: Q, chainId: number, events: DecodedEvent[]): Promise<void> {
   if (events.length === 0) return;
-  const n = events.length;
-  const bn = new Array<string>(n);
-  const li = new Array<string>(n);
-  const tx = new Array<string>(n);
-  const bh = new Array<string>(n);
-  const bt = new Array<string>(n);
-  const addr = new Array<string>(n);
-  const name = new Array<string>(n);
-  const sid = new Array<string | null>(n);
-  const args = new Array<string>(n);
-  for (let i = 0; i < n; i++) {
-    const e = events[i]!;
-    bn[i] = e.blockNumber.toString();
-    li[i] = String(e.logIndex);
-    tx[i] = e.txHash;
-    bh[i] = e.blockHash;
-    bt[i] = String(e.blockTime!);
-    addr[i] = e.address;
-    name[i] = e.name;
-    sid[i] = e.subscriptionId;
-    args[i] = JSON.stringify(e.args);
-  }
-  const col = (values: (string | null)[]) => textColumn(q, values);
+  const c = textColumns(q, events, {
+    bn: (e) => e.blockNumber.toString(),
+    li: (e) => String(e.logIndex),
+    tx: (e) => e.txHash,
+    bh: (e) => e.blockHash,
+    bt: (e) => String(e.blockTime!),
+    addr: (e) => e.address,
+    name: (e) => e.name,
+    sid: (e) => e.subscriptionId,
+    args: (e) => JSON.stringify(e.args),
+  });
   await q`insert into events (chain_id, block_number, log_index, tx_hash, block_hash, block_time, address, name,
       subscription_id, args)
     select ${chainId}, bn::bigint, li::integer, tx, bh, to_timestamp(bt::bigint), addr, name, sid::numeric, args::jsonb
-    from unnest(${col(bn)}, ${col(li)}, ${col(tx)}, ${col(bh)}, ${col(bt)}, ${col(addr)}, ${col(name)}, ${col(sid)},
-      ${col(args)}) as u(bn, li, tx, bh, bt, addr, name, sid, args)`;
+    from unnest(${c.bn}, ${c.li}, ${c.tx}, ${c.bh}, ${c.bt}, ${c.addr}, ${c.name}, ${c.sid}, ${c.args})
+      as u(bn, li, tx, bh, bt, addr, name, sid, args)`;
 }
 
 /** Inserts new modules. */
@@ -255,34 +243,28 @@ export async function upsertBlocked(q: Q, chainId: number, rows: BlockedRow[]): 
 /** Inserts activity records (CHARGE, FAIL, REFILL); as {@link insertEvents}, a repeated row fails the batch. */
 export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[]): Promise<void> {
   if (rows.length === 0) return;
-  const n = rows.length;
-  const cols = Array.from({ length: 14 }, () => new Array<string | null>(n));
-  for (let i = 0; i < n; i++) {
-    const r = rows[i]!;
-    cols[0]![i] = r.blockNumber.toString();
-    cols[1]![i] = String(r.logIndex);
-    cols[2]![i] = r.txHash;
-    cols[3]![i] = String(r.blockTime);
-    cols[4]![i] = r.merchant;
-    cols[5]![i] = r.module;
-    cols[6]![i] = r.subscriptionId;
-    cols[7]![i] = r.type;
-    cols[8]![i] = r.token;
-    cols[9]![i] = r.amount;
-    cols[10]![i] = r.fee;
-    cols[11]![i] = r.reason;
-    cols[12]![i] = r.keeper;
-    cols[13]![i] = r.eventSeq ?? null;
-  }
-  const [bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq] = cols.map((c) =>
-    textColumn(q, c),
-  );
+  const c = textColumns(q, rows, {
+    bn: (r) => r.blockNumber.toString(),
+    li: (r) => String(r.logIndex),
+    tx: (r) => r.txHash,
+    bt: (r) => String(r.blockTime),
+    mer: (r) => r.merchant,
+    mod: (r) => r.module,
+    sid: (r) => r.subscriptionId,
+    type: (r) => r.type,
+    token: (r) => r.token,
+    amount: (r) => r.amount,
+    fee: (r) => r.fee,
+    reason: (r) => r.reason,
+    keeper: (r) => r.keeper,
+    eseq: (r) => r.eventSeq ?? null,
+  });
   await q`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
       subscription_id, type, token, amount, fee, reason, keeper, event_seq)
     select ${chainId}, bn::bigint, li::integer, tx, to_timestamp(bt::bigint), mer, mod, sid::numeric, type, token,
       amount::numeric, fee::numeric, reason, keeper, eseq::bigint
-    from unnest(${bn!}, ${li!}, ${tx!}, ${bt!}, ${mer!}, ${mod!}, ${sid!}, ${type!}, ${token!}, ${amount!}, ${fee!},
-      ${reason!}, ${keeper!}, ${eseq!})
+    from unnest(${c.bn}, ${c.li}, ${c.tx}, ${c.bt}, ${c.mer}, ${c.mod}, ${c.sid}, ${c.type}, ${c.token}, ${c.amount},
+      ${c.fee}, ${c.reason}, ${c.keeper}, ${c.eseq})
       as u(bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq)`;
 }
 

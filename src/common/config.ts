@@ -72,6 +72,7 @@ const EnvSchema = {
   RENEWAL_NOTICE_S: Uint(0),
   RENEWAL_CHECK_INTERVAL_S: Uint(1),
   RENEWAL_RPC_CONCURRENCY: Uint(1),
+  BACKFILL_DEFER_INDEXES: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
   /** `production`: start-up warns about what is unsafe in production (webhook secrets stored in clear). */
   NODE_ENV: T.Optional(T.String()),
 } satisfies Record<string, TSchema>;
@@ -105,6 +106,7 @@ const defaults: Record<string, string> = {
   RENEWAL_NOTICE_S: "259200",
   RENEWAL_CHECK_INTERVAL_S: "900",
   RENEWAL_RPC_CONCURRENCY: "4",
+  BACKFILL_DEFER_INDEXES: "1",
 };
 
 type Env = { [K in keyof typeof EnvSchema]: Static<(typeof EnvSchema)[K]> };

@@ -2,6 +2,7 @@ import { AppError } from "../common/errors";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type postgres from "postgres";
+import { buildDeferredIndexesIn } from "./deferred-indexes";
 
 /** Folder holding the append-only `NNNN_verb_noun.sql` migrations. */
 export const migrationsDir = join(import.meta.dir, "..", "..", "sql", "migrations");
@@ -36,8 +37,10 @@ export async function migrate(sql: postgres.Sql<{}>, dir = migrationsDir): Promi
     await tx`create table if not exists schema_migrations (
       name text primary key, applied_at timestamptz not null default now())`;
     const done = new Set((await tx<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name));
-    for (const m of listMigrations(dir)) {
-      if (done.has(m.name)) continue;
+    const pending = listMigrations(dir).filter((m) => !done.has(m.name));
+    // A migration may rely on any index the earlier ones made: build those an interrupted backfill left out first.
+    if (pending.length > 0 && done.has("0028_create_deferred_indexes.sql")) await buildDeferredIndexesIn(tx);
+    for (const m of pending) {
       try {
         await tx.savepoint(async (sp) => {
           await sp.unsafe(m.text).simple();

@@ -8,6 +8,7 @@ import type { IndexerObserver, IndexerOptions } from "./options";
 import { createIndexerState, type IndexerState } from "./state";
 import { createSyncLog, type SyncLog } from "./sync-log";
 import { createTokenBook } from "./token-book";
+import type { DeferralState } from "./deferral";
 
 /** What the pipeline (and the rollback) work with. */
 export type IndexerContext = {
@@ -37,6 +38,8 @@ export type IndexerContext = {
    * waiting for their WAL flush (set at start: a server only; PGlite's server is this process, its crash ours).
    */
   io: { depth: number; useCopy: boolean; asyncCommit: boolean };
+  /** The initial backfill's deferred secondary indexes (./deferral.ts). */
+  deferral: DeferralState;
   stopping: () => boolean;
 };
 
@@ -81,6 +84,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     state: createIndexerState({ chainId, stallAfterMs, tokens, log }),
     sync,
     io: { depth: 1, useCopy: false, asyncCommit: false },
+    deferral: { enabled: t.deferIndexes ?? true, pending: null },
     stopping,
   };
 }

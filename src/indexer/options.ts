@@ -35,6 +35,8 @@ export type IndexerTuning = {
   tokenMaxRetryMs?: number;
   /** Between backfill progress lines, and the window their rate is measured over (default 10 s). */
   progressIntervalMs?: number;
+  /** Leave the secondary indexes out of an initial backfill and build them at the head (default true). */
+  deferIndexes?: boolean;
 };
 
 /** Options of `createIndexer`. */

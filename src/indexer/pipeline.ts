@@ -13,6 +13,7 @@ import { loadCursor, loadSubscriptions, moveCursor, type Cursor } from "./store"
 import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
 import type { BatchContext } from "./hooks";
+import { buildDeferral, buildDue } from "./deferral";
 
 /** A batch whose transaction was started: when its hooks' `beforeBulk` ran (or it failed), and its commit. */
 type Written = { rows: BatchRows; begun: Promise<void>; committed: Promise<void> };
@@ -349,6 +350,12 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
         clock.mark("prepare");
         const rows = await derive(ctx, batch);
         clock.mark("derive");
+        if (buildDue(ctx, batch.to, head, target)) {
+          // The deferred indexes go in before the batch that reaches the head, once the batches ahead committed.
+          while (queue.length > 0) await queue.shift()!.committed;
+          await buildDeferral(ctx);
+          clock.mark("buildIndexes");
+        }
         const written = write(ctx, rows, expected, head, [...queue], clock.stages);
         written.committed.catch(() => {});
         queue.push(written);

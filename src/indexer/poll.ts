@@ -9,6 +9,7 @@ import { ChainBehindError, LeadershipLostError, LogsInDoubtError, ReorgDetectedE
 import type { LeaderLock } from "./lock";
 import type { IndexerContext } from "./context";
 import { catchUp } from "./pipeline";
+import { beginDeferral, buildDeferral } from "./deferral";
 import { checkChain, createDeepReorgGuard, type ChainCheck, type DeepReorgGuard } from "./reorg";
 import { applyReorg } from "./rollback";
 import { loadProgress, markDeepReorg, touchHead } from "./store";
@@ -76,7 +77,9 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
     guard.clear();
   }
   if (check.kind !== "ok") return actOn(ctx, check, guard, head, target);
+  await beginDeferral(ctx, target);
   const wrote = await catchUp(ctx, head, target);
+  if (ctx.deferral.pending && state.cursor && state.cursor.block >= target) await buildDeferral(ctx);
   if (!wrote) {
     await touchHead(sql, chainId, state.headBlock ?? head);
     const c = state.cursor;
@@ -120,6 +123,7 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
         }
         log("info", "indexer is the leader", { chainId });
         state.needReload = true;
+        ctx.deferral.pending = null;
       } else if (!(await opts.lock.check())) {
         state.leader = false;
         ctx.sync.reset();

@@ -136,6 +136,27 @@ async function cancel(name: WalletName, id: bigint) {
 }
 
 describe("keeper", () => {
+  test("waits while an initial backfill's indexes are deferred: the index shows the past", async () => {
+    const keeper = makeKeeper("keeper", [3600]);
+    await chain.fund("alice", token, 10_000_000n);
+    const id = await chain.subscribe("alice", module, LONG);
+    await synced();
+    await db.sql`insert into deferred_indexes (name, definition)
+      values ('keeper_test_idx', 'CREATE INDEX keeper_test_idx ON public.plans USING btree (token)')`;
+    try {
+      const waiting = await keeper.tick();
+      expect(waiting.due).toBe(0);
+      expect(waiting.sent).toHaveLength(0);
+    } finally {
+      await db.sql`delete from deferred_indexes where name = 'keeper_test_idx'`;
+    }
+    const r = await keeper.tick();
+    expect(r.sent.map((s) => s.subscriptionId)).toEqual([id.toString()]);
+    await minedAndIndexed(r.sent[0]!.hash);
+    await keeper.stop();
+    await cancel("alice", id);
+  }, 60_000);
+
   test("a new subscription is charged within one poll: PENDING turns ACTIVE on its own", async () => {
     const keeper = makeKeeper("keeper", [3600]);
     await keeper.start();

@@ -34,6 +34,7 @@ export const indexerRole: Role = {
         },
         notifier,
         log,
+        tuning: { deferIndexes: config.BACKFILL_DEFER_INDEXES === "1" },
         hooks: [
           statsRollupsHook(),
           eventsHook({ onEvents: fanOut, extra: outlooks.upcoming }),

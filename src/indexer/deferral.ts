@@ -1,0 +1,45 @@
+/**
+ * The initial backfill's secondary indexes, from the indexer's side (the indexes and their bookkeeping are in
+ * src/db/deferred-indexes.ts): dropped when the leader starts a chain on empty tables with more than the reorg window
+ * to index, built before the batch that reaches the target or the window, so the cursor never shows the head while
+ * an index is missing. A deferral left by a run that died is built by the next leader the same way.
+ */
+import { describeError } from "../common/errors";
+import { buildDeferredIndexes, deferIndexes, indexesDeferred } from "../db/deferred-indexes";
+import type { IndexerContext } from "./context";
+
+/** Whether indexes are deferred: null until the leader looked (again after a change of leader). */
+export type DeferralState = { enabled: boolean; pending: boolean | null };
+
+/** On a leader's poll: defers the indexes for a fresh chain's backfill, or finds a deferral already running. */
+export async function beginDeferral(ctx: IndexerContext, target: bigint): Promise<void> {
+  const d = ctx.deferral;
+  if (d.pending !== null) return;
+  if (d.enabled && ctx.state.cursor === null && target - ctx.startBlock >= ctx.window) {
+    const names = await deferIndexes(ctx.sql);
+    if (names.length > 0) {
+      ctx.log("info", "secondary indexes deferred for the initial backfill", { chainId: ctx.chainId, indexes: names });
+    }
+  }
+  d.pending = await indexesDeferred(ctx.sql);
+}
+
+/** Whether the batch ending at `to` must wait for the deferred indexes: it reaches the target or the reorg window. */
+export const buildDue = (ctx: IndexerContext, to: bigint, head: bigint, target: bigint) =>
+  ctx.deferral.pending === true && (to >= target || to + ctx.window >= head);
+
+/** Builds the deferred indexes (any chain's); logs what it built and how long it took. */
+export async function buildDeferral(ctx: IndexerContext): Promise<void> {
+  const started = performance.now();
+  try {
+    const built = await buildDeferredIndexes(ctx.sql);
+    ctx.deferral.pending = false;
+    if (built.length > 0) {
+      const ms = Math.round(performance.now() - started);
+      ctx.log("info", "secondary indexes built", { chainId: ctx.chainId, indexes: built, ms });
+    }
+  } catch (err) {
+    ctx.log("error", "building the deferred indexes failed", { chainId: ctx.chainId, error: describeError(err) });
+    throw err;
+  }
+}

@@ -152,3 +152,11 @@ describe("renewal variables (renewals.md §6)", () => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
   });
 });
+
+describe("BACKFILL_DEFER_INDEXES", () => {
+  test("on by default, 0 turns it off, anything else stops start-up naming it", () => {
+    expect(loadConfig({}).BACKFILL_DEFER_INDEXES).toBe("1");
+    expect(loadConfig({ BACKFILL_DEFER_INDEXES: "0" }).BACKFILL_DEFER_INDEXES).toBe("0");
+    expect(() => loadConfig({ BACKFILL_DEFER_INDEXES: "yes" })).toThrow(/BACKFILL_DEFER_INDEXES/);
+  });
+});

@@ -9,7 +9,8 @@ import type { Sql } from "./client";
 
 /**
  * The indexes an initial backfill goes without: every secondary index of the tables it fills, except those a batch
- * reads (`activity_event_seq_idx`: the webhook fan-out; `subscriptions_due_idx`: expiries) and the unique ones
+ * reads (`activity_event_seq_idx`: the webhook fan-out; `subscriptions_due_idx`: expiries and notices;
+ * `subscriptions_check_idx`: the allocations of a blocked or unblocked pair) and the unique ones
  * (constraints). What reads the others during the backfill scans the table instead: the API, the keeper (which
  * waits, see `indexesDeferred`), a rollback.
  */
@@ -22,7 +23,6 @@ export const DEFERRABLE_INDEXES = [
   "merchant_events_merchant_idx",
   "merchant_events_block_idx",
   "subscriptions_merchant_idx",
-  "subscriptions_check_idx",
 ] as const;
 
 /** The tables those indexes belong to: all empty means nothing was ever indexed here. */

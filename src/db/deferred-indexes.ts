@@ -32,7 +32,7 @@ const FILLED_TABLES = ["activity", "events", "merchant_events", "subscriptions"]
 const DEFERRAL_LOCK = 7_413_902_377;
 
 /** Whether the tables the deferrable indexes belong to hold no row. */
-export async function tablesEmpty(q: Q): Promise<boolean> {
+async function tablesEmpty(q: Q): Promise<boolean> {
   for (const t of FILLED_TABLES) {
     if ((await q`select 1 from ${q(t)} limit 1`).length > 0) return false;
   }
@@ -80,9 +80,9 @@ export const ifNotExists = (definition: string) =>
   );
 
 /**
- * Builds every deferred index, each in its own transaction with the delete of its row (one table locked at a time:
- * an index build waits for that table's writers and holds them off, never two tables at once). Returns the names
- * built by this call.
+ * Builds every deferred index, side by side, each in its own transaction with the delete of its row: a build waits
+ * for its table's writers and holds them off, one table each, so builds and batches never wait on each other in a
+ * cycle. Returns the names built by this call.
  */
 export async function buildDeferredIndexes(sql: Sql): Promise<string[]> {
   const built = await Promise.all(

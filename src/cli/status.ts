@@ -92,6 +92,13 @@ export function formatStatus(r: StatusReport): string {
       );
     }
   }
+  const deferred = r.deferred_indexes;
+  if (deferred.length > 0) {
+    out.push(
+      `indexes  ${deferred.length} left out until the initial backfill reaches the head (the API scans, the keeper ` +
+        `waits): ${deferred.join(", ")}`,
+    );
+  }
   if (r.attention.length === 0) out.push("", "nothing needs attention");
   else out.push("", "needs attention:", ...r.attention.map((a) => `  ✗ ${a}`));
   return out.join("\n");

@@ -8,6 +8,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { publicClientFor } from "../../../chain/clients";
 import type { Config } from "../../../common/config";
 import type { Sql } from "../../../db/client";
+import { deferredIndexes } from "../../../db/deferred-indexes";
 import { SYNC_LAG_BLOCKS } from "../../../domain/progress";
 import { statusJoins } from "../../../domain/status";
 import { renewalJoins } from "../../../renewals/sql";
@@ -73,6 +74,8 @@ export type StatusReport = {
   };
   /** Renewals whose next charge is forecast to fail (renewals.md), per chain; null while no outlook was computed. */
   renewals_at_risk: RenewalsAtRiskStatus[] | null;
+  /** Secondary indexes an initial backfill left out, until it reaches the head (README, Design: Indexer). */
+  deferred_indexes: string[];
   attention: string[];
 };
 
@@ -250,10 +253,11 @@ export async function gatherStatus(
       attention.push(`chain ${c.chainId} has not been indexed yet`);
     }
   }
-  const [k, w, renewals] = await Promise.all([
+  const [k, w, renewals, deferred] = await Promise.all([
     keeperStatus(sql, config, rows, clientOf),
     webhookStatus(sql, now),
     renewalsAtRisk(sql),
+    deferredIndexes(sql),
   ]);
   attention.push(...k.attention, ...w.attention);
   return {
@@ -262,6 +266,7 @@ export async function gatherStatus(
     keeper: k.keeper,
     webhooks: w.webhooks,
     renewals_at_risk: renewals,
+    deferred_indexes: deferred,
     attention,
   };
 }

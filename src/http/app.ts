@@ -3,7 +3,7 @@ import type { AppDeps, RouteDeps } from "./deps";
 import { createAppLimiter, createCredentialLimiter } from "./deps";
 import { createErrorHandler } from "./plugins/error-handler";
 import { bodyLimit, serveOptions } from "./plugins/body-limit";
-import { nulGuard } from "./plugins/nul-guard";
+import { textGuard } from "./plugins/text-guard";
 import { requestMetrics } from "./plugins/request-metrics";
 import { siweRoutes } from "./features/siwe";
 import { activityRoutes } from "./features/activity";
@@ -35,7 +35,7 @@ export function createApp(deps: AppDeps) {
     .use(requestMetrics(deps.observeRequest))
     .use(createErrorHandler(deps.log ?? createLogger(deps.config.LOG_LEVEL)))
     .use(bodyLimit())
-    .use(nulGuard())
+    .use(textGuard())
     .use(docsRoutes())
     .use(healthRoutes(routeDeps))
     .use(siweRoutes(routeDeps))

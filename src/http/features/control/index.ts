@@ -3,7 +3,7 @@ import type { Sql } from "../../../db/client";
 import type { Logger } from "../../../common/log";
 import { createErrorHandler } from "../../plugins/error-handler";
 import { bodyLimit, serveOptions } from "../../plugins/body-limit";
-import { nulGuard } from "../../plugins/nul-guard";
+import { textGuard } from "../../plugins/text-guard";
 import { createApiKey, listApiKeys, normalizeMerchant, revokeApiKey } from "../../../auth/api-keys";
 import { constantTimeEqual } from "../../../auth/hash";
 import { InvalidParameterError, NotFoundError, UnauthenticatedError } from "../../errors";
@@ -34,7 +34,7 @@ export function startControlListener(deps: ControlDeps & { log: Logger }): Contr
   const app = new Elysia({ serve: serveOptions })
     .use(createErrorHandler(deps.log))
     .use(bodyLimit())
-    .use(nulGuard())
+    .use(textGuard())
     .use(controlRoutes(deps))
     .use(webhookControlRoutes(deps))
     .use(statusControlRoute(deps))

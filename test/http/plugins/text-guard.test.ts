@@ -1,16 +1,22 @@
 /**
- * The NUL rule of every route: a NUL character (which no Postgres text can hold) in any path value, query value or
- * JSON body string is a 400 naming the parameter, never a 500 from the database, on every documented route and on
- * the local control routes.
+ * The text rule of every route: a NUL character (which no Postgres text can hold) in any path value, query value or
+ * JSON body string is a 400 naming the parameter, never a 500 from the database, and so is a lone surrogate in a
+ * JSON body string (stored, it would become U+FFFD), on every documented route and on the local control routes.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { nulParam } from "../../../src/http/plugins/nul-guard";
+import { flawedParam } from "../../../src/http/plugins/text-guard";
+
+const nulParam = (input: Parameters<typeof flawedParam>[0]) => {
+  const found = flawedParam(input);
+  if (found) expect(found.flaw).toBe("nul");
+  return found?.param;
+};
 import { startControlListener, type ControlListener } from "../../../src/http/features/control";
 import { dispatcherConfig } from "../../../src/webhooks/dispatcher";
 import { ADMIN_KEY, startSeededApp, type SeededApp } from "../../../testkit/app";
 import { M1 } from "../../../testkit/seed";
 
-describe("nulParam", () => {
+describe("flawedParam", () => {
   test("names the path or query parameter, or the top-level body field, holding a NUL", () => {
     expect(nulParam({ params: { merchant: "0x", id: "a\u0000" } })).toBe("id");
     expect(nulParam({ query: { since: "x", type: ["a", "b\u0000"] } })).toBe("type");
@@ -24,6 +30,18 @@ describe("nulParam", () => {
     expect(nulParam({ params: { id: "a" }, query: { q: "b" }, body: { c: ["d", 1, null, true, { e: "f" }] } })).toBe(
       undefined,
     );
+  });
+
+  test("a lone surrogate, high or low, anywhere in a body is a flaw; a pair (an emoji) is text", () => {
+    expect(flawedParam({ body: { description: "a\ud800b" } })).toEqual({ param: "description", flaw: "surrogate" });
+    expect(flawedParam({ body: { label: "x\udfff" } })).toEqual({ param: "label", flaw: "surrogate" });
+    expect(flawedParam({ body: { event_types: ["ok", "\udc00"] } })).toEqual({
+      param: "event_types",
+      flaw: "surrogate",
+    });
+    expect(flawedParam({ body: { "k\ud83d": 1 } })).toEqual({ param: "body", flaw: "surrogate" });
+    expect(flawedParam({ query: { q: "\ud800" } })).toEqual({ param: "q", flaw: "surrogate" });
+    expect(flawedParam({ body: { description: "paid 😀 \ud83d\ude00 ✓" } })).toBeUndefined();
   });
 
   test("a body nested far deeper than the call stack allows is walked without recursion", () => {
@@ -77,7 +95,7 @@ describe("every route", () => {
     return { status: res.status, body: await res.json() };
   };
 
-  test("a NUL in any documented path, query or body parameter is a 400 naming it", async () => {
+  test("a NUL in any documented path, query or body parameter, or a lone surrogate in a body field, is a 400 naming it", async () => {
     const doc = (await s.get("/docs/json")).body as {
       paths: Record<string, Record<string, { parameters?: { in: string; name: string }[]; requestBody?: any }>>;
     };
@@ -95,6 +113,10 @@ describe("every route", () => {
         const props = op.requestBody?.content?.["application/json"]?.schema?.properties ?? {};
         for (const name of Object.keys(props)) {
           const value = props[name].type === "array" ? ["a\u0000"] : "a\u0000b";
+          cases.push({ param: name, path: path({}), body: { [name]: value } });
+        }
+        for (const name of Object.keys(props)) {
+          const value = props[name].type === "array" ? ["a\ud800"] : "a\udc00b";
           cases.push({ param: name, path: path({}), body: { [name]: value } });
         }
         for (const c of cases) {
@@ -116,6 +138,7 @@ describe("every route", () => {
       ["DELETE", "/internal/webhook-endpoints/we_%00", undefined, "id"],
       ["POST", "/internal/webhook-endpoints/we_%00/test", undefined, "id"],
       ["POST", "/internal/webhook-endpoints/", { merchant: M1, url: "http://127.0.0.1/\u0000" }, "url"],
+      ["POST", "/internal/api-keys/", { merchant: M1, label: "a\ud800" }, "label"],
     ];
     for (const [method, path, body, param] of cases) {
       const res = await send(control.url, method, path, body, token);

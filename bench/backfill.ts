@@ -8,7 +8,11 @@
  * peak RSS.
  * Checkouts alternate, so each sees the same machine. `--keep` keeps each Postgres database for a look afterwards.
  *
- *   bun run bench/backfill.ts --state <dir>/state.json [--db postgres|pglite] [--rounds 2] [--keep] [checkout …]
+ * `--prof <dir>` writes a CPU profile of each run's service there (`bun --cpu-prof`, on exit; open it in Chrome's
+ * DevTools or speedscope).
+ *
+ *   bun run bench/backfill.ts --state <dir>/state.json [--db postgres|pglite] [--rounds 2] [--keep] [--prof dir]
+ *     [checkout …]
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -26,6 +30,7 @@ const statePath = resolve(opt("state") ?? "state.json");
 const dbKind = opt("db") ?? "postgres";
 const rounds = Number(opt("rounds") ?? 2);
 const keep = args.includes("--keep") && args.splice(args.indexOf("--keep"), 1).length > 0;
+const profDir = opt("prof");
 const checkouts = (args.length ? args : ["."]).map((p) => resolve(p));
 const meta = JSON.parse(readFileSync(statePath.replace(/\.json$/, ".meta.json"), "utf8"));
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -63,7 +68,8 @@ async function run(checkout: string) {
   if (!url) delete env.DATABASE_URL;
   const started = performance.now();
   // As `bun start` runs it: through the checkout's launcher (its environment included), which execs bun.
-  const child = Bun.spawn(["sh", "scripts/bun.sh", "run", "src/main.ts"], {
+  const prof = profDir ? ["--cpu-prof", `--cpu-prof-dir=${resolve(profDir)}`] : [];
+  const child = Bun.spawn(["sh", "scripts/bun.sh", ...prof, "run", "src/main.ts"], {
     cwd: checkout,
     env,
     stdout: Bun.file(logFile),

@@ -44,6 +44,9 @@ describe("restart", () => {
         const child = spawnIndexer(env);
         const first = await child.waitFor((l) => l.batch !== undefined, 60_000);
         firstBatches.push(BigInt(first.batch as string));
+        // The first run leaves the secondary indexes out of this backfill; the later ones find them left out.
+        if (i === 0)
+          expect(child.lines.some((l) => l.log === "secondary indexes deferred for the initial backfill")).toBe(true);
         await child.waitFor(() => child.lines.filter((l) => l.batch !== undefined).length >= after, 60_000);
         await Bun.sleep(i * 7); // a different point inside the next transaction each time
         await child.kill("SIGKILL");
@@ -63,6 +66,13 @@ describe("restart", () => {
         const [a, b] = [await dumpChainData(killed.sql, chain.chainId), await dumpChainData(fresh.sql, chain.chainId)];
         for (const table of Object.keys(a) as (keyof typeof a)[])
           expect({ [table]: a[table] }).toEqual({ [table]: b[table] });
+        // The secondary indexes the first run left out were built by the run that reached the head.
+        const indexes = (
+          q: Db["sql"],
+        ) => q`select indexname, indexdef from pg_indexes where schemaname = current_schema()
+          order by indexname`;
+        expect(await indexes(killed.sql)).toEqual(await indexes(fresh.sql));
+        expect((await killed.sql`select name from deferred_indexes`).length).toBe(0);
         const payRows = a.events.filter((e) => e.name === "ChargeSucceeded" || e.name === "ChargeFailed");
         expect(payRows.length).toBe(payments);
         expect(a.activity.length).toBe(payments);

@@ -130,7 +130,8 @@ export async function claimSubscription(
     insert into keeper_claims (chain_id, subscription_id, owner, expires_at)
     values (${c.chainId}, ${c.subscriptionId}, ${c.owner}, now() + make_interval(secs => ${c.ttlMs / 1000}))
     on conflict (chain_id, subscription_id) do update
-      set owner = excluded.owner, expires_at = excluded.expires_at, tx_hash = null, tx_nonce = null
+      set owner = excluded.owner, expires_at = excluded.expires_at, tx_hash = null, tx_nonce = null,
+        earlier_tx_hashes = '{}'
       where keeper_claims.owner = excluded.owner or keeper_claims.expires_at <= now()
     returning 1`;
   return rows.length === 1;
@@ -151,7 +152,13 @@ export async function recordClaimTx(
       ${c.txHash}, ${c.nonce})
     on conflict (chain_id, subscription_id) do update
       set owner = excluded.owner, expires_at = excluded.expires_at, tx_hash = excluded.tx_hash,
-        tx_nonce = excluded.tx_nonce
+        tx_nonce = excluded.tx_nonce,
+        -- A replacement (same owner, same nonce) remembers the versions before it.
+        earlier_tx_hashes = case
+          when keeper_claims.owner <> excluded.owner or keeper_claims.tx_nonce is distinct from excluded.tx_nonce
+            then '{}'
+          when keeper_claims.tx_hash <> excluded.tx_hash then keeper_claims.earlier_tx_hashes || keeper_claims.tx_hash
+          else keeper_claims.earlier_tx_hashes end
       where keeper_claims.owner = excluded.owner or keeper_claims.expires_at <= now()
     returning 1`;
   if (rows.length === 0) throw new ClaimTakenError(`subscription ${c.subscriptionId} is claimed by another keeper`);
@@ -197,7 +204,14 @@ export async function releaseUnsentClaims(sql: Sql, c: { chainId: number; addres
 }
 
 /** A live claim of another instance of this key that names a transaction. */
-export type SentClaim = { subscription_id: string; owner: string; tx_hash: string; tx_nonce: string | null };
+export type SentClaim = {
+  subscription_id: string;
+  owner: string;
+  tx_hash: string;
+  tx_nonce: string | null;
+  /** Earlier versions at the same nonce, oldest first. */
+  earlier_tx_hashes: string[];
+};
 
 /** The live claims other instances of this key (`address`) left with a transaction recorded. */
 export async function sentClaimsOfKey(
@@ -205,7 +219,7 @@ export async function sentClaimsOfKey(
   c: { chainId: number; address: string; owner: string },
 ): Promise<SentClaim[]> {
   return sql<SentClaim[]>`
-    select subscription_id::text as subscription_id, owner, tx_hash, tx_nonce::text as tx_nonce
+    select subscription_id::text as subscription_id, owner, tx_hash, tx_nonce::text as tx_nonce, earlier_tx_hashes
     from keeper_claims
     where chain_id = ${c.chainId} and tx_hash is not null and owner <> ${c.owner} and expires_at > now()
       and starts_with(owner, ${`${c.address.toLowerCase()}:`})
@@ -221,16 +235,19 @@ export async function releaseSentClaim(sql: Sql, c: { chainId: number; claim: Se
 }
 
 /**
- * Makes a dead instance's claim `owner`'s, renewed for `ttlMs`, if it still names the same owner and transaction
- * (whose nonce it records); false when it changed.
+ * Makes a dead instance's claim `owner`'s, renewed for `ttlMs`, if it still names the same owner and transaction;
+ * it then names `hash` (the recorded transaction, or an earlier version of it) and its nonce. False when it changed.
  */
 export async function adoptSentClaim(
   sql: Sql,
-  c: { chainId: number; claim: SentClaim; owner: string; ttlMs: number; nonce: number },
+  c: { chainId: number; claim: SentClaim; owner: string; ttlMs: number; nonce: number; hash: string },
 ): Promise<boolean> {
+  const earlier = c.claim.earlier_tx_hashes;
+  const kept = c.hash === c.claim.tx_hash ? earlier : earlier.slice(0, Math.max(0, earlier.indexOf(c.hash)));
   const rows = await sql`
     update keeper_claims
-    set owner = ${c.owner}, expires_at = now() + make_interval(secs => ${c.ttlMs / 1000}), tx_nonce = ${c.nonce}
+    set owner = ${c.owner}, expires_at = now() + make_interval(secs => ${c.ttlMs / 1000}), tx_nonce = ${c.nonce},
+      tx_hash = ${c.hash}, earlier_tx_hashes = ${kept}::text[]
     where chain_id = ${c.chainId} and subscription_id = ${c.claim.subscription_id} and owner = ${c.claim.owner}
       and tx_hash = ${c.claim.tx_hash}
     returning 1`;

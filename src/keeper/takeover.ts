@@ -48,14 +48,14 @@ function pendingCharge(
  * - no transaction recorded: nothing was broadcast; released.
  * - a charge the node has pending: adopted. The claim is renewed for this holder and the charge tracked as if this
  *   holder had sent it: its receipt is collected, and past the deadline it is replaced at its nonce with higher
- *   fees (left as it was, an underpriced one would hold every later nonce of the key).
+ *   fees (left as it was, an underpriced one would hold every later nonce of the key). When the recorded transaction
+ *   is a replacement the node never got, the newest earlier version the node knows stands for it.
  * - a transaction the node has mined: kept until the claim expires, so the charge is not sent again before the
  *   indexer records it.
  * - a transaction the node does not know (killed between the record and the broadcast, or dropped): released when
  *   its nonce is below the account's mined count (another transaction took the nonce, it can never be mined) or at
  *   or above its pending count (nothing holds the nonce: this holder's next sends take it, so at most one charge at
- *   that nonce is mined). Kept while another pending transaction holds its nonce (a replacement recorded but never
- *   broadcast: the earlier version is pending) and when no nonce was recorded.
+ *   that nonce is mined). Kept while another pending transaction holds its nonce and when no nonce was recorded.
  */
 export async function takeOverClaims(ctx: KeeperContext, receipts: Receipts): Promise<Takeover> {
   const { sql, client, chainId, address, owner } = ctx;
@@ -66,11 +66,16 @@ export async function takeOverClaims(ctx: KeeperContext, receipts: Receipts): Pr
 
   const unknown: SentClaim[] = [];
   await eachBounded(claims, 8, async (c) => {
-    const tx = await nodeTransaction(client, c.tx_hash as Hash);
+    // The recorded transaction, else the newest earlier version the node knows (a replacement never broadcast).
+    let tx = await nodeTransaction(client, c.tx_hash as Hash);
+    for (let i = c.earlier_tx_hashes.length - 1; !tx && i >= 0; i--) {
+      tx = await nodeTransaction(client, c.earlier_tx_hashes[i] as Hash);
+    }
     if (!tx) return void unknown.push(c);
     const charge = pendingCharge(ctx, c, tx);
     const ttlMs = ctx.claimTtlMs;
-    if (charge && (await adoptSentClaim(sql, { chainId, claim: c, owner, ttlMs, nonce: charge.nonce }))) {
+    const adopt = { chainId, claim: c, owner, ttlMs, nonce: charge?.nonce ?? 0, hash: tx.hash };
+    if (charge && (await adoptSentClaim(sql, adopt))) {
       receipts.track({ ...charge, subscriptionId: c.subscription_id, hash: tx.hash });
       result.adopted.push(c.subscription_id);
     } else {

@@ -236,13 +236,47 @@ describe("findDueSubscriptions", () => {
     expect(await claim()).toEqual({ owner: "0xother:1", tx_hash: null, tx_nonce: null });
   });
 
+  test("a replacement (same owner, same nonce) remembers the versions before it; a new nonce or claim forgets them", async () => {
+    const record = (owner: string, hash: string, nonce: number) =>
+      recordClaimTx(db.sql, { chainId: CHAIN, subscriptionId: "1", owner, ttlMs: 60_000, txHash: hash, nonce });
+    const earlier = async () =>
+      (await db.sql<{ e: string[] }[]>`select earlier_tx_hashes as e from keeper_claims where subscription_id = 1`)[0]!
+        .e;
+    expect(await claimSubscription(db.sql, { chainId: CHAIN, subscriptionId: "1", owner: ME, ttlMs: 60_000 })).toBe(
+      true,
+    );
+    await record(ME, "0xa1", 5);
+    expect(await earlier()).toEqual([]);
+    await record(ME, "0xa2", 5);
+    await record(ME, "0xa3", 5);
+    expect(await earlier()).toEqual(["0xa1", "0xa2"]);
+    await record(ME, "0xa3", 5); // the same transaction recorded again
+    expect(await earlier()).toEqual(["0xa1", "0xa2"]);
+    await record(ME, "0xb1", 6);
+    expect(await earlier()).toEqual([]);
+    await record(ME, "0xb2", 6);
+    // Taken back after expiry by another instance: its transaction at that nonce is no version of ours.
+    await db.sql`update keeper_claims set expires_at = now() - interval '1 second'`;
+    await record("0xother:1", "0xc1", 6);
+    expect(await earlier()).toEqual([]);
+    await record("0xother:1", "0xc2", 6);
+    await claimSubscription(db.sql, { chainId: CHAIN, subscriptionId: "1", owner: "0xother:1", ttlMs: 60_000 });
+    expect(await earlier()).toEqual([]);
+  });
+
   test("a dead instance's claim is adopted only while it names the same owner and transaction, renewed, with the nonce", async () => {
-    const dead = { subscription_id: "1", owner: "0xkeeper:dead", tx_hash: "0x01", tx_nonce: null };
+    const dead = {
+      subscription_id: "1",
+      owner: "0xkeeper:dead",
+      tx_hash: "0x01",
+      tx_nonce: null,
+      earlier_tx_hashes: [],
+    };
     await db.sql`
       insert into keeper_claims (chain_id, subscription_id, owner, tx_hash, tx_nonce, expires_at)
       values (${CHAIN}, 1, ${dead.owner}, ${dead.tx_hash}, null, now() + interval '1 second')`;
     const adopt = (claim: typeof dead) =>
-      adoptSentClaim(db.sql, { chainId: CHAIN, claim, owner: ME, ttlMs: 3_600_000, nonce: 7 });
+      adoptSentClaim(db.sql, { chainId: CHAIN, claim, owner: ME, ttlMs: 3_600_000, nonce: 7, hash: claim.tx_hash });
     const claim = async () =>
       (
         await db.sql`
@@ -255,6 +289,32 @@ describe("findDueSubscriptions", () => {
     expect(await claim()).toEqual({ owner: dead.owner, tx_hash: "0x01", tx_nonce: null, renewed: false });
     expect(await adopt(dead)).toBe(true);
     expect(await claim()).toEqual({ owner: ME, tx_hash: "0x01", tx_nonce: 7, renewed: true });
+  });
+
+  test("adopting an earlier version of a replacement never broadcast: the claim names it and the versions before it", async () => {
+    const dead = {
+      subscription_id: "1",
+      owner: "0xkeeper:dead",
+      tx_hash: "0x04",
+      tx_nonce: "9",
+      earlier_tx_hashes: ["0x01", "0x02", "0x03"],
+    };
+    await db.sql`
+      insert into keeper_claims (chain_id, subscription_id, owner, tx_hash, tx_nonce, earlier_tx_hashes, expires_at)
+      values (${CHAIN}, 1, ${dead.owner}, ${dead.tx_hash}, 9, ${dead.earlier_tx_hashes}::text[], now() + interval '1 second')`;
+    expect(
+      await adoptSentClaim(db.sql, {
+        chainId: CHAIN,
+        claim: dead,
+        owner: ME,
+        ttlMs: 3_600_000,
+        nonce: 9,
+        hash: "0x02",
+      }),
+    ).toBe(true);
+    const [row] = await db.sql`
+      select owner, tx_hash, tx_nonce::int as n, earlier_tx_hashes as e from keeper_claims where subscription_id = 1`;
+    expect(row).toEqual({ owner: ME, tx_hash: "0x02", n: 9, e: ["0x01"] });
   });
 
   describe("with maxAttempts (KEEPER_MAX_ATTEMPTS) and a recheck interval", () => {

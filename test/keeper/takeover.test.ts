@@ -79,7 +79,7 @@ function keeperViaProxy(extra: Partial<KeeperOptions> = {}, config: Partial<Keep
   return keeper;
 }
 
-async function dueSubscription(name: "alice" | "bob" | "carol" | "dave"): Promise<bigint> {
+async function dueSubscription(name: "alice" | "bob" | "carol" | "dave" | "erin"): Promise<bigint> {
   await chain.fund(name, token, 10_000_000n);
   const id = await chain.subscribe(name, module, 1);
   await indexer.waitForBlock(await chain.publicClient.getBlockNumber());
@@ -276,6 +276,41 @@ test(`a new holder of the key adopts a dead holder's pending charge: replaced af
     expect(sent.status).toBe("success");
     expect((await chain.publicClient.getTransaction({ hash: r.sent[0]!.hash })).nonce).toBe(nonce + 1);
     expect(await charges(next)).toEqual(["CHARGE"]);
+    expect(await charges(id)).toEqual(["CHARGE"]);
+    await keeper.stop();
+  } finally {
+    await chain.testClient.setAutomine(true);
+    await chain.testClient.mine({ blocks: 1 });
+  }
+}, 60_000);
+
+test(`a dead holder's replacement that never reached the node: the pending version before it is adopted and mined once (${testDbKind})`, async () => {
+  const id = await dueSubscription("erin");
+  const dead = `${chain.keeper.toLowerCase()}:dead0004`;
+  await chain.testClient.setAutomine(false);
+  try {
+    // The dead holder's charge is pending; it signed and recorded a replacement at the same nonce, then died.
+    const nonce = await pendingNonce();
+    const data = encodeFunctionData({ abi: subscriptionProcessorAbi, functionName: "charge", args: [module, id] });
+    const firstHash = await chain.wallet("keeper").sendTransaction({ to: chain.processor, data, nonce });
+    const neverSent = keccak256("0x0badc0de");
+    await db.sql`
+      insert into keeper_claims (chain_id, subscription_id, owner, tx_hash, tx_nonce, earlier_tx_hashes, expires_at)
+      values (${chain.chainId}, ${id.toString()}, ${dead}, ${neverSent}, ${nonce}, ${[firstHash]}::text[],
+        now() + interval '1 hour')`;
+
+    const lines: string[] = [];
+    const keeper = keeperViaProxy({ log: createLogger("info", (l) => lines.push(l)) });
+    const first = await keeper.tick();
+    const said = lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
+    expect(said).toMatchObject({ unsent: 0, released: [], adopted: [`${id}`], kept: [] });
+    expect(first.sent).toEqual([]);
+    expect(keeper.inFlight()).toBe(1);
+    expect(await claimOf(id)).toMatchObject({ tx_hash: firstHash, tx_nonce: String(nonce) });
+
+    await chain.testClient.mine({ blocks: 1 });
+    expect((await chain.publicClient.getTransactionReceipt({ hash: firstHash })).status).toBe("success");
+    expect((await keeper.tick()).mined).toEqual([{ subscriptionId: `${id}`, hash: firstHash, status: "success" }]);
     expect(await charges(id)).toEqual(["CHARGE"]);
     await keeper.stop();
   } finally {

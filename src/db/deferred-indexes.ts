@@ -4,8 +4,11 @@
  * holds the definition of an index that is missing; dropping it and recording it is one transaction, and so is
  * building it and deleting the row, so a crash at any point leaves either the index or its row.
  */
+import type postgres from "postgres";
 import type { Q } from "./query";
-import type { Sql } from "./client";
+
+// postgres.js's own type, not client.ts's alias: migrate.ts (which client.ts uses) builds deferred indexes (no cycle).
+type Sql = postgres.Sql<{}>;
 
 /**
  * The indexes an initial backfill goes without: every secondary index of the tables it fills, except those a batch

@@ -8,7 +8,9 @@ import type { IndexerObserver, IndexerOptions } from "./options";
 import { createIndexerState, type IndexerState } from "./state";
 import { createSyncLog, type SyncLog } from "./sync-log";
 import { createTokenBook } from "./token-book";
-import type { DeferralState } from "./deferral";
+
+/** Whether an initial backfill's indexes are deferred (./deferral.ts): null until the leader looked (again after a change of leader). */
+export type DeferralState = { enabled: boolean; pending: boolean | null };
 
 /** What the pipeline (and the rollback) work with. */
 export type IndexerContext = {

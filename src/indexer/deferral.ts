@@ -8,9 +8,6 @@ import { describeError } from "../common/errors";
 import { buildDeferredIndexes, deferIndexes, indexesDeferred } from "../db/deferred-indexes";
 import type { IndexerContext } from "./context";
 
-/** Whether indexes are deferred: null until the leader looked (again after a change of leader). */
-export type DeferralState = { enabled: boolean; pending: boolean | null };
-
 /** On a leader's poll: defers the indexes for a fresh chain's backfill, or finds a deferral already running. */
 export async function beginDeferral(ctx: IndexerContext, target: bigint): Promise<void> {
   const d = ctx.deferral;

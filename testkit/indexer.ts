@@ -33,6 +33,23 @@ export function testIndexer(
   });
 }
 
+/** Runs a {@link testIndexer} until it has committed `block`, then stops it; returns it (for its status). */
+export async function indexTo(
+  db: { sql: Sql; kind?: Db["kind"] },
+  chain: Pick<TestChain, "processor" | "startBlock" | "chainId" | "rpcUrl">,
+  block: bigint,
+  opts: TestIndexerOptions = {},
+) {
+  const indexer = testIndexer(db, chain, opts);
+  try {
+    await indexer.start();
+    await indexer.waitForBlock(block, 60_000);
+  } finally {
+    await indexer.stop();
+  }
+  return indexer;
+}
+
 /** Options of {@link indexOnce}. */
 export type IndexOnceOptions = {
   db?: Pick<Db, "kind">;

@@ -8,7 +8,7 @@ import type { Db } from "../../src/db/client";
 import type { IndexerHook } from "../../src/indexer/hooks";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
-import { testIndexer } from "../../testkit/indexer";
+import { indexTo } from "../../testkit/indexer";
 import { runScenario } from "../../testkit/scenario";
 
 let chain: TestChain;
@@ -37,13 +37,7 @@ test(`batches deeper than the reorg window commit asynchronously on a server onl
     },
   };
   const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
-  const indexer = testIndexer(db, chain, { hooks: [probe], tuning: { initialRange: 8, maxRange: 16 } });
-  try {
-    await indexer.start();
-    await indexer.waitForBlock(head, 60_000);
-  } finally {
-    await indexer.stop();
-  }
+  await indexTo(db, chain, head, { hooks: [probe], tuning: { initialRange: 8, maxRange: 16 } });
   const deep = seen.filter((b) => b.to + 64n < b.head);
   const near = seen.filter((b) => b.to + 64n >= b.head);
   expect(deep.length).toBeGreaterThan(0);

@@ -9,7 +9,7 @@ import { indexesDeferred } from "../../src/db/deferred-indexes";
 import type { IndexerHook } from "../../src/indexer/hooks";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
-import { testIndexer } from "../../testkit/indexer";
+import { indexTo } from "../../testkit/indexer";
 import { runScenario } from "../../testkit/scenario";
 
 let chain: TestChain;
@@ -68,13 +68,7 @@ test(`a fresh backfill defers the secondary indexes and builds them before reach
   const expected = await indexes(reference);
   const db = await freshDb();
   const { seen, hook } = probe();
-  const indexer = testIndexer(db, chain, { hooks: [hook], tuning: { initialRange: 8, maxRange: 16 } });
-  try {
-    await indexer.start();
-    await indexer.waitForBlock(head, 60_000);
-  } finally {
-    await indexer.stop();
-  }
+  await indexTo(db, chain, head, { hooks: [hook], tuning: { initialRange: 8, maxRange: 16 } });
   const deep = seen.filter((b) => b.to + 64n < b.head);
   expect(deep.length).toBeGreaterThan(0);
   expect(deep.every((b) => b.deferred)).toBe(true);
@@ -87,13 +81,7 @@ test(`a fresh backfill defers the secondary indexes and builds them before reach
   // The same chain indexed without the deferral gives the same rows and events.
   const plain = await freshDb();
   const other = probe();
-  const again = testIndexer(plain, chain, { hooks: [other.hook], tuning: { deferIndexes: false, maxRange: 64 } });
-  try {
-    await again.start();
-    await again.waitForBlock(head, 60_000);
-  } finally {
-    await again.stop();
-  }
+  await indexTo(plain, chain, head, { hooks: [other.hook], tuning: { deferIndexes: false, maxRange: 64 } });
   expect(other.seen.some((b) => b.deferred)).toBe(false);
   expect(await content(db)).toEqual(await content(plain));
 }, 120_000);
@@ -101,24 +89,12 @@ test(`a fresh backfill defers the secondary indexes and builds them before reach
 test(`a backfill stopped half-way leaves the deferral to the next leader, which builds it (${testDbKind})`, async () => {
   const expected = await indexes(dbs[0]!);
   const db = await freshDb();
-  const first = testIndexer(db, chain, { tuning: { initialRange: 8, maxRange: 8 } });
-  try {
-    await first.start();
-    await first.waitForBlock(chain.startBlock + 40n, 60_000);
-  } finally {
-    await first.stop();
-  }
+  const first = await indexTo(db, chain, chain.startBlock + 40n, { tuning: { initialRange: 8, maxRange: 8 } });
   expect(BigInt(first.status().indexedBlock!)).toBeLessThan(head - 64n);
   expect(await indexesDeferred(db.sql)).toBe(true);
 
   const { seen, hook } = probe();
-  const second = testIndexer(db, chain, { hooks: [hook], tuning: { initialRange: 8, maxRange: 16 } });
-  try {
-    await second.start();
-    await second.waitForBlock(head, 60_000);
-  } finally {
-    await second.stop();
-  }
+  await indexTo(db, chain, head, { hooks: [hook], tuning: { initialRange: 8, maxRange: 16 } });
   expect(seen.filter((b) => b.to + 64n < b.head).every((b) => b.deferred)).toBe(true);
   expect(seen.filter((b) => b.to + 64n >= b.head).some((b) => b.deferred)).toBe(false);
   expect(await indexes(db)).toEqual(expected);
@@ -129,13 +105,7 @@ test(`a catch-up within the reorg window never defers (${testDbKind})`, async ()
   const { seen, hook } = probe();
   // Starting 40 blocks below the head: everything to index is within the window.
   const near = { ...chain, startBlock: head - 40n };
-  const indexer = testIndexer(db, near, { hooks: [hook] });
-  try {
-    await indexer.start();
-    await indexer.waitForBlock(head, 60_000);
-  } finally {
-    await indexer.stop();
-  }
+  await indexTo(db, near, head, { hooks: [hook] });
   expect(seen.length).toBeGreaterThan(0);
   expect(seen.some((b) => b.deferred)).toBe(false);
 }, 60_000);

@@ -110,6 +110,10 @@ async function charges(id: bigint) {
   return rows.map((r) => r.type);
 }
 
+/** What the keeper logged when it took over a dead holder's claims. */
+const takeoverLine = (lines: string[]) =>
+  lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
+
 const pendingNonce = () => chain.publicClient.getTransactionCount({ address: chain.keeper, blockTag: "pending" });
 
 test(`a charge's hash and nonce are on its claim before the node has the transaction (${testDbKind})`, async () => {
@@ -194,7 +198,7 @@ test(`a new holder of the key releases a dead holder's claims only when their tr
       select subscription_id::int as id from keeper_claims where chain_id = ${chain.chainId} and subscription_id >= 9000
       order by 1`;
     expect(left.map((c) => c.id)).toEqual([9002, 9003, 9006, 9007, 9008]);
-    const said = lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
+    const said = takeoverLine(lines);
     // 9003's pending transaction is not a charge of subscription 9003: nothing to adopt.
     expect([said.unsent, said.released.sort(), said.adopted, said.kept.sort()]).toEqual([
       1,
@@ -232,7 +236,7 @@ test(`a new holder of the key adopts a dead holder's pending charge: replaced af
       { txDeadlineMs: deadlineMs, maxFeePerGas: parseGwei("1000") },
     );
     const first = await keeper.tick();
-    const said = lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
+    const said = takeoverLine(lines);
     expect(said).toMatchObject({ unsent: 0, released: [], adopted: [`${id}`], kept: [] });
     // Tracked as the new holder's own send: not charged again, its claim renewed for the new holder.
     expect(first.sent).toEqual([]);
@@ -302,7 +306,7 @@ test(`a dead holder's replacement that never reached the node: the pending versi
     const lines: string[] = [];
     const keeper = keeperViaProxy({ log: createLogger("info", (l) => lines.push(l)) });
     const first = await keeper.tick();
-    const said = lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
+    const said = takeoverLine(lines);
     expect(said).toMatchObject({ unsent: 0, released: [], adopted: [`${id}`], kept: [] });
     expect(first.sent).toEqual([]);
     expect(keeper.inFlight()).toBe(1);

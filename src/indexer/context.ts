@@ -9,7 +9,7 @@ import { createIndexerState, type IndexerState } from "./state";
 import { createSyncLog, type SyncLog } from "./sync-log";
 import { createTokenBook } from "./token-book";
 
-/** Whether an initial backfill's indexes are deferred (./deferral.ts): null until the leader looked (again after a change of leader). */
+/** Whether an initial backfill's indexes are deferred (./deferral.ts): null until the leader looks (after each change). */
 export type DeferralState = { enabled: boolean; pending: boolean | null };
 
 /** What the pipeline (and the rollback) work with. */

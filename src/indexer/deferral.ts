@@ -4,7 +4,6 @@
  * to index, built before the batch that reaches the target or the window, so the cursor never shows the head while
  * an index is missing. A deferral left by a run that died is built by the next leader the same way.
  */
-import { describeError } from "../common/errors";
 import { buildDeferredIndexes, deferIndexes, indexesDeferred } from "../db/deferred-indexes";
 import type { IndexerContext } from "./context";
 
@@ -25,18 +24,16 @@ export async function beginDeferral(ctx: IndexerContext, target: bigint): Promis
 export const buildDue = (ctx: IndexerContext, to: bigint, head: bigint, target: bigint) =>
   ctx.deferral.pending === true && (to >= target || to + ctx.window >= head);
 
-/** Builds the deferred indexes (any chain's); logs what it built and how long it took. */
+/**
+ * Builds the deferred indexes (any chain's); logs what it built and how long it took. A failure fails the poll (and
+ * is reported as its error): the next poll builds again before writing on.
+ */
 export async function buildDeferral(ctx: IndexerContext): Promise<void> {
   const started = performance.now();
-  try {
-    const built = await buildDeferredIndexes(ctx.sql);
-    ctx.deferral.pending = false;
-    if (built.length > 0) {
-      const ms = Math.round(performance.now() - started);
-      ctx.log("info", "secondary indexes built", { chainId: ctx.chainId, indexes: built, ms });
-    }
-  } catch (err) {
-    ctx.log("error", "building the deferred indexes failed", { chainId: ctx.chainId, error: describeError(err) });
-    throw err;
+  const built = await buildDeferredIndexes(ctx.sql);
+  ctx.deferral.pending = false;
+  if (built.length > 0) {
+    const ms = Math.round(performance.now() - started);
+    ctx.log("info", "secondary indexes built", { chainId: ctx.chainId, indexes: built, ms });
   }
 }

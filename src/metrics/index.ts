@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { APPLICATION_NAME, type Sql } from "../db/client";
+import { deferredIndexes } from "../db/deferred-indexes";
 import { renewalMetrics } from "./renewals";
 
 /** The service's metrics and what reports into them. */
@@ -167,6 +168,12 @@ function chainGauges({ reg, sql, guarded }: Ctx): void {
   const lagBlocks = chainGauge("indexer_lag_blocks", "Head minus indexed block, by chain");
   const lagSeconds = chainGauge("indexer_lag_seconds", "Seconds since the newest indexed block's timestamp, by chain");
   const deepReorg = chainGauge("indexer_deep_reorg_suspected", "1 while a deep reorg is suspected, by chain");
+  const deferred: Gauge = new Gauge({
+    name: "indexer_deferred_indexes",
+    help: "Secondary indexes an initial backfill left out until it reaches the head (0 otherwise)",
+    registers: reg,
+    collect: guarded("indexer_deferred_indexes", async () => deferred.set((await deferredIndexes(sql)).length)),
+  });
   const chainsIndexed: Gauge = new Gauge({
     name: "chains_indexed",
     help: "Chains with a cursor row (the per-chain gauges are read from the database at scrape time)",

@@ -126,6 +126,7 @@ describe("GET /metrics", () => {
     expect(v("indexer_lag_blocks", { chain_id: chainId })).toBeGreaterThanOrEqual(0);
     expect(v("indexer_lag_seconds", { chain_id: chainId })).toBeGreaterThanOrEqual(0);
     expect(v("indexer_deep_reorg_suspected", { chain_id: chainId })).toBe(0);
+    expect(v("indexer_deferred_indexes")).toBe(0);
     expect(v("rpc_requests_total", { chain_id: chainId, method: "eth_getLogs" })).toBeGreaterThan(0);
     expect(v("rpc_requests_total", { chain_id: chainId, method: "eth_getBlockByNumber" })).toBeGreaterThan(0);
     const batches = after.families.find((f) => f.name === "indexer_batch_duration_seconds");

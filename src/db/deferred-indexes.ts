@@ -82,6 +82,12 @@ export const ifNotExists = (definition: string) =>
     (_m, unique: string | undefined) => `CREATE ${unique ?? ""}INDEX IF NOT EXISTS `,
   );
 
+/** Inside a transaction: builds a recorded index and deletes its row. */
+async function buildOne(tx: Q, r: { name: string; definition: string }): Promise<void> {
+  await tx.unsafe(ifNotExists(r.definition));
+  await tx`delete from deferred_indexes where name = ${r.name}`;
+}
+
 /**
  * Builds every deferred index, side by side, each in its own transaction with the delete of its row: a build waits
  * for its table's writers and holds them off, one table each, so builds and batches never wait on each other in a
@@ -96,8 +102,7 @@ export async function buildDeferredIndexes(sql: Sql): Promise<string[]> {
           select definition from deferred_indexes where name = ${name} for update`;
         if (!row) return null; // built meanwhile by another chain's indexer
         await tx`set local statement_timeout = 0`;
-        await tx.unsafe(ifNotExists(row.definition));
-        await tx`delete from deferred_indexes where name = ${name}`;
+        await buildOne(tx, { name, definition: row.definition });
         return name;
       }),
     ),
@@ -109,9 +114,6 @@ export async function buildDeferredIndexes(sql: Sql): Promise<string[]> {
 export async function buildDeferredIndexesIn(tx: Q): Promise<string[]> {
   const rows = await tx<{ name: string; definition: string }[]>`
     select name, definition from deferred_indexes order by name for update`;
-  for (const r of rows) {
-    await tx.unsafe(ifNotExists(r.definition));
-    await tx`delete from deferred_indexes where name = ${r.name}`;
-  }
+  for (const r of rows) await buildOne(tx, r);
   return rows.map((r) => r.name);
 }

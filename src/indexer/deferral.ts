@@ -15,6 +15,8 @@ export async function beginDeferral(ctx: IndexerContext, target: bigint): Promis
     const names = await deferIndexes(ctx.sql);
     if (names.length > 0) {
       ctx.log("info", "secondary indexes deferred for the initial backfill", { chainId: ctx.chainId, indexes: names });
+      d.pending = true;
+      return;
     }
   }
   d.pending = await indexesDeferred(ctx.sql);

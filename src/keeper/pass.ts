@@ -3,7 +3,6 @@ import type { Charger, PassContext } from "./charge";
 import type { KeeperLock } from "./lock";
 import type { NonceManager } from "./nonce";
 import { findDueSubscriptions, indexedBlock, type DueSubscription } from "./queries";
-import { indexesDeferred } from "../db/deferred-indexes";
 import type { Receipts } from "./receipts";
 import { takeOverClaims } from "./takeover";
 import { emptyResult, type KeeperConfig, type KeeperContext, type TickResult } from "./types";
@@ -68,8 +67,6 @@ export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<Ti
     const wall = BigInt(Math.floor(Date.now() / 1000));
     const now = head.timestamp > wall ? head.timestamp : wall;
     const result = emptyResult(now.toString());
-    // During an initial backfill the index shows the past: what looks due was mostly charged long ago.
-    if (await indexesDeferred(sql)) return result;
     const indexed = await indexedBlock(sql, chainId);
     await receipts.collect(indexed, result);
     const due = await findDueSubscriptions(sql, {

@@ -74,8 +74,10 @@ export async function takeOverClaims(ctx: KeeperContext, receipts: Receipts): Pr
     if (!tx) return void unknown.push(c);
     const charge = pendingCharge(ctx, c, tx);
     const ttlMs = ctx.claimTtlMs;
-    const adopt = { chainId, claim: c, owner, ttlMs, nonce: charge?.nonce ?? 0, hash: tx.hash };
-    if (charge && (await adoptSentClaim(sql, adopt))) {
+    if (
+      charge &&
+      (await adoptSentClaim(sql, { chainId, claim: c, owner, ttlMs, nonce: charge.nonce, hash: tx.hash }))
+    ) {
       receipts.track({ ...charge, subscriptionId: c.subscription_id, hash: tx.hash });
       result.adopted.push(c.subscription_id);
     } else {

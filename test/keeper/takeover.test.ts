@@ -110,6 +110,17 @@ async function charges(id: bigint) {
   return rows.map((r) => r.type);
 }
 
+/** Runs `fn` with anvil mining only when told to; afterwards automine is back and one block mines what is pending. */
+async function withoutAutomine(fn: () => Promise<void>): Promise<void> {
+  await chain.testClient.setAutomine(false);
+  try {
+    await fn();
+  } finally {
+    await chain.testClient.setAutomine(true);
+    await chain.testClient.mine({ blocks: 1 });
+  }
+}
+
 /** What the keeper logged when it took over a dead holder's claims. */
 const takeoverLine = (lines: string[]) =>
   lines.map((l) => JSON.parse(l)).find((l) => l.msg.startsWith("keeper took over the claims"));
@@ -219,8 +230,7 @@ test(`a new holder of the key adopts a dead holder's pending charge: replaced af
   const dead = `${chain.keeper.toLowerCase()}:dead0003`;
   let clockMs = Date.now();
   const deadlineMs = 60_000;
-  await chain.testClient.setAutomine(false);
-  try {
+  await withoutAutomine(async () => {
     // The dead holder's charge: on its claim (live for an hour) and pending on the node, never to be mined as it is.
     const nonce = await pendingNonce();
     const data = encodeFunctionData({ abi: subscriptionProcessorAbi, functionName: "charge", args: [module, id] });
@@ -282,17 +292,13 @@ test(`a new holder of the key adopts a dead holder's pending charge: replaced af
     expect(await charges(next)).toEqual(["CHARGE"]);
     expect(await charges(id)).toEqual(["CHARGE"]);
     await keeper.stop();
-  } finally {
-    await chain.testClient.setAutomine(true);
-    await chain.testClient.mine({ blocks: 1 });
-  }
+  });
 }, 60_000);
 
 test(`a dead holder's replacement that never reached the node: the pending version before it is adopted and mined once (${testDbKind})`, async () => {
   const id = await dueSubscription("erin");
   const dead = `${chain.keeper.toLowerCase()}:dead0004`;
-  await chain.testClient.setAutomine(false);
-  try {
+  await withoutAutomine(async () => {
     // The dead holder's charge is pending; it signed and recorded a replacement at the same nonce, then died.
     const nonce = await pendingNonce();
     const data = encodeFunctionData({ abi: subscriptionProcessorAbi, functionName: "charge", args: [module, id] });
@@ -317,8 +323,5 @@ test(`a dead holder's replacement that never reached the node: the pending versi
     expect((await keeper.tick()).mined).toEqual([{ subscriptionId: `${id}`, hash: firstHash, status: "success" }]);
     expect(await charges(id)).toEqual(["CHARGE"]);
     await keeper.stop();
-  } finally {
-    await chain.testClient.setAutomine(true);
-    await chain.testClient.mine({ blocks: 1 });
-  }
+  });
 }, 60_000);

@@ -2,7 +2,7 @@
  * The indexer as a separate process, for kill -9 / restart and leader-election tests. Configured by env:
  * RPC_URL, PROCESSOR_ADDRESS, START_BLOCK, CHAIN_ID, POLL_INTERVAL_MS, and DATABASE_URL (Postgres) or
  * PGLITE_DIR (a PGlite data directory); optional INITIAL_RANGE / MAX_RANGE / TARGET_LOGS. With WEBHOOKS=1 it
- * runs as the service's indexer and webhooks roles do: the event log and fan-out in each batch, and a dispatcher
+ * runs as the service's indexer and webhooks roles do: the event log and the fan-out outbox in each batch, and a dispatcher
  * (fast retries, private destinations allowed).
  * Prints one JSON line per committed batch ({"batch": toBlock}) and its status every 50 ms ({"status": …}, with
  * `pending` deliveries under WEBHOOKS=1).
@@ -14,7 +14,7 @@ import { migrate } from "../src/db/migrate";
 import { createIndexer } from "../src/indexer";
 import { statsRollupsHook } from "../src/indexer/rollups";
 import { eventsHook } from "../src/events/hook";
-import { fanOut } from "../src/webhooks/fanout";
+import { enqueueFanOut } from "../src/webhooks/fanout";
 import { createDispatcher } from "../src/webhooks/dispatcher";
 
 const env = process.env;
@@ -35,7 +35,7 @@ const indexer = createIndexer({
     POLL_INTERVAL_MS: Number(env.POLL_INTERVAL_MS ?? 50),
     chainId: Number(env.CHAIN_ID),
   },
-  hooks: env.WEBHOOKS === "1" ? [statsRollupsHook(), eventsHook({ onEvents: fanOut })] : [],
+  hooks: env.WEBHOOKS === "1" ? [statsRollupsHook(), eventsHook({ onEvents: enqueueFanOut })] : [],
   tuning: { initialRange: num(env.INITIAL_RANGE), maxRange: num(env.MAX_RANGE), targetLogs: num(env.TARGET_LOGS) },
   log: (level, msg, fields) => {
     if (msg === "indexed batch") print({ batch: String(fields?.toBlock) });

@@ -198,7 +198,7 @@ function chainGauges({ reg, sql, guarded }: Ctx): void {
   });
 }
 
-/** Pending webhook deliveries and the age of the oldest, read at scrape time. */
+/** Pending webhook deliveries, the age of the oldest and the fan-out outbox's backlog, read at scrape time. */
 function deliveryGauges({ reg, sql, guarded }: Ctx): void {
   const oldest = new Gauge({
     name: "webhook_oldest_pending_age_seconds",
@@ -215,6 +215,15 @@ function deliveryGauges({ reg, sql, guarded }: Ctx): void {
         from webhook_deliveries where status = 'pending'`;
       pending.set(r!.n);
       oldest.set(r!.age === null ? 0 : Math.max(0, Number(r!.age)));
+    }),
+  });
+  const backlog: Gauge = new Gauge({
+    name: "webhook_fanout_backlog",
+    help: "Ranges of written events whose deliveries the dispatcher has not created yet (the fan-out outbox)",
+    registers: reg,
+    collect: guarded("webhook_fanout_backlog", async () => {
+      const [r] = await sql<{ n: number }[]>`select count(*)::int as n from webhook_fanout_queue`;
+      backlog.set(r!.n);
     }),
   });
 }

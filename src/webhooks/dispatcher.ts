@@ -1,6 +1,7 @@
 /**
- * The webhook dispatcher (role `webhooks`): claims due deliveries with a lease (several processes share the work),
- * sends them signed, and records outcomes in batches. At least once: a delivery whose process dies is claimed again
+ * The webhook dispatcher (role `webhooks`): creates the deliveries of newly written events from the fan-out outbox,
+ * claims due deliveries with a lease (several processes share the work), sends them signed, and records outcomes in
+ * batches. At least once: a delivery whose process dies is claimed again
  * when its lease runs out. Woken by committed batches and by finished sends, else polls.
  */
 import { createPollLoop } from "../common/async";
@@ -12,6 +13,7 @@ import type { Notifier } from "../db/notify";
 import { toEnvelope } from "../events/envelope";
 import { SecretKeyError } from "./errors";
 import { openSecret } from "./secrets";
+import { drainFanOut } from "./fanout";
 import { claimDue, recordOutcomes, type Claimed, type Outcome } from "./queries";
 import { sendAttempt } from "./send";
 
@@ -200,23 +202,33 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   const inflight = createInflight(soon);
 
   // Recording outcomes and claiming run side by side: the claim does not count the deliveries whose outcome is
-  // known here as in flight, so an endpoint's next sends need not wait for the previous ones to be recorded.
+  // known here as in flight, so an endpoint's next sends need not wait for the previous ones to be recorded. The
+  // outbox is drained first (its deliveries are claimed in the same pass); a failed drain still lets the claim run.
   const step = async (): Promise<boolean> => {
     const recorded = buffer.flush();
+    let more = false;
+    let drainFailed: { err: unknown } | null = null;
+    try {
+      more = await drainFanOut(sql);
+    } catch (err) {
+      drainFailed = { err };
+    }
     try {
       const room = config.concurrency - inflight.count();
-      if (room <= 0) return false;
-      const claimed = await claimDue(sql, {
-        limit: room,
-        perEndpoint: config.perEndpoint,
-        leaseMs: leaseMs(config),
-        settled: buffer.settled(),
-      });
-      for (const c of claimed) inflight.track(deliver(c));
-      return false;
+      if (room > 0) {
+        const claimed = await claimDue(sql, {
+          limit: room,
+          perEndpoint: config.perEndpoint,
+          leaseMs: leaseMs(config),
+          settled: buffer.settled(),
+        });
+        for (const c of claimed) inflight.track(deliver(c));
+      }
     } finally {
       await recorded;
     }
+    if (drainFailed) throw drainFailed.err;
+    return more;
   };
 
   const loop = createPollLoop({

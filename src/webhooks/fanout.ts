@@ -1,11 +1,61 @@
 /**
- * Fan-out of new events to endpoints, inside the transaction that wrote the events (so a committed event always
- * has its deliveries). Idempotent: the range may hold seqs of other transactions, whose deliveries exist already.
- * An endpoint with a `chain_id` (made by a chain-scoped credential) gets only that chain's events.
+ * Fan-out of new events to endpoints. The transaction that writes events records their range in an outbox
+ * (`enqueueFanOut`, one small row); the dispatcher creates the deliveries from it in a transaction of its own
+ * (`drainFanOut`), so the indexer's batches never wait on deliveries. Idempotent: a range may hold seqs of other
+ * transactions, whose deliveries exist already. An endpoint with a `chain_id` (made by a chain-scoped credential)
+ * gets only that chain's events.
  */
+import type { Sql } from "../db/client";
+import { lockForTransaction } from "../db/advisory-lock";
 import type { Q } from "../db/query";
 import type { EventRange } from "../events/hook";
 import { deliveriesOfEvent, mayHaveReceived } from "./queries";
+
+/** Records `range` in the fan-out outbox, in the transaction that wrote its events (an `OnEvents` hook). */
+export async function enqueueFanOut(tx: Q, range: EventRange): Promise<void> {
+  await tx`insert into webhook_fanout_queue (chain_id, from_seq, to_seq, withdrawals, merchants)
+    values (${range.chainId}, ${range.fromSeq.toString()}, ${range.toSeq.toString()}, ${range.withdrawals},
+      ${range.merchants ? (range.merchants as string[]) : null})`;
+}
+
+type QueuedRange = {
+  id: string;
+  chain_id: string;
+  from_seq: string;
+  to_seq: string;
+  withdrawals: boolean;
+  merchants: string[] | null;
+  /** As text: a Date would drop the microseconds the endpoints' `created_at` is compared in. */
+  queued_at: string;
+};
+
+/**
+ * Fans out the oldest `limit` ranges of the outbox in queue order, in one transaction that deletes them (one drainer
+ * at a time: a rollback's withdrawals come after the ranges they withdraw). Returns whether more are queued.
+ */
+export async function drainFanOut(sql: Sql, limit = 64): Promise<boolean> {
+  return sql.begin(async (tx) => {
+    await lockForTransaction(tx, "webhook fan-out");
+    const rows = await tx<QueuedRange[]>`
+      select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
+      order by id limit ${limit + 1}`;
+    const take = rows.slice(0, limit);
+    if (take.length === 0) return false;
+    for (const r of take) {
+      const range: EventRange = {
+        chainId: Number(r.chain_id),
+        fromSeq: BigInt(r.from_seq),
+        toSeq: BigInt(r.to_seq),
+        withdrawals: r.withdrawals,
+        ...(r.merchants ? { merchants: r.merchants } : {}),
+      };
+      await fanOut(tx, range, r.queued_at);
+    }
+    // By id, not by "id <= last": a range with a smaller id committed meanwhile is not fanned out yet.
+    await tx`delete from webhook_fanout_queue where id = any(${take.map((r) => r.id)}::bigint[])`;
+    return rows.length > limit;
+  });
+}
 
 /** Whether any of `merchants` has an enabled endpoint. */
 async function anyEndpoint(tx: Q, merchants: readonly string[]): Promise<boolean> {
@@ -16,10 +66,11 @@ async function anyEndpoint(tx: Q, merchants: readonly string[]): Promise<boolean
 
 /**
  * Creates the deliveries of the events in `range` (read from both tables of the event log directly: the view costs
- * more to plan than this statement costs to run): one per enabled endpoint of the merchant whose types match. A
+ * more to plan than this statement costs to run): one per enabled endpoint of the merchant whose types match and, for
+ * a range from the outbox, that existed when it was queued. A
  * `webhook.test` written meanwhile by `…/test` may hold a seq inside the range: it belongs to its endpoint only.
  */
-export async function fanOut(tx: Q, range: EventRange): Promise<void> {
+export async function fanOut(tx: Q, range: EventRange, queuedAt?: string): Promise<void> {
   const from = range.fromSeq.toString();
   const to = range.toSeq.toString();
   // Most batches of a backfill have no endpoint to go to: a lookup by merchant is far cheaper to plan and run.
@@ -31,7 +82,7 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
     cross join lateral (
       select e.seq, e.id, e.type from merchant_events e
       where e.merchant = w.merchant and e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
-        and e.type not in ('event.reverted', 'webhook.test')
+        and e.type not in ('event.reverted', 'webhook.test') and e.reverted_by is null
       union all
       select a.event_seq, activity_event_id(a.chain_id, a.block_number, a.log_index, ev.block_hash),
         activity_event_type(a.type)
@@ -40,6 +91,7 @@ export async function fanOut(tx: Q, range: EventRange): Promise<void> {
       where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
     where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
       and (w.chain_id is null or w.chain_id = ${range.chainId})
+      ${queuedAt ? tx`and w.created_at <= ${queuedAt}::timestamptz` : tx``}
     on conflict do nothing`;
   if (!range.withdrawals) return;
   // A withdrawn event: its event.reverted goes to the endpoints that may have received the original (webhooks.md §1),

@@ -1,15 +1,17 @@
 /**
  * Reorgs through the webhooks: events an endpoint received and that a reorg withdraws are followed by their
  * `event.reverted`; a withdrawn event that had not gone out is never sent, nor its `event.reverted`. Applying the
- * received `event.reverted`s to the received stream leaves exactly a fresh index of the new chain.
+ * received `event.reverted`s to the received stream leaves exactly a fresh index of the new chain. Run with the
+ * fan-out in the writing transaction and through the outbox the service uses (where the unsent events' ranges and
+ * the rollback's withdrawals wait in the outbox together, and are drained in one pass).
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { Address } from "viem";
 import { createLogger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
 import { eventsHook } from "../../src/events/hook";
 import { createDispatcher, type Dispatcher } from "../../src/webhooks/dispatcher";
-import { fanOut } from "../../src/webhooks/fanout";
+import { enqueueFanOut, fanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
@@ -24,13 +26,13 @@ let db: Db;
 let fresh: Db;
 let receiver: Receiver;
 
-beforeAll(async () => {
+beforeEach(async () => {
   chain = await createTestChain();
   db = await createTestDb();
   fresh = await createTestDb();
   receiver = startReceiver();
 }, 60_000);
-afterAll(async () => {
+afterEach(async () => {
   await receiver?.stop();
   await db?.close();
   await fresh?.close();
@@ -66,61 +68,88 @@ const dispatcher = (): Dispatcher =>
 const pending = async () =>
   (await db.sql<{ n: number }[]>`select count(*)::int as n from webhook_deliveries where status = 'pending'`)[0]!.n;
 
-test("received, after applying event.reverted, equals the new chain's events; unsent withdrawn events never go out", async () => {
-  await endpointForAll(db.sql, MERCHANT, receiver.url);
-  const { module, a } = await oneChargedSubscription(chain);
-  const d = dispatcher();
-  await d.start();
-  await index(db, fanOut);
-  await until("the first events delivered", async () => (await pending()) === 0, 30_000);
-  const snap = await chain.snapshot();
+const lastSeq = async () =>
+  (await db.sql<{ s: string }[]>`select coalesce(max(seq), 0)::text as s from event_log`)[0]!.s;
 
-  // Branch 1, delivered: bob subscribes and is charged, alice pauses.
-  const b = await chain.subscribe("bob", module, 1);
-  await chain.charge(module, b);
-  await call("alice", module, "pause", [a]);
-  await index(db, fanOut);
-  await until("branch 1 delivered", async () => (await pending()) === 0, 30_000);
-  const sentBeforeReorg = new Set(receiver.delivered());
-  // Branch 1, not delivered: with the dispatcher stopped, alice resumes.
-  await d.stop();
-  await call("alice", module, "resume", [a]);
-  await index(db, fanOut);
-  const unsent = (
-    await db.sql<{ id: string }[]>`
-    select event_id as id from webhook_deliveries where status = 'pending'`
-  ).map((r) => r.id);
-  expect(unsent.length).toBeGreaterThan(0);
+test.each([
+  ["in the writing transaction", fanOut],
+  ["through the outbox", enqueueFanOut],
+] as const)(
+  "fan-out %s: received, after applying event.reverted, equals the new chain's events; unsent withdrawn events never go out",
+  async (mode, onEvents) => {
+    await endpointForAll(db.sql, MERCHANT, receiver.url);
+    const { module, a } = await oneChargedSubscription(chain);
+    const d = dispatcher();
+    await d.start();
+    await index(db, onEvents);
+    await until("the first events delivered", async () => (await pending()) === 0, 30_000);
+    const snap = await chain.snapshot();
 
-  // The reorg: branch 2 cancels alice instead.
-  await chain.revert(snap);
-  await call("alice", module, "cancel", [a]);
-  for (let i = 0; i < 4; i++) await chain.mineAt(Number(await chain.now()) + 20);
-  await index(db, fanOut);
-  const d2 = dispatcher();
-  await d2.start();
-  await until("branch 2 delivered", async () => (await pending()) === 0, 30_000);
-  await d2.stop();
+    // Branch 1, delivered: bob subscribes and is charged, alice pauses.
+    const b = await chain.subscribe("bob", module, 1);
+    await chain.charge(module, b);
+    await call("alice", module, "pause", [a]);
+    await index(db, onEvents);
+    await until("branch 1 delivered", async () => (await pending()) === 0, 30_000);
+    const sentBeforeReorg = new Set(receiver.delivered());
+    // Branch 1, not delivered: with the dispatcher stopped, alice resumes.
+    await d.stop();
+    const before = await lastSeq();
+    await call("alice", module, "resume", [a]);
+    await index(db, onEvents);
+    const unsent = (
+      await db.sql<{ id: string }[]>`select id from event_log where merchant = ${MERCHANT} and seq > ${before}`
+    ).map((r) => r.id);
+    expect(unsent.length).toBeGreaterThan(0);
+    const waiting = await db.sql<
+      { event_id: string }[]
+    >`select event_id from webhook_deliveries where status = 'pending'`;
+    const [queued] = await db.sql<{ n: number }[]>`select count(*)::int as n from webhook_fanout_queue`;
+    if (mode === "through the outbox") {
+      expect(waiting.length).toBe(0);
+      expect(queued!.n).toBeGreaterThan(0);
+    } else {
+      expect(waiting.map((r) => r.event_id).sort()).toEqual([...unsent].sort());
+      expect(queued!.n).toBe(0);
+    }
 
-  const received = new Map<string, { id: string; type: string; data: { object: { id?: string } } }>();
-  for (const r of receiver.received) received.set(r.id, JSON.parse(r.body));
-  const reverted = [...received.values()].filter((e) => e.type === "event.reverted").map((e) => e.data.object.id!);
-  // Every reverted event had been received; every received event that the reorg withdrew was reverted.
-  for (const id of reverted) expect(sentBeforeReorg.has(id)).toBe(true);
-  const withdrawn = await db.sql<{ id: string }[]>`select id from merchant_events where reverted_by is not null`;
-  const withdrawnSent = withdrawn.map((w) => w.id).filter((id) => sentBeforeReorg.has(id));
-  expect(withdrawnSent.length).toBeGreaterThan(1);
-  expect(reverted.sort()).toEqual(withdrawnSent.sort());
-  // The unsent, withdrawn events went out in neither form.
-  for (const id of unsent) {
-    expect(withdrawn.map((w) => w.id)).toContain(id);
-    expect(received.has(id)).toBe(false);
-    expect(reverted).not.toContain(id);
-  }
-  const applied = [...received.keys()].filter(
-    (id) => received.get(id)!.type !== "event.reverted" && !reverted.includes(id),
-  );
-  await index(fresh);
-  const expected = await fresh.sql<{ id: string }[]>`select id from event_log where merchant = ${MERCHANT}`;
-  expect(applied.sort()).toEqual(expected.map((e) => e.id).sort());
-}, 120_000);
+    // The reorg: branch 2 cancels alice instead.
+    await chain.revert(snap);
+    await call("alice", module, "cancel", [a]);
+    for (let i = 0; i < 4; i++) await chain.mineAt(Number(await chain.now()) + 20);
+    await index(db, onEvents);
+    const d2 = dispatcher();
+    await d2.start();
+    await until(
+      "branch 2 delivered",
+      async () =>
+        (await pending()) === 0 &&
+        (await db.sql<{ n: number }[]>`select count(*)::int as n from webhook_fanout_queue`)[0]!.n === 0,
+      30_000,
+    );
+    await d2.stop();
+
+    const received = new Map<string, { id: string; type: string; data: { object: { id?: string } } }>();
+    for (const r of receiver.received) received.set(r.id, JSON.parse(r.body));
+    const reverted = [...received.values()].filter((e) => e.type === "event.reverted").map((e) => e.data.object.id!);
+    // Every reverted event had been received; every received event that the reorg withdrew was reverted.
+    for (const id of reverted) expect(sentBeforeReorg.has(id)).toBe(true);
+    const withdrawn = await db.sql<{ id: string }[]>`select id from merchant_events where reverted_by is not null`;
+    const withdrawnSent = withdrawn.map((w) => w.id).filter((id) => sentBeforeReorg.has(id));
+    expect(withdrawnSent.length).toBeGreaterThan(1);
+    expect(reverted.sort()).toEqual(withdrawnSent.sort());
+    // The unsent, withdrawn events went out in neither form.
+    for (const id of unsent) {
+      expect(withdrawn.map((w) => w.id)).toContain(id);
+      expect(received.has(id)).toBe(false);
+      expect(reverted).not.toContain(id);
+    }
+    const applied = [...received.keys()].filter(
+      (id) => received.get(id)!.type !== "event.reverted" && !reverted.includes(id),
+    );
+    await index(fresh);
+    const expected = await fresh.sql<{ id: string }[]>`select id from event_log where merchant = ${MERCHANT}`;
+    expect(applied.sort()).toEqual(expected.map((e) => e.id).sort());
+  },
+  120_000,
+);

@@ -3,7 +3,7 @@ import { requireChain } from "../../common/config";
 import { createIndexer, type Indexer } from "../../indexer";
 import { statsRollupsHook } from "../../indexer/rollups";
 import { eventsHook } from "../../events/hook";
-import { fanOut } from "../../webhooks/fanout";
+import { enqueueFanOut } from "../../webhooks/fanout";
 import { chainRenewals, type ChainRenewals } from "../../renewals";
 import type { Role } from "../context";
 
@@ -20,7 +20,7 @@ export const indexerRole: Role = {
     const renewals: ChainRenewals[] = [];
     for (const chain of chains.indexed ?? []) {
       // Renewal outlooks: evaluated by this chain's indexer leader, with their own RPC client (renewals.md §3).
-      const outlooks = chainRenewals({ sql: db.sql, config, chain, log, onEvents: fanOut, metrics: metrics?.renewals });
+      const outlooks = chainRenewals({ sql: db.sql, config, chain, log, onEvents: enqueueFanOut, metrics: metrics?.renewals });
       const indexer = createIndexer({
         sql: db.sql,
         db,
@@ -37,7 +37,7 @@ export const indexerRole: Role = {
         tuning: { deferIndexes: config.BACKFILL_DEFER_INDEXES === "1" },
         hooks: [
           statsRollupsHook(),
-          eventsHook({ onEvents: fanOut, extra: outlooks.upcoming }),
+          eventsHook({ onEvents: enqueueFanOut, extra: outlooks.upcoming }),
           outlooks.hook,
           ...indexerHooks,
         ],

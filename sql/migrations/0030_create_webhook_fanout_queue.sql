@@ -1,0 +1,16 @@
+-- The webhook fan-out's outbox (src/webhooks/fanout.ts): a transaction that writes events records their range here,
+-- and the dispatcher creates the range's deliveries in a transaction of its own, deleting the row with them. The
+-- indexer's batches write one small row instead of a delivery per event and endpoint. A row becomes visible when its
+-- events do, so no range is skipped whatever order the writers commit in.
+create table webhook_fanout_queue (
+  id           bigint generated always as identity primary key,
+  chain_id     bigint not null,
+  from_seq     bigint not null,
+  to_seq       bigint not null,
+  -- The range holds a rollback's event.reverted events (their deliveries go where the withdrawn event went).
+  withdrawals  boolean not null,
+  -- Whose events the range holds, when the writer knew (a range of no merchant with an endpoint costs one lookup).
+  merchants    text[],
+  -- Endpoints created after this instant do not get the range's events (webhooks.md §4).
+  queued_at    timestamptz not null default clock_timestamp()
+);

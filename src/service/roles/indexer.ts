@@ -20,7 +20,14 @@ export const indexerRole: Role = {
     const renewals: ChainRenewals[] = [];
     for (const chain of chains.indexed ?? []) {
       // Renewal outlooks: evaluated by this chain's indexer leader, with their own RPC client (renewals.md §3).
-      const outlooks = chainRenewals({ sql: db.sql, config, chain, log, onEvents: enqueueFanOut, metrics: metrics?.renewals });
+      const outlooks = chainRenewals({
+        sql: db.sql,
+        config,
+        chain,
+        log,
+        onEvents: enqueueFanOut,
+        metrics: metrics?.renewals,
+      });
       const indexer = createIndexer({
         sql: db.sql,
         db,

@@ -295,7 +295,10 @@ async function writeBatch(
     clock.mark("hooks");
     Object.assign(stages, hooks);
     await writeState(tx, chainId, rows, ctx.window);
-    stamp = await moveCursor(tx, chainId, next, head, { blocksPerSec: ctx.sync.blocksPerSec() });
+    stamp = await moveCursor(tx, chainId, next, head, {
+      blocksPerSec: ctx.sync.blocksPerSec(),
+      catchingUp: batch.to + ctx.window < head,
+    });
     clock.mark("state");
   });
   clock.mark("commit");

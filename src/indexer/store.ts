@@ -281,21 +281,25 @@ export async function saveBlocks(q: Q, chainId: number, headers: Header[], keepA
   await q`delete from blocks where chain_id = ${chainId} and number <= ${str(keepAbove)}`;
 }
 
-/** Moves the cursor (and records the head seen) in the batch's transaction; returns its stamp (`cursorStamp`). */
+/**
+ * Moves the cursor (and records the head seen, the backfill rate, a rollback's depth, whether more than the reorg
+ * window remains) in the batch's transaction; returns its stamp (`cursorStamp`).
+ */
 export async function moveCursor(
   q: Q,
   chainId: number,
   cursor: Cursor | null,
   head: bigint,
-  also: { blocksPerSec?: number | null; reorgDepth?: bigint } = {},
+  also: { blocksPerSec?: number | null; reorgDepth?: bigint; catchingUp?: boolean } = {},
 ): Promise<string> {
   const rate = also.blocksPerSec === undefined ? q`` : q`, sync_blocks_per_s = ${also.blocksPerSec}`;
+  const catching = also.catchingUp === undefined ? q`` : q`, catching_up = ${also.catchingUp}`;
   const reorg =
     also.reorgDepth === undefined ? q`` : q`, last_reorg_at = now(), last_reorg_depth = ${str(also.reorgDepth)}`;
   const [row] = await q<{ stamp: string }[]>`update chains set
       indexed_block = ${cursor ? str(cursor.block) : null}, indexed_hash = ${cursor?.hash ?? null},
       indexed_time = ${cursor ? iso(cursor.time) : null}, head_block = ${str(head)}, head_seen_at = now(),
-      updated_at = now() ${rate} ${reorg}
+      updated_at = now() ${rate} ${reorg} ${catching}
     where chain_id = ${chainId}
     returning ${cursorStamp(q)} as stamp`;
   return row!.stamp;

@@ -29,8 +29,18 @@ type QueuedRange = {
   queued_at: string;
 };
 
+/** How long a chain's ranges wait for a catch-up whose cursor stopped moving (its indexer died or stalled). */
+export const CATCH_UP_HOLD_S = 60;
+
 /**
- * Fans out the oldest `limit` ranges of the outbox in queue order, in one transaction that deletes them (one drainer
+ * Chains (`chains` row in scope) whose ranges wait: the last batch left more than the reorg window to index and the
+ * cursor moved within CATCH_UP_HOLD_S. The deliveries of a backfill's events are created once it reaches the head.
+ */
+const catchingUp = (q: Q) =>
+  q`catching_up and updated_at > clock_timestamp() - ${CATCH_UP_HOLD_S} * interval '1 second'`;
+
+/**
+ * Fans out the oldest `limit` ranges of the outbox in queue order (but those of a chain catching up), in one transaction that deletes them (one drainer
  * at a time: a rollback's withdrawals come after the ranges they withdraw). Returns whether more are queued.
  */
 export async function drainFanOut(sql: Sql, limit = 64): Promise<boolean> {
@@ -38,6 +48,7 @@ export async function drainFanOut(sql: Sql, limit = 64): Promise<boolean> {
     await lockForTransaction(tx, "webhook fan-out");
     const rows = await tx<QueuedRange[]>`
       select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
+      where chain_id not in (select chain_id from chains where ${catchingUp(tx)})
       order by id limit ${limit + 1}`;
     const take = rows.slice(0, limit);
     if (take.length === 0) return false;

@@ -1,12 +1,12 @@
 /**
  * The fan-out outbox as the service runs it: the indexer's batches queue their ranges, and drains create the
  * deliveries in transactions of their own, each event once per endpoint, only to endpoints that existed when the
- * range was queued, and nothing lost when a drain fails.
+ * range was queued, nothing lost when a drain fails, and a chain's ranges held while it catches up.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
 import { eventsHook } from "../../src/events/hook";
-import { drainFanOut, enqueueFanOut } from "../../src/webhooks/fanout";
+import { CATCH_UP_HOLD_S, drainFanOut, enqueueFanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
@@ -104,4 +104,39 @@ test(`a drain that fails leaves its ranges queued and creates nothing; the next 
   await drainAll(1);
   expect(await queued()).toBe(0);
   expect((await deliveredTo(endpoint.id)).length).toBeGreaterThan(0);
+}, 60_000);
+
+test(`a chain catching up keeps its ranges queued until it reaches the head or its cursor stops for a minute (${testDbKind})`, async () => {
+  const endpoint = await endpointForAll(db.sql, MERCHANT, "https://example.com/held");
+  const catchUp = (moved: string) =>
+    db.sql`update chains set catching_up = true, updated_at = now() - ${moved}::interval where chain_id = ${chain.chainId}`;
+  const step = async (action: "pause" | "resume") => {
+    await moduleCall(chain, "alice", scenario.module, action, [scenario.a]);
+    await index();
+  };
+
+  // The cursor moved a moment ago: held.
+  await step("resume");
+  await catchUp("1 second");
+  const waiting = await queued();
+  expect(waiting).toBeGreaterThan(0);
+  expect(await drainFanOut(db.sql)).toBe(false);
+  expect(await queued()).toBe(waiting);
+  expect(await deliveredTo(endpoint.id)).toEqual([]);
+  // The cursor has not moved for over a minute (the indexer died mid-way): drained.
+  await catchUp(`${CATCH_UP_HOLD_S + 1} seconds`);
+  await drainAll(1);
+  expect(await queued()).toBe(0);
+  const first = await deliveredTo(endpoint.id);
+  expect(first.length).toBeGreaterThan(0);
+
+  // Held again, then the batch that reaches the head clears the flag.
+  await step("pause");
+  await catchUp("0 seconds");
+  expect(await drainFanOut(db.sql)).toBe(false);
+  expect(await deliveredTo(endpoint.id)).toEqual(first);
+  await db.sql`update chains set catching_up = false where chain_id = ${chain.chainId}`;
+  await drainAll(1);
+  expect(await queued()).toBe(0);
+  expect((await deliveredTo(endpoint.id)).length).toBeGreaterThan(first.length);
 }, 60_000);

@@ -106,7 +106,7 @@ function drainLoop(sql: Parameters<typeof drainFanOut>[0]) {
         continue;
       }
       if (stopping) return;
-      await Bun.sleep(10);
+      await Bun.sleep(50);
     }
   })();
   return {

@@ -71,9 +71,14 @@ export function formatStatus(r: StatusReport): string {
   }
   const w = r.webhooks;
   const oldest = w.oldest_pending_age_s === null ? "" : `, oldest ${formatEta(w.oldest_pending_age_s)}`;
+  const queued =
+    w.queued_ranges === 0
+      ? ""
+      : ` · ${w.queued_ranges} ranges of events waiting for their deliveries` +
+        (w.oldest_ready_range_age_s === null ? " (held while a chain catches up)" : "");
   out.push(
     `webhooks  ${w.endpoints} endpoints (${w.enabled} enabled, ${w.disabled.length} disabled) · ` +
-      `${w.pending_deliveries} pending deliveries${oldest}`,
+      `${w.pending_deliveries} pending deliveries${oldest}${queued}`,
   );
   for (const d of w.disabled)
     out.push(`  disabled ${d.id} (${d.host}) ${d.merchant}${d.reason ? `: ${d.reason}` : ""}`);

@@ -6,6 +6,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { APPLICATION_NAME, type Sql } from "../db/client";
 import { deferredIndexes } from "../db/deferred-indexes";
+import { fanOutBacklog } from "../webhooks/fanout";
 import { renewalMetrics } from "./renewals";
 
 /** The service's metrics and what reports into them. */
@@ -222,8 +223,7 @@ function deliveryGauges({ reg, sql, guarded }: Ctx): void {
     help: "Ranges of written events whose deliveries the dispatcher has not created yet (the fan-out outbox)",
     registers: reg,
     collect: guarded("webhook_fanout_backlog", async () => {
-      const [r] = await sql<{ n: number }[]>`select count(*)::int as n from webhook_fanout_queue`;
-      backlog.set(r!.n);
+      backlog.set((await fanOutBacklog(sql)).queued);
     }),
   });
 }

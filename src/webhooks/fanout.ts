@@ -33,11 +33,21 @@ type QueuedRange = {
 export const CATCH_UP_HOLD_S = 60;
 
 /**
- * Chains (`chains` row in scope) whose ranges wait: the last batch left more than the reorg window to index and the
- * cursor moved within CATCH_UP_HOLD_S. The deliveries of a backfill's events are created once it reaches the head.
+ * Whether the chain (its `chains` row as `c`) holds its ranges: the last batch left more than the reorg window to
+ * index and the cursor moved within CATCH_UP_HOLD_S. The deliveries of a backfill's events are created once it
+ * reaches the head.
  */
 const catchingUp = (q: Q) =>
-  q`catching_up and updated_at > clock_timestamp() - ${CATCH_UP_HOLD_S} * interval '1 second'`;
+  q`coalesce(c.catching_up and c.updated_at > clock_timestamp() - ${CATCH_UP_HOLD_S} * interval '1 second', false)`;
+
+/** The outbox's backlog: ranges queued, and the age in seconds of the oldest one no catch-up holds (null: none). */
+export async function fanOutBacklog(q: Q): Promise<{ queued: number; oldestReadyAgeS: number | null }> {
+  const [row] = await q<{ n: number; age: string | null }[]>`
+    select count(*)::int as n,
+      extract(epoch from clock_timestamp() - min(f.queued_at) filter (where not ${catchingUp(q)}))::text as age
+    from webhook_fanout_queue f left join chains c on c.chain_id = f.chain_id`;
+  return { queued: row!.n, oldestReadyAgeS: row!.age === null ? null : Math.max(0, Number(row!.age)) };
+}
 
 /**
  * Fans out the oldest `limit` ranges of the outbox in queue order (but those of a chain catching up), in one transaction that deletes them (one drainer
@@ -48,7 +58,7 @@ export async function drainFanOut(sql: Sql, limit = 64): Promise<boolean> {
     await lockForTransaction(tx, "webhook fan-out");
     const rows = await tx<QueuedRange[]>`
       select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
-      where chain_id not in (select chain_id from chains where ${catchingUp(tx)})
+      where chain_id not in (select c.chain_id from chains c where ${catchingUp(tx)})
       order by id limit ${limit + 1}`;
     const take = rows.slice(0, limit);
     if (take.length === 0) return false;

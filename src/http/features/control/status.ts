@@ -9,9 +9,10 @@ import { publicClientFor } from "../../../chain/clients";
 import type { Config } from "../../../common/config";
 import type { Sql } from "../../../db/client";
 import { deferredIndexes } from "../../../db/deferred-indexes";
-import { SYNC_LAG_BLOCKS } from "../../../domain/progress";
+import { formatEta, SYNC_LAG_BLOCKS } from "../../../domain/progress";
 import { statusJoins } from "../../../domain/status";
 import { renewalJoins } from "../../../renewals/sql";
+import { fanOutBacklog } from "../../../webhooks/fanout";
 import { readChains, type ChainRow } from "../../chain-state";
 import { chainProgress } from "../health/service";
 
@@ -71,6 +72,9 @@ export type StatusReport = {
     disabled: { id: string; merchant: string; host: string; reason: string | null }[];
     pending_deliveries: number;
     oldest_pending_age_s: number | null;
+    /** Ranges of written events in the fan-out outbox, and the age of the oldest one no catch-up holds. */
+    queued_ranges: number;
+    oldest_ready_range_age_s: number | null;
   };
   /** Renewals whose next charge is forecast to fail (renewals.md), per chain; null while no outlook was computed. */
   renewals_at_risk: RenewalsAtRiskStatus[] | null;
@@ -171,12 +175,16 @@ async function keeperStatus(sql: Sql, config: Config, rows: ChainRow[], clientOf
   return { keeper: { address: address.toLowerCase(), chains }, attention };
 }
 
-/** Endpoints, disabled ones, and the pending backlog. */
+/** A range of the fan-out outbox no catch-up holds is drained within seconds by a running dispatcher. */
+const STALE_OUTBOX_S = 300;
+
+/** Endpoints, disabled ones, the pending backlog and the fan-out outbox. */
 async function webhookStatus(sql: Sql, now: number) {
   const endpoints = await sql<{ id: string; merchant: string; url: string; enabled: boolean; reason: string | null }[]>`
     select id, merchant, url, enabled, disabled_reason as reason from webhook_endpoints order by created_at, id`;
   const [pending] = await sql<{ n: string; oldest: Date | null }[]>`
     select count(*) as n, min(created_at) as oldest from webhook_deliveries where status = 'pending'`;
+  const backlog = await fanOutBacklog(sql);
   const disabled = endpoints
     .filter((e) => !e.enabled)
     .map((e) => ({
@@ -192,10 +200,18 @@ async function webhookStatus(sql: Sql, now: number) {
       disabled,
       pending_deliveries: Number(pending?.n ?? 0),
       oldest_pending_age_s: pending?.oldest ? ageS(pending.oldest, now) : null,
+      queued_ranges: backlog.queued,
+      oldest_ready_range_age_s: backlog.oldestReadyAgeS === null ? null : Math.round(backlog.oldestReadyAgeS),
     },
-    attention: disabled.map(
-      (d) => `webhook endpoint ${d.id} (${d.host}) is disabled${d.reason ? `: ${d.reason}` : ""}`,
-    ),
+    attention: [
+      ...disabled.map((d) => `webhook endpoint ${d.id} (${d.host}) is disabled${d.reason ? `: ${d.reason}` : ""}`),
+      ...(backlog.oldestReadyAgeS !== null && backlog.oldestReadyAgeS > STALE_OUTBOX_S
+        ? [
+            `the webhook fan-out outbox has waited ${formatEta(Math.round(backlog.oldestReadyAgeS))}: ` +
+              "is a process with the webhooks role running?",
+          ]
+        : []),
+    ],
   };
 }
 

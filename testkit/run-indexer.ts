@@ -5,7 +5,7 @@
  * runs as the service's indexer and webhooks roles do: the event log and the fan-out outbox in each batch, and a dispatcher
  * (fast retries, private destinations allowed).
  * Prints one JSON line per committed batch ({"batch": toBlock}) and its status every 50 ms ({"status": …}, with
- * `pending` deliveries under WEBHOOKS=1).
+ * `pending` deliveries and outbox ranges under WEBHOOKS=1).
  * SIGTERM stops it cleanly.
  */
 import { publicClientFor } from "../src/chain/clients";
@@ -61,9 +61,15 @@ const dispatcher =
     : undefined;
 await indexer.start();
 await dispatcher?.start();
+// Deliveries to send, and ranges of events whose deliveries the outbox has not created yet.
 const pending = async () =>
   dispatcher
-    ? Number((await db.sql`select count(*) as n from webhook_deliveries where status = 'pending'`)[0]!.n)
+    ? Number(
+        (
+          await db.sql`select (select count(*) from webhook_deliveries where status = 'pending')
+            + (select count(*) from webhook_fanout_queue) as n`
+        )[0]!.n,
+      )
     : undefined;
 const timer = setInterval(async () => print({ status: { ...indexer.status(), pending: await pending() } }), 50);
 process.on("SIGTERM", async () => {

@@ -91,3 +91,9 @@ export function createAdvisoryLock(sql: Sql, key: string, mode: "session" | "loc
 export async function lockForTransaction(tx: postgres.TransactionSql<{}>, name: string): Promise<void> {
   await tx`select pg_advisory_xact_lock(hashtextextended(${name}, 0))`;
 }
+
+/** As {@link lockForTransaction}, without waiting: whether the lock was free (and is now held). */
+export async function tryLockForTransaction(tx: postgres.TransactionSql<{}>, name: string): Promise<boolean> {
+  const [row] = await tx<{ ok: boolean }[]>`select pg_try_advisory_xact_lock(hashtextextended(${name}, 0)) as ok`;
+  return row!.ok;
+}

@@ -6,7 +6,7 @@
  * gets only that chain's events.
  */
 import type { Sql } from "../db/client";
-import { lockForTransaction } from "../db/advisory-lock";
+import { tryLockForTransaction } from "../db/advisory-lock";
 import type { Q } from "../db/query";
 import type { EventRange } from "../events/hook";
 import { deliveriesOfEvent, mayHaveReceived } from "./queries";
@@ -50,12 +50,14 @@ export async function fanOutBacklog(q: Q): Promise<{ queued: number; oldestReady
 }
 
 /**
- * Fans out the oldest `limit` ranges of the outbox in queue order (but those of a chain catching up), in one transaction that deletes them (one drainer
- * at a time: a rollback's withdrawals come after the ranges they withdraw). Returns whether more are queued.
+ * Fans out the oldest `limit` ranges of the outbox in queue order (but those of a chain catching up), in one
+ * transaction that deletes them. One drainer at a time, so a rollback's withdrawals come after the ranges they
+ * withdraw; another process draining meanwhile is left to it (its sends need not wait). Returns whether more are
+ * queued.
  */
-export async function drainFanOut(sql: Sql, limit = 64): Promise<boolean> {
+export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
   return sql.begin(async (tx) => {
-    await lockForTransaction(tx, "webhook fan-out");
+    if (!(await tryLockForTransaction(tx, "webhook fan-out"))) return false;
     const rows = await tx<QueuedRange[]>`
       select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
       where chain_id not in (select c.chain_id from chains c where ${catchingUp(tx)})

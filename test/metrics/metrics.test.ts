@@ -131,7 +131,10 @@ describe("GET /metrics", () => {
     expect(v("rpc_requests_total", { chain_id: chainId, method: "eth_getBlockByNumber" })).toBeGreaterThan(0);
     const batches = after.families.find((f) => f.name === "indexer_batch_duration_seconds");
     expect(batches?.type).toBe("HISTOGRAM");
-    await until("nothing left to deliver", async () => (await scrape()).value("webhook_deliveries_pending") === 0);
+    await until("nothing left to deliver", async () => {
+      const now = await scrape();
+      return now.value("webhook_fanout_backlog") === 0 && now.value("webhook_deliveries_pending") === 0;
+    });
     expect((await scrape()).value("webhook_oldest_pending_age_seconds")).toBe(0);
     expect(receiver.delivered().size).toBeGreaterThanOrEqual(3);
     expect(id).toBeGreaterThan(0n);

@@ -34,6 +34,8 @@ export type SdkStack = {
   cancel: (name: WalletName) => Promise<void>;
   /** Waits until the indexer has committed the chain's current head. */
   synced: () => Promise<void>;
+  /** Waits until every written event's deliveries are created and sent (nothing queued or pending for 200 ms). */
+  delivered: () => Promise<void>;
   /** A webhook endpoint of the merchant at `url`; returns its secret. */
   endpoint: (url: string) => Promise<string>;
   /** A proxy to the API that counts the requests it forwards and can be stopped. */
@@ -84,6 +86,19 @@ export async function startSdkStack(subscribers: WalletName[]): Promise<SdkStack
   };
   await synced();
   const merchant = chain.address("merchant").toLowerCase();
+  const delivered = async () => {
+    const busy = async () =>
+      (
+        await service.db.sql<{ n: number }[]>`
+          select (select count(*) from webhook_fanout_queue)::int
+            + (select count(*) from webhook_deliveries where status = 'pending')::int as n`
+      )[0]!.n > 0;
+    for (let quiet = 0, tries = 0; quiet < 4; tries++) {
+      if (tries > 300) throw new Error("webhook deliveries still pending after 15 s");
+      quiet = (await busy()) ? 0 : quiet + 1;
+      await Bun.sleep(50);
+    }
+  };
 
   return {
     chain,
@@ -96,6 +111,7 @@ export async function startSdkStack(subscribers: WalletName[]): Promise<SdkStack
     subscribe,
     cancel: async (name) => void (await moduleCall(chain, name, module, "cancel", [subs.get(name)!])),
     synced,
+    delivered,
     endpoint: async (url) => (await endpointForAll(service.db.sql, merchant, url)).secret,
     forward: () => {
       let requests = 0;

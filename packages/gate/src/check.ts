@@ -101,8 +101,6 @@ export function createChecker(opts: CheckerOptions): Checker {
   const timeoutMs = opts.timeoutMs ?? 5_000;
   const cache = new Lru<string, Entry>(opts.cacheSize ?? 10_000);
   const flights = new Map<string, Promise<CheckResult>>();
-  // Evictions so far: a fetch that saw one happen while it ran does not store its (possibly older) answer.
-  let evictions = 0;
 
   const base = new URL(opts.baseUrl.replace(/\/*$/, "/"));
   const query = new URLSearchParams({
@@ -152,10 +150,11 @@ export function createChecker(opts: CheckerOptions): Checker {
   };
 
   const load = (wallet: string, previous: Entry | undefined): Promise<CheckResult> => {
-    const seen = evictions;
-    const flight = ask(wallet)
+    const flight: Promise<CheckResult> = ask(wallet)
       .then((api) => {
-        if (evictions === seen) store(wallet, api);
+        // An eviction of this wallet while the answer was on its way dropped the flight: the answer may be older
+        // than the change that evicted it, so it is not stored. Other wallets' evictions do not matter.
+        if (flights.get(wallet) === flight) store(wallet, api);
         return api;
       })
       .catch((err) => {
@@ -190,12 +189,10 @@ export function createChecker(opts: CheckerOptions): Checker {
     peek: (raw) => peek(raw.toLowerCase())?.cached,
     evict: (raw) => {
       const wallet = raw.toLowerCase();
-      evictions++;
       flights.delete(wallet);
       return cache.delete(wallet);
     },
     evictAll: () => {
-      evictions++;
       flights.clear();
       cache.clear();
     },

@@ -56,6 +56,8 @@ async function until(what: string, cond: () => boolean, timeoutMs = 15_000) {
 beforeAll(async () => {
   stack = await startSdkStack(["alice", "bob", "carol", "dave", PAID]);
   for (const fw of FRAMEWORKS) main.set(fw, await serve(fw));
+  // A delivery landing during a check evicts, and keeps that check's answer out of the cache: the setup's go first.
+  await stack.delivered();
 }, 60_000);
 
 afterAll(async () => {
@@ -260,6 +262,28 @@ describe("cache", () => {
     // The second answer (fetched after the eviction) is cached; the first was not stored over it.
     expect((await gate.check(addr(PAID))).source).toBe("cache");
     expect(requests).toBe(2);
+    slow.stop(true);
+  });
+
+  test("another wallet's eviction while an answer is on its way leaves that answer cached", async () => {
+    let requests = 0;
+    const slow = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(req) {
+        requests++;
+        await Bun.sleep(150);
+        const u = new URL(req.url);
+        return fetch(stack.url + u.pathname + u.search);
+      },
+    });
+    const gate = gateVia(`http://127.0.0.1:${slow.port}`);
+    const inFlight = gate.check(addr(PAID));
+    await until("the request reached the service", () => requests === 1);
+    gate.evict(addr("alice")); // a webhook about someone else
+    expect((await inFlight).source).toBe("api");
+    expect((await gate.check(addr(PAID))).source).toBe("cache");
+    expect(requests).toBe(1);
     slow.stop(true);
   });
 

@@ -2,8 +2,10 @@
  * Indexer benchmark: generates ≥ 50,000 payment events on a fresh anvil, then times (a) a raw viem
  * `eth_getLogs` sweep + decode of the range, (b) a full backfill by the indexer into a fresh Postgres database
  * (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres) without hooks, and (c) the same backfill as the
- * service runs it: stats rollups, the merchant event log and the webhook fan-out to an endpoint of the merchant in
- * every batch. Prints events/s, (b)/(a), the events created and the slowdown of (c) against (b) minus rollups.
+ * service runs it: stats rollups, the merchant event log with its fan-out outbox in every batch, and (e) a webhook
+ * endpoint of the merchant, with the outbox drained beside the indexer as the dispatcher drains it (the time at which
+ * every delivery exists is printed too). Prints events/s, (b)/(a), the events created and the slowdown of (c)
+ * against (b) minus rollups.
  * (f) is (e) with the renewal outlook on (renewals.md): its hooks in every batch and its evaluation loop running.
  *
  *   bun run bench/indexer.ts [--events 50000] [--runs 7] [--sides events,webhooks] [--stages]

@@ -202,7 +202,7 @@ async function backfill(url: string, chain: Awaited<ReturnType<typeof createTest
     await renewals?.stop();
     await indexer.stop();
     await drain.stop();
-    const drainedSeconds = side === "webhooks" ? (performance.now() - started) / 1000 : false;
+    const drainedSeconds: number | false = side === "webhooks" ? (performance.now() - started) / 1000 : false;
     // The event log's ids in log order, hashed: every backfill of the chain must write the same log.
     const [row] = await db.sql<{ n: string; e: string; h: string | null; d: string }[]>`
       select (select count(*) from events)::text as n, (select count(*) from event_log where seq is not null)::text as e,

@@ -15,7 +15,7 @@ create table webhook_fanout_queue (
   queued_at    timestamptz not null default clock_timestamp()
 );
 
--- Whether the chain's last committed batch left more than the reorg window to index (a backfill or a catch-up,
--- written with the cursor). Its queued ranges wait until it reaches the head, or until its cursor stops moving for a
--- minute: the deliveries of history are created after the index, not in its way.
+-- Whether the chain's last committed batch stopped short of the head it was indexing towards (a backfill or a
+-- catch-up; written with the cursor). Its queued ranges wait until it reaches the head, or until its cursor stops
+-- moving for a minute: the deliveries of history are created after the index, not in its way.
 alter table chains add column catching_up boolean not null default false;

@@ -297,7 +297,8 @@ async function writeBatch(
     await writeState(tx, chainId, rows, ctx.window);
     stamp = await moveCursor(tx, chainId, next, head, {
       blocksPerSec: ctx.sync.blocksPerSec(),
-      catchingUp: batch.to + ctx.window < head,
+      // Short of the head this run aims for (head − CONFIRMATIONS): the webhook fan-out holds the chain's ranges.
+      catchingUp: batch.to + ctx.confirmations < head,
     });
     clock.mark("state");
   });

@@ -282,8 +282,8 @@ export async function saveBlocks(q: Q, chainId: number, headers: Header[], keepA
 }
 
 /**
- * Moves the cursor (and records the head seen, the backfill rate, a rollback's depth, whether more than the reorg
- * window remains) in the batch's transaction; returns its stamp (`cursorStamp`).
+ * Moves the cursor (and records the head seen, the backfill rate, a rollback's depth, whether the batch stopped
+ * short of the head) in the batch's transaction; returns its stamp (`cursorStamp`).
  */
 export async function moveCursor(
   q: Q,

@@ -33,8 +33,8 @@ type QueuedRange = {
 export const CATCH_UP_HOLD_S = 60;
 
 /**
- * Whether the chain (its `chains` row as `c`) holds its ranges: the last batch left more than the reorg window to
- * index and the cursor moved within CATCH_UP_HOLD_S. The deliveries of a backfill's events are created once it
+ * Whether the chain (its `chains` row as `c`) holds its ranges: the last batch stopped short of the head it was
+ * indexing towards and the cursor moved within CATCH_UP_HOLD_S. The deliveries of a backfill's events are created once it
  * reaches the head.
  */
 const catchingUp = (q: Q) =>

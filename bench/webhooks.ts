@@ -2,7 +2,7 @@
  * Webhook dispatcher benchmark against a local receiver, on Postgres (DATABASE_URL, default
  * postgres://postgres@127.0.0.1:5432/postgres; a fresh database is created and dropped) or PGlite (--pglite):
  *
- * (a) throughput: N events fanned out to one endpoint and to 20 endpoints, all pending at once; deliveries/s until
+ * (a) throughput: N events fanned out to one endpoint and to 16 (a merchant's most), all pending at once; deliveries/s until
  *     the last one is recorded as succeeded.
  * (b) latency: a steady 200 events/s for D seconds, written in transactions as the indexer writes them (events,
  *     their range in the fan-out outbox, then the batch notification); the time from commit to the receiver's
@@ -187,7 +187,7 @@ try {
   await migrate(db.sql);
   console.log(`webhooks bench on ${PGLITE ? "PGlite" : "Postgres"}`);
   await throughput(db, receiver.url, 1);
-  await throughput(db, receiver.url, 20);
+  await throughput(db, receiver.url, 16);
   await latency(db, receiver);
 } finally {
   receiver.stop();

@@ -3,6 +3,7 @@ import type { Db, Sql } from "../src/db/client";
 import type { Notifier } from "../src/db/notify";
 import { createIndexer, type IndexerOptions, type IndexerStatus, type IndexerTuning } from "../src/indexer";
 import type { IndexerHook } from "../src/indexer/hooks";
+import { eventsHook, type OnEvents } from "../src/events/hook";
 import type { TestChain } from "./chain";
 
 /** Options of {@link testIndexer}: the node (default the chain's own; a fault proxy's), confirmations, poll interval… */
@@ -138,4 +139,21 @@ export async function failCursorMoves(sql: Sql): Promise<{ disarm: () => Promise
       await sql`update fault_flag set armed = false`;
     },
   };
+}
+
+/**
+ * Indexes the test chain to its head once with the event log on, its ranges handed to `onEvents` (the fan-out in the
+ * batch's transaction, or the outbox). Idle expiries are left out (`now` 0): their ids depend on the block indexed
+ * when they are found.
+ */
+export function indexEventLog(
+  db: Db,
+  chain: Pick<TestChain, "rpcUrl" | "processor" | "startBlock">,
+  onEvents?: OnEvents,
+) {
+  return indexOnce(db.sql, chain.rpcUrl, chain.processor, {
+    db,
+    startBlock: chain.startBlock,
+    hooks: [eventsHook({ onEvents, now: () => 0 })],
+  });
 }

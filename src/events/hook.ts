@@ -53,7 +53,7 @@ export type EventRange = {
 export type ExtraEvents = (tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]) => Promise<NewEvent[]>;
 
 /** Called inside the writing transaction after events were inserted (the webhook fan-out). */
-export type OnEvents = (tx: Q, range: EventRange) => Promise<void>;
+export type OnEvents = (tx: Q, range: EventRange) => Promise<unknown>;
 
 /**
  * Loads what the fold of one batch needs and runs it. The touched allocations' states before the batch, plan terms

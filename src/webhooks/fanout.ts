@@ -9,7 +9,7 @@ import type { Sql } from "../db/client";
 import { tryLockForTransaction } from "../db/advisory-lock";
 import type { Q } from "../db/query";
 import type { EventRange } from "../events/hook";
-import { deliveriesOfEvent, mayHaveReceived } from "./queries";
+import { analyzeAfterBurst, deliveriesOfEvent, mayHaveReceived } from "./queries";
 
 /** Records `range` in the fan-out outbox, in the transaction that wrote its events (an `OnEvents` hook). */
 export async function enqueueFanOut(tx: Q, range: EventRange): Promise<void> {
@@ -56,7 +56,8 @@ export async function fanOutBacklog(q: Q): Promise<{ queued: number; oldestReady
  * queued.
  */
 export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
-  return sql.begin(async (tx) => {
+  let created = 0;
+  const more = await sql.begin(async (tx) => {
     if (!(await tryLockForTransaction(tx, "webhook fan-out"))) return false;
     const rows = await tx<QueuedRange[]>`
       select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
@@ -72,12 +73,14 @@ export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
         withdrawals: r.withdrawals,
         ...(r.merchants ? { merchants: r.merchants } : {}),
       };
-      await fanOut(tx, range, r.queued_at);
+      created += await fanOut(tx, range, r.queued_at);
     }
     // By id, not by "id <= last": a range with a smaller id committed meanwhile is not fanned out yet.
     await tx`delete from webhook_fanout_queue where id = any(${take.map((r) => r.id)}::bigint[])`;
     return rows.length > limit;
   });
+  await analyzeAfterBurst(sql, created);
+  return more;
 }
 
 /** Whether any of `merchants` has an enabled endpoint. */
@@ -92,13 +95,14 @@ async function anyEndpoint(tx: Q, merchants: readonly string[]): Promise<boolean
  * more to plan than this statement costs to run): one per enabled endpoint of the merchant whose types match and, for
  * a range from the outbox, that existed when it was queued. A
  * `webhook.test` written meanwhile by `…/test` may hold a seq inside the range: it belongs to its endpoint only.
+ * Returns how many deliveries it created.
  */
-export async function fanOut(tx: Q, range: EventRange, queuedAt?: string): Promise<void> {
+export async function fanOut(tx: Q, range: EventRange, queuedAt?: string): Promise<number> {
   const from = range.fromSeq.toString();
   const to = range.toSeq.toString();
   // Most batches of a backfill have no endpoint to go to: a lookup by merchant is far cheaper to plan and run.
-  if (range.merchants && !range.withdrawals && !(await anyEndpoint(tx, range.merchants))) return;
-  await tx`
+  if (range.merchants && !range.withdrawals && !(await anyEndpoint(tx, range.merchants))) return 0;
+  const created = await tx`
     insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
     select 'wd_' || substr(md5(w.id || e.id), 1, 24), w.id, e.seq, e.id, e.type, 'auto'
     from webhook_endpoints w
@@ -116,11 +120,11 @@ export async function fanOut(tx: Q, range: EventRange, queuedAt?: string): Promi
       and (w.chain_id is null or w.chain_id = ${range.chainId})
       ${queuedAt ? tx`and w.created_at <= ${queuedAt}::timestamptz` : tx``}
     on conflict do nothing`;
-  if (!range.withdrawals) return;
+  if (!range.withdrawals) return created.count;
   // A withdrawn event: its event.reverted goes to the endpoints that may have received the original (webhooks.md §1),
   // then the original's pending deliveries are cancelled; an endpoint that only had non-2xx answers, or was never
   // sent it, gets neither.
-  await tx`
+  const reverted = await tx`
     insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
     select 'wd_' || substr(md5(d.endpoint_id || r.id), 1, 24), d.endpoint_id, r.seq, r.id, r.type, 'auto'
     from merchant_events r
@@ -136,4 +140,5 @@ export async function fanOut(tx: Q, range: EventRange, queuedAt?: string): Promi
       where r.seq between ${from} and ${to} and r.chain_id = ${range.chainId} and r.type = 'event.reverted'
         and d.status = 'pending'))
       and status = 'pending'`;
+  return created.count + reverted.count;
 }

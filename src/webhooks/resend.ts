@@ -3,7 +3,7 @@ import type { Sql } from "../db/client";
 import { lockForTransaction } from "../db/advisory-lock";
 import { standing } from "../events/queries";
 import type { Q } from "../db/query";
-import { endpointsThatMayHave } from "./queries";
+import { analyzeAfterBurst, endpointsThatMayHave } from "./queries";
 import { enqueue, listEndpoints, type EndpointObject } from "./endpoints";
 
 /**
@@ -43,7 +43,7 @@ export async function replayToEndpoint(
   const types = replayTypes(endpoint.event_types, req.types);
   if (types.length === 0) return { enqueued: 0, skipped: 0 };
   const { since, until } = req;
-  return sql.begin(async (tx) => {
+  const result = await sql.begin(async (tx) => {
     await lockForTransaction(tx, `webhook_replay:${endpoint.id}`);
     const where = tx`e.merchant = ${merchant} and e.ts >= ${since} ${until ? tx`and e.ts < ${until}` : tx``}
       ${chainId === undefined ? tx`` : tx`and e.chain_id = ${chainId}`}
@@ -56,6 +56,8 @@ export async function replayToEndpoint(
     const enqueued = await enqueue(tx, "replay", { endpointId: endpoint.id, where: tx`${where} and not ${pending}` });
     return { enqueued, skipped: n };
   });
+  await analyzeAfterBurst(sql, result.enqueued);
+  return result;
 }
 
 /** The event a redeliver sends, as the event log reads it. */

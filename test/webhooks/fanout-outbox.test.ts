@@ -5,11 +5,10 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
-import { eventsHook } from "../../src/events/hook";
 import { CATCH_UP_HOLD_S, drainFanOut, enqueueFanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexEventLog } from "../../testkit/indexer";
 import { moduleCall, oneChargedSubscription } from "../../testkit/scenario";
 import { endpointForAll } from "../../testkit/webhooks";
 
@@ -28,12 +27,7 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-const index = () =>
-  indexOnce(db.sql, chain.rpcUrl, chain.processor, {
-    db,
-    startBlock: chain.startBlock,
-    hooks: [eventsHook({ onEvents: enqueueFanOut, now: () => 0 })],
-  });
+const index = () => indexEventLog(db, chain, enqueueFanOut);
 
 const queued = async () => (await db.sql<{ n: number }[]>`select count(*)::int as n from webhook_fanout_queue`)[0]!.n;
 

@@ -6,14 +6,13 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createLogger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
-import { eventsHook } from "../../src/events/hook";
 import { createDispatcher } from "../../src/webhooks/dispatcher";
 import { updateEndpoint } from "../../src/webhooks/endpoints";
 import { fanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
-import { indexOnce } from "../../testkit/indexer";
+import { indexEventLog } from "../../testkit/indexer";
 import { oneChargedSubscription } from "../../testkit/scenario";
 import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
 
@@ -36,12 +35,7 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-const index = () =>
-  indexOnce(db.sql, chain.rpcUrl, chain.processor, {
-    db,
-    startBlock: chain.startBlock,
-    hooks: [eventsHook({ onEvents: fanOut, now: () => 0 })],
-  });
+const index = () => indexEventLog(db, chain, fanOut);
 
 // One attempt each (no retries), timing out well before the slow receiver answers.
 const dispatcher = () =>

@@ -9,14 +9,14 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { Address } from "viem";
 import { createLogger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
-import { eventsHook } from "../../src/events/hook";
+import type { OnEvents } from "../../src/events/hook";
 import { createDispatcher, type Dispatcher } from "../../src/webhooks/dispatcher";
 import { enqueueFanOut, fanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
 import { moduleCall, oneChargedSubscription } from "../../testkit/scenario";
-import { indexOnce } from "../../testkit/indexer";
+import { indexEventLog } from "../../testkit/indexer";
 import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
 
 const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
@@ -42,13 +42,7 @@ afterEach(async () => {
 const call = (who: WalletName, module: Address, functionName: string, args: unknown[]) =>
   moduleCall(chain, who, module, functionName, args);
 
-// Idle expiries are left out (`now` 0): their ids depend on the block indexed when they are found.
-const index = (target: Db, onEvents?: typeof fanOut) =>
-  indexOnce(target.sql, chain.rpcUrl, chain.processor, {
-    db: target,
-    startBlock: chain.startBlock,
-    hooks: [eventsHook({ onEvents, now: () => 0 })],
-  });
+const index = (target: Db, onEvents?: OnEvents) => indexEventLog(target, chain, onEvents);
 
 const dispatcher = (): Dispatcher =>
   createDispatcher({

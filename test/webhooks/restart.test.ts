@@ -1,6 +1,6 @@
 /**
- * At least once across `kill -9`: a process that indexes (writing events and deliveries in each batch) and
- * dispatches is killed three times, mid-backfill and with deliveries in flight, then restarted. Afterwards every
+ * At least once across `kill -9`: a process that indexes (writing events and their outbox row in each batch) and
+ * dispatches is killed three times, mid-backfill and twice with deliveries in flight, then restarted. Afterwards every
  * event of the log reached the receiver, verified, and the log equals a fresh index's.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -63,29 +63,36 @@ test(`kill -9 while indexing and delivering (${testDbKind}), restart: every even
   const env = { ...backfillEnv(chain, 2, server ? { url: server.url } : { dir: dir! }), WEBHOOKS: "1" };
   const fresh = await createTestDb();
   try {
+    type Status = { indexedBlock?: string | null; pending?: number };
     const kills: { received: number; inflight: number; indexed: bigint }[] = [];
-    for (const atLeast of [5, 40, 90]) {
+    const killWhen = async (ready: (s: Status) => boolean) => {
       const child = spawnIndexer(env);
-      // Killed while requests are in flight: their deliveries are pending, leased by the dying process.
-      await child.waitFor(() => receiver.delivered().size >= atLeast && receiver.inflight() > 0, 90_000);
-      const status = child.lines.findLast((l) => l.status)?.status as { indexedBlock: string | null } | undefined;
+      await child.waitFor((l) => !!l.status && ready(l.status as Status), 90_000);
+      const status = child.lines.findLast((l) => l.status)?.status as Status | undefined;
       kills.push({
         received: receiver.delivered().size,
         inflight: receiver.inflight(),
         indexed: BigInt(status?.indexedBlock ?? -1),
       });
       await child.kill("SIGKILL");
-    }
+    };
+    // Mid-backfill, past half the chain: the outbox holds the ranges written so far (none is delivered before the
+    // head), and the dead process's commits say the chain is catching up.
+    const mid = (chain.startBlock + head) / 2n;
+    await killWhen((s) => BigInt(s.indexedBlock ?? -1) >= mid && BigInt(s.indexedBlock ?? -1) < head);
+    // Then twice while requests are in flight: their deliveries are pending, leased by the dying process.
+    for (const atLeast of [5, 60])
+      await killWhen(() => receiver.delivered().size >= atLeast && receiver.inflight() > 0);
     const child = spawnIndexer(env);
-    type Status = { indexedBlock?: string; pending?: number };
     await child.waitFor((l) => {
       const s = l.status as Status | undefined;
       return s?.indexedBlock === head.toString() && s.pending === 0;
     }, 120_000);
     await child.kill("SIGTERM");
-    // Killed mid-backfill once at least, and with requests in flight every time.
-    expect(kills.some((k) => k.indexed < head)).toBe(true);
-    expect(kills.every((k) => k.inflight > 0)).toBe(true);
+    // Killed mid-backfill with nothing delivered yet, then twice with requests in flight.
+    expect(kills[0]!.indexed).toBeLessThan(head);
+    expect(kills[0]!.received).toBe(0);
+    expect(kills.slice(1).every((k) => k.inflight > 0)).toBe(true);
 
     const db = await open();
     try {

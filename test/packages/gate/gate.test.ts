@@ -45,6 +45,22 @@ async function serve(framework: Framework, extra: Partial<Parameters<typeof crea
   return { server, secret, gate };
 }
 
+/** A proxy to the API that answers 150 ms late, so a check's answer is on its way while a test acts. */
+function slowProxy() {
+  let requests = 0;
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      requests++;
+      await Bun.sleep(150);
+      const u = new URL(req.url);
+      return fetch(stack.url + u.pathname + u.search);
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}`, requests: () => requests, stop: () => server.stop(true) };
+}
+
 async function until(what: string, cond: () => boolean, timeoutMs = 15_000) {
   const end = Date.now() + timeoutMs;
   while (!cond()) {
@@ -240,51 +256,31 @@ describe("cache", () => {
   });
 
   test("an answer fetched while a webhook evicted the wallet is not cached, and later checks do not join it", async () => {
-    let requests = 0;
-    const slow = Bun.serve({
-      port: 0,
-      hostname: "127.0.0.1",
-      async fetch(req) {
-        requests++;
-        await Bun.sleep(150);
-        const u = new URL(req.url);
-        return fetch(stack.url + u.pathname + u.search);
-      },
-    });
-    const gate = gateVia(`http://127.0.0.1:${slow.port}`);
+    const slow = slowProxy();
+    const gate = gateVia(slow.url);
     const inFlight = gate.check(addr(PAID));
-    await until("the first request reached the service", () => requests === 1);
+    await until("the first request reached the service", () => slow.requests() === 1);
     gate.evict(addr(PAID)); // what a cancellation's webhook does while the answer is on its way
     const after = gate.check(addr(PAID));
     expect((await inFlight).source).toBe("api");
     expect((await after).source).toBe("api");
-    expect(requests).toBe(2);
+    expect(slow.requests()).toBe(2);
     // The second answer (fetched after the eviction) is cached; the first was not stored over it.
     expect((await gate.check(addr(PAID))).source).toBe("cache");
-    expect(requests).toBe(2);
-    slow.stop(true);
+    expect(slow.requests()).toBe(2);
+    slow.stop();
   });
 
   test("another wallet's eviction while an answer is on its way leaves that answer cached", async () => {
-    let requests = 0;
-    const slow = Bun.serve({
-      port: 0,
-      hostname: "127.0.0.1",
-      async fetch(req) {
-        requests++;
-        await Bun.sleep(150);
-        const u = new URL(req.url);
-        return fetch(stack.url + u.pathname + u.search);
-      },
-    });
-    const gate = gateVia(`http://127.0.0.1:${slow.port}`);
+    const slow = slowProxy();
+    const gate = gateVia(slow.url);
     const inFlight = gate.check(addr(PAID));
-    await until("the request reached the service", () => requests === 1);
+    await until("the request reached the service", () => slow.requests() === 1);
     gate.evict(addr("alice")); // a webhook about someone else
     expect((await inFlight).source).toBe("api");
     expect((await gate.check(addr(PAID))).source).toBe("cache");
-    expect(requests).toBe(1);
-    slow.stop(true);
+    expect(slow.requests()).toBe(1);
+    slow.stop();
   });
 
   test("at most cacheSize wallets, the least recently used dropped first", async () => {

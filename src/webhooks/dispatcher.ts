@@ -200,6 +200,12 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
   };
 
   const inflight = createInflight(soon);
+  let drainDue = true;
+  let drainedAt = 0;
+  const wakeToDrain = () => {
+    drainDue = true;
+    loop.wake();
+  };
 
   // Recording outcomes and claiming run side by side: the claim does not count the deliveries whose outcome is
   // known here as in flight, so an endpoint's next sends need not wait for the previous ones to be recorded. The
@@ -208,10 +214,17 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
     const recorded = buffer.flush();
     let more = false;
     let drainFailed: { err: unknown } | null = null;
-    try {
-      more = await drainFanOut(sql);
-    } catch (err) {
-      drainFailed = { err };
+    // The outbox gets new ranges only by commits: drained when one is announced (or the dispatcher is woken), once a
+    // poll interval, and again at once while a drain leaves more; not on every finished send.
+    if (drainDue || Date.now() - drainedAt >= config.pollIntervalMs) {
+      drainDue = false;
+      drainedAt = Date.now();
+      try {
+        more = drainDue = await drainFanOut(sql);
+      } catch (err) {
+        drainDue = true;
+        drainFailed = { err };
+      }
     }
     try {
       const room = config.concurrency - inflight.count();
@@ -239,7 +252,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
 
   return {
     async start() {
-      if (opts.notifier) unsubscribe = await opts.notifier.subscribe(() => loop.wake());
+      if (opts.notifier) unsubscribe = await opts.notifier.subscribe(wakeToDrain);
       loop.start();
     },
     async stop() {
@@ -248,7 +261,7 @@ export function createDispatcher(opts: DispatcherOptions): Dispatcher {
       await inflight.idle();
       await buffer.flush().catch((err) => log("error", "webhook outcomes not recorded at stop", { err }));
     },
-    wake: () => loop.wake(),
+    wake: wakeToDrain,
     passes: () => loop.passes(),
   };
 }

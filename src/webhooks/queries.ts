@@ -55,8 +55,8 @@ export async function claimDue(
         select 1 from webhook_deliveries d
         where d.endpoint_id = w.id and d.status = 'pending' and d.next_attempt_at <= clock_timestamp())),
     pick as (
-      select c.id from ep cross join lateral (
-        select d.id, d.next_attempt_at from webhook_deliveries d
+      select c.id, c.event_seq from ep cross join lateral (
+        select d.id, d.next_attempt_at, d.event_seq from webhook_deliveries d
         where d.endpoint_id = ep.id and d.status = 'pending' and d.next_attempt_at <= clock_timestamp()
           and (d.lease_until is null or d.lease_until <= clock_timestamp())
         order by d.next_attempt_at, d.id
@@ -67,8 +67,10 @@ export async function claimDue(
     set lease_until = case when ${standing(sql)} then clock_timestamp() + ${opts.leaseMs} * interval '1 millisecond' end,
         attempts = d.attempts + case when ${standing(sql)} then 1 else 0 end,
         status = case when ${standing(sql)} then d.status else 'cancelled' end
-    from pick, event_log e, webhook_endpoints w
-    where d.id = pick.id and w.id = d.endpoint_id and e.merchant = w.merchant and e.seq = d.event_seq
+    -- Each event by its seq alone (the LIMIT keeps the planner from joining the log by merchant instead, which it
+    -- did with statistics from before a burst: every event of the merchant read for each delivery claimed).
+    from pick cross join lateral (select * from event_log e where e.seq = pick.event_seq limit 1) e, webhook_endpoints w
+    where d.id = pick.id and w.id = d.endpoint_id and e.merchant = w.merchant
       and d.status = 'pending'
       and (d.lease_until is null or d.lease_until <= clock_timestamp())
     returning ${sql.unsafe(CLAIMED_COLUMNS)}, d.status`;

@@ -1,8 +1,8 @@
 /**
  * The webhook dispatcher (role `webhooks`): creates the deliveries of newly written events from the fan-out outbox,
  * claims due deliveries with a lease (several processes share the work), sends them signed, and records outcomes in
- * batches. At least once: a delivery whose process dies is claimed again
- * when its lease runs out. Woken by committed batches and by finished sends, else polls.
+ * batches. At least once: a delivery whose process dies is claimed again when its lease runs out. Woken by committed
+ * batches and by finished sends, else polls.
  */
 import { createPollLoop } from "../common/async";
 import type { Logger } from "../common/log";

@@ -17,7 +17,7 @@ import { migrate } from "../src/db/migrate";
 import { createNotifier } from "../src/db/notify";
 import { createDispatcher, type DispatcherConfig } from "../src/webhooks/dispatcher";
 import { enqueueFanOut } from "../src/webhooks/fanout";
-import { endpointForAll } from "../testkit/webhooks";
+import { endpointForAll, undelivered } from "../testkit/webhooks";
 
 const arg = (name: string, def: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -117,11 +117,7 @@ async function openDb(): Promise<{ db: Db; drop: () => Promise<void> }> {
 
 async function waitDone(db: Db) {
   for (;;) {
-    const [r] = await db.sql<
-      { n: number }[]
-    >`select (select count(*) from webhook_deliveries where status = 'pending')::int
-        + (select count(*) from webhook_fanout_queue)::int as n`;
-    if (r!.n === 0) return;
+    if ((await undelivered(db.sql)) === 0) return;
     await Bun.sleep(20);
   }
 }

@@ -16,6 +16,7 @@ import { statsRollupsHook } from "../src/indexer/rollups";
 import { eventsHook } from "../src/events/hook";
 import { enqueueFanOut } from "../src/webhooks/fanout";
 import { createDispatcher } from "../src/webhooks/dispatcher";
+import { undelivered } from "./webhooks";
 
 const env = process.env;
 const print = (obj: unknown) =>
@@ -61,16 +62,7 @@ const dispatcher =
     : undefined;
 await indexer.start();
 await dispatcher?.start();
-// Deliveries to send, and ranges of events whose deliveries the outbox has not created yet.
-const pending = async () =>
-  dispatcher
-    ? Number(
-        (
-          await db.sql`select (select count(*) from webhook_deliveries where status = 'pending')
-            + (select count(*) from webhook_fanout_queue) as n`
-        )[0]!.n,
-      )
-    : undefined;
+const pending = async () => (dispatcher ? await undelivered(db.sql) : undefined);
 const timer = setInterval(async () => print({ status: { ...indexer.status(), pending: await pending() } }), 50);
 process.on("SIGTERM", async () => {
   clearInterval(timer);

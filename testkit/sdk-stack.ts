@@ -11,7 +11,7 @@ import { createTestDb } from "./db";
 import { createTestChain, type TestChain, type WalletName } from "./chain";
 import { freePort } from "./cli";
 import { moduleCall } from "./scenario";
-import { endpointForAll } from "./webhooks";
+import { endpointForAll, undelivered } from "./webhooks";
 
 /** Plan ids of the stack's module, and their intervals (s). */
 export const PLANS = { 7: 3_600, 8: 7_200 } as const;
@@ -87,12 +87,7 @@ export async function startSdkStack(subscribers: WalletName[]): Promise<SdkStack
   await synced();
   const merchant = chain.address("merchant").toLowerCase();
   const delivered = async () => {
-    const busy = async () =>
-      (
-        await service.db.sql<{ n: number }[]>`
-          select (select count(*) from webhook_fanout_queue)::int
-            + (select count(*) from webhook_deliveries where status = 'pending')::int as n`
-      )[0]!.n > 0;
+    const busy = async () => (await undelivered(service.db.sql)) > 0;
     for (let quiet = 0, tries = 0; quiet < 4; tries++) {
       if (tries > 300) throw new Error("webhook deliveries still pending after 15 s");
       quiet = (await busy()) ? 0 : quiet + 1;

@@ -75,6 +75,14 @@ export function startReceiver(): Receiver {
   };
 }
 
+/** Deliveries still to send plus ranges whose deliveries the fan-out outbox has not created yet (0: all sent). */
+export async function undelivered(sql: Sql): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select (select count(*) from webhook_deliveries where status = 'pending')::int
+      + (select count(*) from webhook_fanout_queue)::int as n`;
+  return row!.n;
+}
+
 /** An endpoint of `merchant` at `url` subscribed to every event type; returns it with its secret. */
 export function endpointForAll(sql: Sql, merchant: string, url: string) {
   return createEndpoint(sql, { merchant, url, eventTypes: ["*"], description: null }, undefined);

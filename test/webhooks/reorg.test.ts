@@ -17,7 +17,7 @@ import { until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
 import { moduleCall, oneChargedSubscription } from "../../testkit/scenario";
 import { indexEventLog } from "../../testkit/indexer";
-import { endpointForAll, startReceiver, type Receiver } from "../../testkit/webhooks";
+import { endpointForAll, startReceiver, undelivered, type Receiver } from "../../testkit/webhooks";
 
 const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
@@ -59,13 +59,7 @@ const dispatcher = (): Dispatcher =>
     },
   });
 
-/** Deliveries still to send, and ranges whose deliveries the outbox has not created yet. */
-const pending = async () =>
-  (
-    await db.sql<{ n: number }[]>`
-      select (select count(*) from webhook_deliveries where status = 'pending')::int
-        + (select count(*) from webhook_fanout_queue)::int as n`
-  )[0]!.n;
+const pending = () => undelivered(db.sql);
 
 const lastSeq = async () =>
   (await db.sql<{ s: string }[]>`select coalesce(max(seq), 0)::text as s from event_log`)[0]!.s;

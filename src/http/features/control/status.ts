@@ -185,6 +185,7 @@ async function webhookStatus(sql: Sql, now: number) {
   const [pending] = await sql<{ n: string; oldest: Date | null }[]>`
     select count(*) as n, min(created_at) as oldest from webhook_deliveries where status = 'pending'`;
   const backlog = await fanOutBacklog(sql);
+  const readyAgeS = backlog.oldestReadyAgeS === null ? null : Math.round(backlog.oldestReadyAgeS);
   const disabled = endpoints
     .filter((e) => !e.enabled)
     .map((e) => ({
@@ -201,14 +202,13 @@ async function webhookStatus(sql: Sql, now: number) {
       pending_deliveries: Number(pending?.n ?? 0),
       oldest_pending_age_s: pending?.oldest ? ageS(pending.oldest, now) : null,
       queued_ranges: backlog.queued,
-      oldest_ready_range_age_s: backlog.oldestReadyAgeS === null ? null : Math.round(backlog.oldestReadyAgeS),
+      oldest_ready_range_age_s: readyAgeS,
     },
     attention: [
       ...disabled.map((d) => `webhook endpoint ${d.id} (${d.host}) is disabled${d.reason ? `: ${d.reason}` : ""}`),
-      ...(backlog.oldestReadyAgeS !== null && backlog.oldestReadyAgeS > STALE_OUTBOX_S
+      ...(readyAgeS !== null && readyAgeS > STALE_OUTBOX_S
         ? [
-            `the webhook fan-out outbox has waited ${formatEta(Math.round(backlog.oldestReadyAgeS))}: ` +
-              "is a process with the webhooks role running?",
+            `the webhook fan-out outbox has waited ${formatEta(readyAgeS)}: is a process with the webhooks role running?`,
           ]
         : []),
     ],

@@ -51,9 +51,12 @@ export async function claimDue(
           where b.endpoint_id = w.id and b.status = 'pending' and b.lease_until is not null
             and b.lease_until > clock_timestamp() and b.id <> all(${opts.settled ?? []}::text[]))::int as room
       from webhook_endpoints w
-      where w.enabled and exists (
-        select 1 from webhook_deliveries d
-        where d.endpoint_id = w.id and d.status = 'pending' and d.next_attempt_at <= clock_timestamp())),
+      -- The endpoint's earliest pending delivery, read as the first entry of its due index. An EXISTS here was
+      -- planned as a scan of the table that stops at the first match, which reads every delivery already sent.
+      where w.enabled and (
+        select d.next_attempt_at from webhook_deliveries d
+        where d.endpoint_id = w.id and d.status = 'pending'
+        order by d.next_attempt_at limit 1) <= clock_timestamp()),
     pick as (
       select c.id, c.event_seq from ep cross join lateral (
         select d.id, d.next_attempt_at, d.event_seq from webhook_deliveries d

@@ -6,6 +6,7 @@ import type { Q } from "../db/query";
 import { newSecret, sealSecret } from "./secrets";
 import { lockForTransaction } from "../db/advisory-lock";
 import { EndpointLimitError } from "./errors";
+import { fanOutQueuedTo } from "./fanout";
 
 /** The endpoint object (webhooks.md §3); never the secret. */
 export type EndpointObject = {
@@ -56,7 +57,7 @@ const DELIVERY_COLUMNS = `id, event_id, event_type, attempts, status, response_s
  * The endpoints a chain-scoped credential (of `chainId`) may see and change: those of its chain and the all-chain ones;
  * every endpoint when `chainId` is undefined. One rule for every read and write, in the query's own WHERE.
  */
-const inChainScope = (sql: Sql, chainId: number | undefined) =>
+const inChainScope = (sql: Q, chainId: number | undefined) =>
   chainId === undefined ? sql`` : sql`and (chain_id is null or chain_id = ${chainId})`;
 
 /** A random id with a prefix (`we_`, `wd_`). */
@@ -169,7 +170,20 @@ export async function updateEndpoint(
   patch: { url?: string; eventTypes?: string[]; description?: string | null; enabled?: boolean },
   chainId?: number,
 ): Promise<EndpointObject | undefined> {
-  const [row] = await sql<EndpointRow[]>`
+  return sql.begin(async (tx) => {
+    const [current] = await tx<{ enabled: boolean; event_types: string[] }[]>`
+      select enabled, event_types from webhook_endpoints
+      where id = ${id} and merchant = ${merchant} ${inChainScope(tx, chainId)}
+      for no key update`;
+    if (!current) return undefined;
+    // Who gets the events still queued in the fan-out outbox is decided by the settings they were committed under.
+    const types = (t: string[]) => JSON.stringify([...t].sort());
+    if (
+      (patch.enabled !== undefined && patch.enabled !== current.enabled) ||
+      (patch.eventTypes !== undefined && types(patch.eventTypes) !== types(current.event_types))
+    )
+      await fanOutQueuedTo(tx, [id]);
+    const [row] = await tx<EndpointRow[]>`
     update webhook_endpoints set
       url = coalesce(${patch.url ?? null}, url),
       event_types = coalesce(${patch.eventTypes ?? null}::text[], event_types),
@@ -178,9 +192,10 @@ export async function updateEndpoint(
       disabled_reason = case when ${patch.enabled === true} then null else disabled_reason end,
       failing_since = case when ${patch.enabled === true} then null else failing_since end,
       updated_at = clock_timestamp()
-    where id = ${id} and merchant = ${merchant} ${inChainScope(sql, chainId)}
-    returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;
-  return row && toEndpoint(row);
+    where id = ${id}
+    returning ${tx.unsafe(ENDPOINT_COLUMNS)}`;
+    return row && toEndpoint(row);
+  });
 }
 
 /**

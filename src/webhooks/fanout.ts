@@ -6,10 +6,11 @@
  * gets only that chain's events.
  */
 import type { Sql } from "../db/client";
-import { tryLockForTransaction } from "../db/advisory-lock";
-import type { Q } from "../db/query";
+import { lockForTransaction, tryLockForTransaction } from "../db/advisory-lock";
+import type { Q, Tx } from "../db/query";
 import type { EventRange } from "../events/hook";
-import { analyzeAfterBurst, deliveriesOfEvent, mayHaveReceived } from "./queries";
+import { analyzeAfterBurst } from "./burst-statistics";
+import { deliveriesOfEvent, mayHaveReceived } from "./received";
 
 /** Records `range` in the fan-out outbox, in the transaction that wrote its events (an `OnEvents` hook). */
 export async function enqueueFanOut(tx: Q, range: EventRange): Promise<void> {
@@ -28,6 +29,9 @@ type QueuedRange = {
   /** As text: a Date would drop the microseconds the endpoints' `created_at` is compared in. */
   queued_at: string;
 };
+
+// Drains take it without waiting; a change of an endpoint's settings waits for it (fanOutQueuedTo).
+const FANOUT_LOCK = "webhook fan-out";
 
 /** How long a chain's ranges wait for a catch-up whose cursor stopped moving (its indexer died or stalled). */
 export const CATCH_UP_HOLD_S = 60;
@@ -58,7 +62,7 @@ export async function fanOutBacklog(q: Q): Promise<{ queued: number; oldestReady
 export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
   let created = 0;
   const more = await sql.begin(async (tx) => {
-    if (!(await tryLockForTransaction(tx, "webhook fan-out"))) return false;
+    if (!(await tryLockForTransaction(tx, FANOUT_LOCK))) return false;
     const rows = await tx<QueuedRange[]>`
       select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
       where chain_id not in (select c.chain_id from chains c where ${catchingUp(tx)})
@@ -73,7 +77,7 @@ export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
         withdrawals: r.withdrawals,
         ...(r.merchants ? { merchants: r.merchants } : {}),
       };
-      created += await fanOut(tx, range, r.queued_at);
+      created += await fanOut(tx, range, { queuedAt: r.queued_at });
     }
     // By id, not by "id <= last": a range with a smaller id committed meanwhile is not fanned out yet.
     await tx`delete from webhook_fanout_queue where id = any(${take.map((r) => r.id)}::bigint[])`;
@@ -81,6 +85,34 @@ export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
   });
   await analyzeAfterBurst(sql, created);
   return more;
+}
+
+/**
+ * Fans the ranges still queued (held ones included) out to `endpointIds` as their settings are now, and makes their
+ * next settings apply to the ranges queued from now on. Called in the transaction that changes an endpoint's
+ * `enabled` or `event_types`, before the change: each event then goes where the settings at its commit sent it,
+ * however late the drain runs. Waits for a drain in progress, and for writers whose ranges are not committed yet
+ * (new ranges wait for this transaction), so no range falls between the two settings.
+ */
+export async function fanOutQueuedTo(tx: Tx, endpointIds: string[]): Promise<number> {
+  if (endpointIds.length === 0) return 0;
+  await lockForTransaction(tx, FANOUT_LOCK);
+  await tx`lock table webhook_fanout_queue in share mode`;
+  const rows = await tx<QueuedRange[]>`
+    select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
+    order by id`;
+  let created = 0;
+  for (const r of rows) {
+    const range: EventRange = {
+      chainId: Number(r.chain_id),
+      fromSeq: BigInt(r.from_seq),
+      toSeq: BigInt(r.to_seq),
+      withdrawals: false,
+    };
+    created += await fanOut(tx, range, { queuedAt: r.queued_at, endpointIds });
+  }
+  await tx`update webhook_endpoints set fanout_since = clock_timestamp() where id = any(${endpointIds}::text[])`;
+  return created;
 }
 
 /** Whether any of `merchants` has an enabled endpoint. */
@@ -93,11 +125,16 @@ async function anyEndpoint(tx: Q, merchants: readonly string[]): Promise<boolean
 /**
  * Creates the deliveries of the events in `range` (read from both tables of the event log directly: the view costs
  * more to plan than this statement costs to run): one per enabled endpoint of the merchant whose types match and, for
- * a range from the outbox, that existed when it was queued. A
- * `webhook.test` written meanwhile by `…/test` may hold a seq inside the range: it belongs to its endpoint only.
- * Returns how many deliveries it created.
+ * a range from the outbox, whose settings applied when it was queued (`endpointIds`: only to those, withdrawals
+ * left to the drain). A `webhook.test` written meanwhile by `…/test` may hold a seq inside the range: it belongs to
+ * its endpoint only. Returns how many deliveries it created.
  */
-export async function fanOut(tx: Q, range: EventRange, queuedAt?: string): Promise<number> {
+export async function fanOut(
+  tx: Q,
+  range: EventRange,
+  opts: { queuedAt?: string; endpointIds?: string[] } = {},
+): Promise<number> {
+  const { queuedAt, endpointIds } = opts;
   const from = range.fromSeq.toString();
   const to = range.toSeq.toString();
   // Most batches of a backfill have no endpoint to go to: a lookup by merchant is far cheaper to plan and run.
@@ -118,9 +155,10 @@ export async function fanOut(tx: Q, range: EventRange, queuedAt?: string): Promi
       where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
     where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
       and (w.chain_id is null or w.chain_id = ${range.chainId})
-      ${queuedAt ? tx`and w.created_at <= ${queuedAt}::timestamptz` : tx``}
+      ${queuedAt ? tx`and coalesce(w.fanout_since, w.created_at) <= ${queuedAt}::timestamptz` : tx``}
+      ${endpointIds ? tx`and w.id = any(${endpointIds}::text[])` : tx``}
     on conflict do nothing`;
-  if (!range.withdrawals) return created.count;
+  if (!range.withdrawals || endpointIds) return created.count;
   // A withdrawn event: its event.reverted goes to the endpoints that may have received the original (webhooks.md §1),
   // then the original's pending deliveries are cancelled; an endpoint that only had non-2xx answers, or was never
   // sent it, gets neither.

@@ -1,9 +1,8 @@
 /** The dispatcher's statements: claiming due deliveries with a lease, and recording attempts in batches. */
-import type { PendingQuery, Row } from "postgres";
 import type { Sql } from "../db/client";
 import { EVENT_COLUMNS, type EventRow } from "../events/envelope";
 import { standing } from "../events/queries";
-import type { Q } from "../db/query";
+import { fanOutQueuedTo } from "./fanout";
 import type { AttemptOutcome } from "./send";
 
 /** A claimed delivery with what sending it needs. */
@@ -144,51 +143,19 @@ export async function recordOutcomes(sql: Sql, outcomes: Outcome[], disableAfter
       await tx`
         update webhook_endpoints set failing_since = coalesce(failing_since, clock_timestamp())
         where id = any(${failed})`;
-      await tx`
-        update webhook_endpoints set enabled = false, updated_at = clock_timestamp(),
-          disabled_reason = 'every delivery failed for ' || ${disableAfterS} || ' s'
+      const expired = await tx<{ id: string }[]>`
+        select id from webhook_endpoints
         where id = any(${failed}) and enabled
-          and failing_since <= clock_timestamp() - ${disableAfterS} * interval '1 second'`;
+          and failing_since <= clock_timestamp() - ${disableAfterS} * interval '1 second'
+        for no key update`;
+      if (expired.length > 0) {
+        const ids = expired.map((e) => e.id);
+        await fanOutQueuedTo(tx, ids);
+        await tx`
+          update webhook_endpoints set enabled = false, updated_at = clock_timestamp(),
+            disabled_reason = 'every delivery failed for ' || ${disableAfterS} || ' s'
+          where id = any(${ids})`;
+      }
     }
   });
-}
-
-/**
- * Whether the endpoint of delivery `d` (in scope) may have its event (webhooks.md §1, "Received"): an attempt that
- * was delivered or whose outcome is unknown, or a claimed attempt not recorded yet (in flight, or its process died).
- */
-export const mayHaveReceived = (q: Q) => q`(
-  exists (select 1 from webhook_attempts a where a.delivery_id = d.id and a.receipt in ('delivered', 'unknown'))
-  or d.attempts > (select count(*) from webhook_attempts a where a.delivery_id = d.id))`;
-
-/**
- * `lateral` the deliveries of the event whose id is `eventId` (SQL), as `d` (id, endpoint_id, attempts, status):
- * the auto ones by webhook_deliveries_auto_idx, the explicit ones by webhook_deliveries_explicit_event_idx (one
- * scan of each; a single `event_id =` over both partial indexes is planned as a scan of the whole table).
- */
-export const deliveriesOfEvent = (q: Q, eventId: PendingQuery<Row[]>) => q`lateral (
-  select d.id, d.endpoint_id, d.attempts, d.status from webhook_deliveries d
-  where d.event_id = ${eventId} and d.origin = 'auto'
-  union all
-  select d.id, d.endpoint_id, d.attempts, d.status from webhook_deliveries d
-  where d.event_id = ${eventId} and d.origin <> 'auto') d`;
-
-/** The endpoints that may have received the event `eventId`, through any of its deliveries. */
-export async function endpointsThatMayHave(sql: Sql, eventId: string): Promise<Set<string>> {
-  const rows = await sql<{ endpoint_id: string }[]>`
-    select distinct d.endpoint_id from ${deliveriesOfEvent(sql, sql`${eventId}::text`)} where ${mayHaveReceived(sql)}`;
-  return new Set(rows.map((r) => r.endpoint_id));
-}
-
-/**
- * Deliveries created at once from which the table's planner statistics are refreshed. A burst into a table the
- * planner believes small (a fresh installation, a first endpoint of a large merchant, a replay) made the claim read
- * an endpoint's whole backlog and sort it, through the wrong index: 22.8 ms a claim at 20,000 pending, 3.5 ms once
- * analyzed, and ten times fewer deliveries a second to one endpoint until autovacuum came by.
- */
-export const DELIVERY_BURST = 5_000;
-
-/** Refreshes the deliveries' planner statistics after `created` new rows, when that is a burst (after its commit). */
-export async function analyzeAfterBurst(sql: Sql, created: number): Promise<void> {
-  if (created >= DELIVERY_BURST) await sql`analyze webhook_deliveries`;
 }

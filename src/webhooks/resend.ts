@@ -3,7 +3,8 @@ import type { Sql } from "../db/client";
 import { lockForTransaction } from "../db/advisory-lock";
 import { standing } from "../events/queries";
 import type { Q } from "../db/query";
-import { analyzeAfterBurst, endpointsThatMayHave } from "./queries";
+import { analyzeAfterBurst } from "./burst-statistics";
+import { endpointsThatMayHave } from "./received";
 import { enqueue, listEndpoints, type EndpointObject } from "./endpoints";
 
 /**

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
 import { drainFanOut, enqueueFanOut } from "../../src/webhooks/fanout";
-import { DELIVERY_BURST } from "../../src/webhooks/queries";
+import { DELIVERY_BURST } from "../../src/webhooks/burst-statistics";
 import { replayToEndpoint } from "../../src/webhooks/resend";
 import { createTestDb, testDbKind } from "../../testkit/db";
 import { endpointForAll } from "../../testkit/webhooks";

@@ -170,3 +170,38 @@ test(`a change made while a writer's range is not committed waits for it, and th
   await drainAll();
   expect(await deliveredTo(x.id)).toEqual(written);
 });
+
+test(`changes, batches and drains at once: no deadlock, every range all or nothing, the unchanged endpoint gets every event (${testDbKind})`, async () => {
+  const x = await endpointForAll(db.sql, MERCHANT, "https://example.com/x");
+  const y = await endpointForAll(db.sql, MERCHANT, "https://example.com/y");
+  const ranges: string[][] = [];
+  let stop = false;
+  const writer = async () => {
+    for (let i = 0; i < 40; i++) ranges.push(await inTransaction(succeeded));
+    stop = true;
+  };
+  const drainer = async () => {
+    while (!stop) {
+      await drainFanOut(db.sql);
+      await Bun.sleep(1);
+    }
+  };
+  const toggler = async () => {
+    // A change after each new range, so both settings get ranges.
+    for (let enabled = false; !stop; enabled = !enabled) {
+      const seen = ranges.length;
+      await updateEndpoint(db.sql, MERCHANT, x.id, { enabled });
+      while (ranges.length === seen && !stop) await Bun.sleep(1);
+    }
+  };
+  await Promise.all([writer(), drainer(), drainer(), toggler()]);
+  await drainAll();
+
+  const all = ranges.flat().sort();
+  expect(await deliveredTo(y.id)).toEqual(all);
+  const toX = new Set(await deliveredTo(x.id));
+  for (const r of ranges) expect(r.filter((id) => toX.has(id)).length % r.length).toBe(0);
+  // Both settings were seen by some range: the toggles interleaved with the batches.
+  expect(toX.size).toBeGreaterThan(0);
+  expect(toX.size).toBeLessThan(all.length);
+});

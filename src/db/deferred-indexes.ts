@@ -24,6 +24,7 @@ export const DEFERRABLE_INDEXES = [
   "activity_subscription_idx",
   "events_subscription_idx",
   "merchant_events_merchant_idx",
+  "merchant_events_merchant_type_idx",
   "merchant_events_block_idx",
   "subscriptions_merchant_idx",
 ] as const;

@@ -8,6 +8,18 @@ export type Q = postgres.ISql<{}>;
 /** An open transaction. */
 export type Tx = postgres.TransactionSql<{}>;
 
+/**
+ * `query` planned for its own values at each execution (an unnamed statement, where postgres.js prepares every tagged
+ * query): for a statement cheap to plan whose best path depends on its values. A prepared one switches to a generic
+ * plan after five executions, and a generic plan, blind to the values, may walk a whole index range for a rare one.
+ */
+export function plannedForValues<R extends readonly postgres.MaybeRow[]>(
+  query: postgres.PendingQuery<R>,
+): postgres.PendingQuery<R> {
+  (query as unknown as { options: { prepare?: boolean } }).options.prepare = false;
+  return query;
+}
+
 // COPY text format: backslash, tab, newline and carriage return must be escaped; null is \N.
 const COPY_SPECIAL = /[\\\t\n\r]/;
 /** A value escaped for COPY's text format. */

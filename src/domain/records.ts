@@ -6,6 +6,12 @@ import type postgres from "postgres";
 import type { SubscriptionStatus } from "./status";
 import { toRenewalObject, type RenewalObject, type RenewalRow } from "./renewal-record";
 
+/** The types of an activity record (`activity.type`). */
+export const ACTIVITY_TYPES = ["CHARGE", "FAIL", "REFILL"] as const;
+
+/** The type of an activity record. */
+export type ActivityType = (typeof ACTIVITY_TYPES)[number];
+
 /** An activity row: the columns of `activity` the record needs, token metadata joined. */
 export type ActivityRecordRow = {
   chain_id: string;
@@ -16,7 +22,7 @@ export type ActivityRecordRow = {
   timestamp: string;
   module: string;
   subscription_id: string;
-  type: "CHARGE" | "FAIL" | "REFILL";
+  type: ActivityType;
   amount: string;
   fee: string | null;
   reason: string | null;

@@ -4,15 +4,12 @@ import { documented, ParamDocs } from "../../params";
 import { responses } from "../docs";
 import { FAILURE_REASONS } from "../../../domain/failure-reasons";
 import { csvText, formatUnits, formatUnitsSql, type CsvColumn } from "../../csv";
-import { activityAmountSql, activityRecordSql, type SqlField } from "../../../domain/records";
+import { ACTIVITY_TYPES, activityAmountSql, activityRecordSql, type SqlField } from "../../../domain/records";
 import type { Sql } from "../../../db/client";
 import { FormatParamDoc, withCsvContent } from "../../stream";
 
-/** Activity types. */
-export const ACTIVITY_TYPES = ["CHARGE", "FAIL", "REFILL"] as const;
-
-/** CHARGE (successful payment), FAIL (failed payment attempt) or REFILL (credit refill). */
-export type ActivityType = (typeof ACTIVITY_TYPES)[number];
+/** Activity types: CHARGE (successful payment), FAIL (failed payment attempt) or REFILL (credit refill). */
+export { ACTIVITY_TYPES, type ActivityType } from "../../../domain/records";
 
 /** One activity record. */
 export const ActivityRecord = t.Object({

@@ -1,11 +1,13 @@
 /** Reads of the event log (`event_log`: stored events and activity events). */
 import type { Sql } from "../../../db/client";
+import { plannedForValues } from "../../../db/query";
 import { EVENT_COLUMNS, toEnvelope, type EventEnvelope, type EventRow } from "../../../events/envelope";
 import { activityEventKey } from "../../../events/ids";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { listResponse, STREAM_CHUNK_ROWS, type ListFormat } from "../../stream";
 import type { LogLevel } from "../../../common/log";
 import { EVENT_CSV_COLUMNS } from "./model";
+import { ACTIVITY_TYPES } from "../../../domain/records";
 
 /** Filters and page of the event log. */
 export type EventQuery = {
@@ -20,20 +22,76 @@ export type EventQuery = {
   afterSeq?: string;
 };
 
-/** Up to `n` events after `q.afterSeq`, in the query's order. */
-function readEvents(sql: Sql, q: EventQuery, n: number): Promise<EventRow[]> {
-  const desc = q.order === "desc";
+/** The filters of `q` but its types, on the columns `seq`, `chain` and `ts` of one table of the log. */
+function commonFilters(sql: Sql, q: EventQuery, cols: { seq: string; chain: string; ts: string }) {
+  const after = q.afterSeq
+    ? q.order === "desc"
+      ? sql`and ${sql(cols.seq)} < ${q.afterSeq}`
+      : sql`and ${sql(cols.seq)} > ${q.afterSeq}`
+    : sql``;
+  return sql`${q.chainId !== undefined ? sql`and ${sql(cols.chain)} = ${q.chainId}` : sql``}
+    ${q.since ? sql`and ${sql(cols.ts)} >= ${q.since}` : sql``} ${after}`;
+}
+
+/**
+ * The seqs of up to `n` events of the `types` after `q.afterSeq`, in the query's order, each table of the log read in
+ * seq order by its own indexes: a statement of its own, cheap to plan and planned for the types asked each time (a
+ * cached generic plan, blind to them, walks the merchant's whole log for a rare type).
+ */
+async function seqsOfTypes(sql: Sql, q: EventQuery, types: string[], n: number, ms: number): Promise<string[]> {
+  const dir = q.order === "desc" ? sql`desc` : sql`asc`;
+  // Stored events: a scan per type, by (merchant, type, seq) for a rare one (status changes are most of them).
+  const stored = types.map(
+    (t) => sql`(select m.seq from merchant_events m
+      where m.merchant = ${q.merchant} and m.type = ${t} ${commonFilters(sql, q, { seq: "m.seq", chain: "m.chain_id", ts: "m.ts" })}
+      order by m.seq ${dir} limit ${n})`,
+  );
+  // Activity events by the row's own type (the event type is a CASE of it, which neither an index nor an estimate
+  // reads); when none of the types is an activity event's, the branch is cut before it starts (a One-Time Filter).
+  const rowTypes = () =>
+    sql`array(select t from unnest(${[...ACTIVITY_TYPES]}::text[]) t where activity_event_type(t) = any(${types}))`;
+  const activity = sql`(select a.event_seq from activity a
+    where a.merchant = ${q.merchant} and a.event_seq is not null
+      and cardinality(${rowTypes()}) > 0 and a.type = any(${rowTypes()})
+      ${commonFilters(sql, q, { seq: "a.event_seq", chain: "a.chain_id", ts: "a.block_time" })}
+    order by a.event_seq ${dir} limit ${n})`;
+  const rows = await withDeadline(
+    plannedForValues(sql<{ seq: string }[]>`
+      select s.seq from (${[...stored, activity].reduce((all, p) => sql`${all} union all ${p}`)}) s (seq)
+      order by s.seq ${dir} limit ${n}`),
+    ms,
+  );
+  return rows.map((r) => r.seq);
+}
+
+/**
+ * Up to `n` events after `q.afterSeq`, in the query's order. With a type filter, the page's seqs first, then only
+ * those events from the view: through the view, the type is a CASE of the activity row's that no index serves, and
+ * every matching event's id and token was computed before the page was cut (a `type=charge.failed` page of a merchant
+ * with 30,000 events took 47–150 ms).
+ */
+async function readEvents(sql: Sql, q: EventQuery, n: number): Promise<EventRow[]> {
+  const dir = q.order === "desc" ? sql`desc` : sql`asc`;
+  if (!q.types) {
+    return withDeadline(
+      sql<EventRow[]>`
+        select ${sql.unsafe(EVENT_COLUMNS)} from event_log e
+        where e.merchant = ${q.merchant} and e.seq is not null
+          ${commonFilters(sql, q, { seq: "e.seq", chain: "e.chain_id", ts: "e.ts" })}
+        order by e.seq ${dir}
+        limit ${n}`,
+      DEADLINE_LIST_MS,
+    );
+  }
+  const start = performance.now();
+  const seqs = await seqsOfTypes(sql, q, q.types, n, DEADLINE_LIST_MS);
+  if (seqs.length === 0) return [];
   return withDeadline(
     sql<EventRow[]>`
       select ${sql.unsafe(EVENT_COLUMNS)} from event_log e
-      where e.merchant = ${q.merchant} and e.seq is not null
-      ${q.chainId !== undefined ? sql`and e.chain_id = ${q.chainId}` : sql``}
-      ${q.types ? sql`and e.type = any(${q.types})` : sql``}
-      ${q.since ? sql`and e.ts >= ${q.since}` : sql``}
-      ${q.afterSeq ? (desc ? sql`and e.seq < ${q.afterSeq}` : sql`and e.seq > ${q.afterSeq}`) : sql``}
-      order by e.seq ${desc ? sql`desc` : sql`asc`}
-      limit ${n}`,
-    DEADLINE_LIST_MS,
+      where e.merchant = ${q.merchant} and e.seq = any(${seqs}::bigint[])
+      order by e.seq ${dir}`,
+    Math.max(1, DEADLINE_LIST_MS - (performance.now() - start)),
   );
 }
 

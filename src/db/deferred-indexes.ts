@@ -35,6 +35,11 @@ const FILLED_TABLES = ["activity", "events", "merchant_events", "subscriptions"]
 // Arbitrary constant: deferring and building serialize on it (several chains' indexers share the tables).
 const DEFERRAL_LOCK = 7_413_902_377;
 
+/** Takes the planner's statistics of the tables the deferrable indexes belong to (`ANALYZE`). */
+export async function analyzeFilledTables(sql: Sql): Promise<void> {
+  await sql.unsafe(`analyze ${FILLED_TABLES.join(", ")}`);
+}
+
 /** Whether the tables the deferrable indexes belong to hold no row. */
 async function tablesEmpty(q: Q): Promise<boolean> {
   for (const t of FILLED_TABLES) {

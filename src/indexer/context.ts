@@ -10,7 +10,12 @@ import { createSyncLog, type SyncLog } from "./sync-log";
 import { createTokenBook } from "./token-book";
 
 /** Whether an initial backfill's indexes are deferred (./deferral.ts): null until the leader looks (after each change). */
-export type DeferralState = { enabled: boolean; pending: boolean | null };
+export type DeferralState = {
+  enabled: boolean;
+  pending: boolean | null;
+  /** The indexes were built: the filled tables' statistics are taken once the index reaches the head. */
+  statisticsDue?: boolean;
+};
 
 /** What the pipeline (and the rollback) work with. */
 export type IndexerContext = {

@@ -4,7 +4,7 @@
  * to index, built before the batch that reaches the target or the window, so the cursor never shows the head while
  * an index is missing. A deferral left by a run that died is built by the next leader the same way.
  */
-import { buildDeferredIndexes, deferIndexes, indexesDeferred } from "../db/deferred-indexes";
+import { analyzeFilledTables, buildDeferredIndexes, deferIndexes, indexesDeferred } from "../db/deferred-indexes";
 import type { IndexerContext } from "./context";
 
 /** On a leader's poll: defers the indexes for a fresh chain's backfill, or finds a deferral already running. */
@@ -37,5 +37,26 @@ export async function buildDeferral(ctx: IndexerContext): Promise<void> {
   if (built.length > 0) {
     const ms = Math.round(performance.now() - started);
     ctx.log("info", "secondary indexes built", { chainId: ctx.chainId, indexes: built, ms });
+    ctx.deferral.statisticsDue = true;
+  }
+}
+
+/**
+ * Takes the planner's statistics of the tables the initial backfill filled, at the first idle poll at the head (no
+ * batch waits for it; on PGlite it holds the one connection for about a second per 50,000 logs): PGlite runs no
+ * autovacuum, a server's may come minutes later, and the API's plans need them from now on. Once; a failure is
+ * logged, not retried (autovacuum, where there is one, takes them later).
+ */
+export async function takeStatistics(ctx: IndexerContext): Promise<void> {
+  ctx.deferral.statisticsDue = false;
+  const started = performance.now();
+  try {
+    await analyzeFilledTables(ctx.sql);
+    ctx.log("info", "statistics taken after the initial backfill", {
+      chainId: ctx.chainId,
+      ms: Math.round(performance.now() - started),
+    });
+  } catch (err) {
+    ctx.log("warn", "statistics not taken after the initial backfill", { chainId: ctx.chainId, error: String(err) });
   }
 }

@@ -9,7 +9,7 @@ import { ChainBehindError, LeadershipLostError, LogsInDoubtError, ReorgDetectedE
 import type { LeaderLock } from "./lock";
 import type { IndexerContext } from "./context";
 import { catchUp } from "./pipeline";
-import { beginDeferral, buildDeferral } from "./deferral";
+import { beginDeferral, buildDeferral, takeStatistics } from "./deferral";
 import { checkChain, createDeepReorgGuard, type ChainCheck, type DeepReorgGuard } from "./reorg";
 import { applyReorg } from "./rollback";
 import { loadProgress, markDeepReorg, touchHead } from "./store";
@@ -81,6 +81,8 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
   const wrote = await catchUp(ctx, head, target);
   if (ctx.deferral.pending && state.cursor && state.cursor.block >= target) await buildDeferral(ctx);
   if (!wrote) {
+    // At the head with nothing to write: the first idle poll after an initial backfill takes its statistics.
+    if (ctx.deferral.statisticsDue && !ctx.deferral.pending) await takeStatistics(ctx);
     await touchHead(sql, chainId, state.headBlock ?? head);
     const c = state.cursor;
     const idle = { chainId, indexedBlock: c?.block ?? null, indexedTime: c?.time ?? null, head };

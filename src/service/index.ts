@@ -9,6 +9,7 @@ import type { Db } from "../db/client";
 import { ConfigError, requireChain, siweDomainWarning, type Config } from "../common/config";
 import { createLogger, maskInLogs, resolveLogFormat } from "../common/log";
 import { createDb, PGLITE_READER_SHARED_BUFFERS } from "../db/client";
+import { createMaintenance } from "../db/maintenance";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
 import { secureStoredSecrets } from "../webhooks/secrets";
@@ -20,6 +21,9 @@ import { webhooksRole } from "./roles/webhooks";
 import { logStartup } from "./summary";
 
 export type { Service, ServiceOptions } from "./context";
+
+/** How often the embedded database's tables are maintained (no autovacuum runs there). */
+const MAINTENANCE_INTERVAL_MS = 5 * 60_000;
 
 /** Every role, in start order. */
 const ROLES: Role[] = [indexerRole, keeperRole, webhooksRole, apiRole];
@@ -114,6 +118,12 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       indexerHooks: [],
       metrics,
     };
+    // PGlite runs no autovacuum: the process that writes it reclaims dead rows and keeps the statistics itself.
+    if (db.kind === "pglite" && config.ROLES.some((r) => r !== "api")) {
+      const maintenance = createMaintenance({ sql: db.sql, log, intervalMs: MAINTENANCE_INTERVAL_MS });
+      maintenance.start();
+      stoppers.push(maintenance.stop);
+    }
     for (const role of ROLES) {
       if (!wanted.has(role.name)) continue;
       const stopRole = await role.start(ctx);

@@ -13,19 +13,17 @@ const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 export type MaintenanceResult = { vacuumed: string[]; analyzed: string[] };
 
 /**
- * One pass: `VACUUM (ANALYZE)` each table whose dead rows, or rows inserted since its last vacuum, pass autovacuum's
- * thresholds (50 + 20 % of its rows; 1,000 + 20 % for inserts), `ANALYZE` each whose changes since its last statistics
- * pass 50 + 10 %. Never throws for one table: a failure is logged and the next table goes on.
+ * One pass: `VACUUM (ANALYZE)` each table whose dead rows pass autovacuum's threshold (50 + 20 % of its rows),
+ * `ANALYZE` each whose changes since its last statistics pass 50 + 10 %. Not autovacuum's vacuum of tables that only
+ * grow (the log, the activity): on PGlite it holds the one connection, for seconds on a large table, to set
+ * visibility bits they do little with. Never throws for one table: a failure is logged and the next goes on.
  */
 export async function maintainTables(sql: Sql, log?: Logger): Promise<MaintenanceResult> {
   const due = await sql<{ name: string; vacuum: boolean }[]>`
-    select s.relname as name,
-      (s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
-        or s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)) as vacuum
+    select s.relname as name, s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0) as vacuum
     from pg_stat_user_tables s join pg_class c on c.oid = s.relid
     where s.schemaname = current_schema()
       and (s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
-        or s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)
         or s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0))
     order by s.relname`;
   const result: MaintenanceResult = { vacuumed: [], analyzed: [] };

@@ -3,6 +3,7 @@
  * outlooks) are reclaimed and the planner's statistics follow the data, by autovacuum's own default thresholds. The
  * counters are the server's statistics of this process (they start at zero when the database is opened).
  */
+import { createPollLoop } from "../common/async";
 import type { Logger } from "../common/log";
 import type { Sql } from "./client";
 
@@ -40,34 +41,22 @@ export async function maintainTables(sql: Sql, log?: Logger): Promise<Maintenanc
 
 /** `maintainTables` every `intervalMs` (the first pass one interval after `start`); `stop` waits for a pass running. */
 export function createMaintenance(opts: { sql: Sql; log: Logger; intervalMs: number }) {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let running: Promise<void> | undefined;
-  let stopped = true;
-  const schedule = () => {
-    timer = setTimeout(() => {
-      const started = performance.now();
-      running = maintainTables(opts.sql, opts.log)
-        .then((r) => {
-          if (r.vacuumed.length + r.analyzed.length === 0) return;
-          opts.log("info", "tables maintained", { ...r, ms: Math.round(performance.now() - started) });
-        })
-        .catch((err) => opts.log("warn", "table maintenance failed", { err }))
-        .finally(() => {
-          running = undefined;
-          if (!stopped) schedule();
-        });
-    }, opts.intervalMs);
-  };
-  return {
-    start() {
-      if (!stopped) return;
-      stopped = false;
-      schedule();
+  let started = false;
+  return createPollLoop({
+    intervalMs: opts.intervalMs,
+    step: async () => {
+      // The loop's first pass comes at once; the counters then hold nothing of this process yet.
+      if (!started) {
+        started = true;
+        return false;
+      }
+      const t = performance.now();
+      const r = await maintainTables(opts.sql, opts.log);
+      if (r.vacuumed.length + r.analyzed.length > 0) {
+        opts.log("info", "tables maintained", { ...r, ms: Math.round(performance.now() - t) });
+      }
+      return false;
     },
-    async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
+    onError: (err) => opts.log("warn", "table maintenance failed", { err }),
+  });
 }

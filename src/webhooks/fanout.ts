@@ -30,6 +30,18 @@ type QueuedRange = {
   queued_at: string;
 };
 
+/** What a read of the outbox selects (a `QueuedRange`). */
+const QUEUED_COLUMNS = "id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text";
+
+/** A queued row as the range it holds. */
+const rangeOf = (r: QueuedRange): EventRange => ({
+  chainId: Number(r.chain_id),
+  fromSeq: BigInt(r.from_seq),
+  toSeq: BigInt(r.to_seq),
+  withdrawals: r.withdrawals,
+  ...(r.merchants ? { merchants: r.merchants } : {}),
+});
+
 // Drains take it without waiting; a change of an endpoint's settings waits for it (fanOutQueuedTo).
 const FANOUT_LOCK = "webhook fan-out";
 
@@ -64,21 +76,12 @@ export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
   const more = await sql.begin(async (tx) => {
     if (!(await tryLockForTransaction(tx, FANOUT_LOCK))) return false;
     const rows = await tx<QueuedRange[]>`
-      select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
+      select ${tx.unsafe(QUEUED_COLUMNS)} from webhook_fanout_queue
       where chain_id not in (select c.chain_id from chains c where ${catchingUp(tx)})
       order by id limit ${limit + 1}`;
     const take = rows.slice(0, limit);
     if (take.length === 0) return false;
-    for (const r of take) {
-      const range: EventRange = {
-        chainId: Number(r.chain_id),
-        fromSeq: BigInt(r.from_seq),
-        toSeq: BigInt(r.to_seq),
-        withdrawals: r.withdrawals,
-        ...(r.merchants ? { merchants: r.merchants } : {}),
-      };
-      created += await fanOut(tx, range, { queuedAt: r.queued_at });
-    }
+    for (const r of take) created += await fanOut(tx, rangeOf(r), { queuedAt: r.queued_at });
     // By id, not by "id <= last": a range with a smaller id committed meanwhile is not fanned out yet.
     await tx`delete from webhook_fanout_queue where id = any(${take.map((r) => r.id)}::bigint[])`;
     return rows.length > limit;
@@ -98,19 +101,9 @@ export async function fanOutQueuedTo(tx: Tx, endpointIds: string[]): Promise<num
   if (endpointIds.length === 0) return 0;
   await lockForTransaction(tx, FANOUT_LOCK);
   await tx`lock table webhook_fanout_queue in share mode`;
-  const rows = await tx<QueuedRange[]>`
-    select id, chain_id, from_seq, to_seq, withdrawals, merchants, queued_at::text from webhook_fanout_queue
-    order by id`;
+  const rows = await tx<QueuedRange[]>`select ${tx.unsafe(QUEUED_COLUMNS)} from webhook_fanout_queue order by id`;
   let created = 0;
-  for (const r of rows) {
-    const range: EventRange = {
-      chainId: Number(r.chain_id),
-      fromSeq: BigInt(r.from_seq),
-      toSeq: BigInt(r.to_seq),
-      withdrawals: false,
-    };
-    created += await fanOut(tx, range, { queuedAt: r.queued_at, endpointIds });
-  }
+  for (const r of rows) created += await fanOut(tx, rangeOf(r), { queuedAt: r.queued_at, endpointIds });
   await tx`update webhook_endpoints set fanout_since = clock_timestamp() where id = any(${endpointIds}::text[])`;
   return created;
 }

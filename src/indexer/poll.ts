@@ -82,7 +82,7 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
   if (ctx.deferral.pending && state.cursor && state.cursor.block >= target) await buildDeferral(ctx);
   if (!wrote) {
     // At the head with nothing to write: the first idle poll after an initial backfill takes its statistics.
-    if (ctx.deferral.statisticsDue && !ctx.deferral.pending) await takeStatistics(ctx);
+    if (ctx.deferral.statisticsDue) await takeStatistics(ctx);
     await touchHead(sql, chainId, state.headBlock ?? head);
     const c = state.cursor;
     const idle = { chainId, indexedBlock: c?.block ?? null, indexedTime: c?.time ?? null, head };

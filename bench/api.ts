@@ -115,9 +115,10 @@ async function seed(sql: postgres.Sql): Promise<void> {
   // Four records per block; every fifth record belongs to the big merchant.
   await step(
     "5,000,000 activity rows",
-    sql.unsafe(`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
-        subscription_id, type, token, amount, fee, reason, keeper)
-      select ${CHAIN}, 1000 + g / 4, g % 4, '0x' || lpad(to_hex(g), 64, '0'), to_timestamp(1700000000 + g * 3),
+    sql.unsafe(`insert into activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant,
+        module, subscription_id, type, token, amount, fee, reason, keeper)
+      select ${CHAIN}, 1000 + g / 4, g % 4, '0x' || lpad(to_hex(g), 64, '0'), '0x' || lpad(to_hex(1000 + g / 4), 64, '0'),
+        to_timestamp(1700000000 + g * 3),
         ${merchantOf("m")}, ${moduleOf("m")}, g % ${ALLOCATIONS} + 1,
         case when g % 10 < 7 then 'CHARGE' when g % 10 < 9 then 'FAIL' else 'REFILL' end,
         '0x' || lpad(to_hex(1 + g % 3), 40, '0'),

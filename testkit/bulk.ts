@@ -38,9 +38,10 @@ export async function seedBigMerchant(sql: Sql, opts: { activity: number; subscr
       values (${CHAIN_A}, ${BIG_MODULE}, ${i + 1}, ${token}, 1000000, 2592000, 259200, 1, ${i + 1})`;
   }
   // Amounts: USDC and the formula token small, WETH with 18 decimals and a long fraction; every type and null.
-  await sql`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
+  await sql`insert into activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant, module,
       subscription_id, type, token, amount, fee, reason, keeper)
     select ${CHAIN_A}, ${FIRST_BLOCK} + g / ${PER_BLOCK}, g % ${PER_BLOCK}, '0xc' || lpad(to_hex(g), 63, '0'),
+      '0x' || lpad(to_hex(${FIRST_BLOCK} + g / ${PER_BLOCK}), 64, '0'),
       to_timestamp(${NOW_A - 10_000_000}::bigint + g * 12), ${BIG}, ${BIG_MODULE}, g % 97 + 1,
       case g % 3 when 0 then 'CHARGE' when 1 then 'FAIL' else 'REFILL' end,
       (${tokens}::text[])[1 + g % 4],

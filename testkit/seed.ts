@@ -197,7 +197,13 @@ export async function insertBlocked(
 
 /** Inserts `activity` rows. */
 export async function insertActivity(sql: Sql, rows: ActivitySeed[]): Promise<void> {
-  for (let i = 0; i < rows.length; i += 500) await sql`insert into activity ${sql(rows.slice(i, i + 500))}`;
+  const withHash = rows.map((r) => ({ ...r, block_hash: blockHash(r.block_number) }));
+  for (let i = 0; i < rows.length; i += 500) await sql`insert into activity ${sql(withHash.slice(i, i + 500))}`;
+}
+
+/** A deterministic lowercase block hash. */
+export function blockHash(block: number): string {
+  return "0x" + block.toString(16).padStart(64, "0");
 }
 
 /** A deterministic lowercase transaction hash. */

@@ -8,6 +8,7 @@ import { paidUntil, subscriptionStatus, type SubscriptionStatus } from "../domai
 import { toSubscriptionRecord } from "../domain/records";
 import { applyToSubscription, planKey, subscriptionFromCreated, type SubState } from "../domain/subscription";
 import { moduleOfEvent } from "../domain/attribution";
+import { ACTIVITY_LOGS } from "../domain/chain-event";
 import type { BatchEvent } from "../indexer/fetch";
 import { eventIdOf } from "./ids";
 import { firstAtOrAfter } from "../common/search";
@@ -273,7 +274,8 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
       } else if (now !== prev) {
         const type = "subscription.status_changed";
         const object = recordOf(input.chainId, state, blocked, now);
-        const subIndex = ev.name.startsWith("Charge") || ev.name === "CreditRefilled" ? 1 : 0;
+        // A payment log is itself an event at this position (its activity row's): the status change follows it.
+        const subIndex = ACTIVITY_LOGS.has(ev.name) ? 1 : 0;
         const eventId = eventIdOf(input.chainId, ev.blockHash, ev.logIndex, "status", id, now);
         out.push({ ...eventBase(state, ev), id: eventId, type, subIndex, data: { object, previous_status: prev } });
       }

@@ -1,6 +1,6 @@
 import { moduleOfEvent } from "../domain/attribution";
 import { failureReasonName } from "../domain/failure-reasons";
-import type { ChainEvent } from "../domain/chain-event";
+import { ACTIVITY_LOGS, type ChainEvent } from "../domain/chain-event";
 import {
   applyToSubscription,
   planKey,
@@ -38,6 +38,7 @@ export type ActivityRow = {
   blockNumber: bigint;
   logIndex: number;
   txHash: string;
+  blockHash: string;
   blockTime: number;
   merchant: string;
   module: string;
@@ -87,7 +88,7 @@ export function subscriptionsToLoad(events: ChainEvent[]): string[] {
   return [...needed];
 }
 
-/** Everything a batch changes besides the raw `events` rows. */
+/** Everything a batch changes besides the raw `events` rows (its `activity` rows included). */
 export type Derived = {
   modules: ModuleRow[];
   plans: PlanRow[];
@@ -106,6 +107,7 @@ function activityOf(ev: ChainEvent, merchant: string, module: string, plan: Plan
     blockNumber: ev.blockNumber,
     logIndex: ev.logIndex,
     txHash: ev.txHash,
+    blockHash: ev.blockHash,
     blockTime: ev.blockTime,
     merchant,
     module,
@@ -225,7 +227,7 @@ export function deriveBatch(
       }
     }
     const merchant = modules.get(module);
-    if (ev.name === "ChargeSucceeded" || ev.name === "ChargeFailed" || ev.name === "CreditRefilled") {
+    if (ACTIVITY_LOGS.has(ev.name)) {
       if (merchant === undefined) {
         out.orphans++;
         continue;

@@ -138,16 +138,19 @@ async function windowRefill(ctx: IndexerContext, ancestor: Cursor, next: Cursor)
  */
 export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null): Promise<{ events: number }> {
   const above = ancestor ? ancestor.block.toString() : "-1";
+  // The allocations the removed logs touched: payment logs are stored as activity rows (migration 0034).
   const touchedSubs = (
     await tx<{ id: string }[]>`
-      select distinct subscription_id as id from events
-      where chain_id = ${chainId} and block_number > ${above} and subscription_id is not null`
+      select subscription_id as id from events
+      where chain_id = ${chainId} and block_number > ${above} and subscription_id is not null
+      union
+      select subscription_id from activity where chain_id = ${chainId} and block_number > ${above}`
   ).map((r) => r.id);
   const touchedBlocks = await tx<{ module: string; subscriber: string }[]>`
     select distinct address as module, args->>'subscriber' as subscriber from events
     where chain_id = ${chainId} and block_number > ${above} and name in ('SubscriberBlocked', 'SubscriberUnblocked')`;
   const removed = await tx`delete from events where chain_id = ${chainId} and block_number > ${above}`;
-  await tx`delete from activity where chain_id = ${chainId} and block_number > ${above}`;
+  const payments = await tx`delete from activity where chain_id = ${chainId} and block_number > ${above}`;
   await tx`delete from modules where chain_id = ${chainId} and block_number > ${above}`;
   await tx`delete from plans where chain_id = ${chainId} and block_number > ${above}`;
   await tx`delete from subscriptions where chain_id = ${chainId} and block_number > ${above}`;
@@ -222,5 +225,5 @@ export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null)
       })),
     );
   }
-  return { events: removed.count };
+  return { events: removed.count + payments.count };
 }

@@ -2,7 +2,7 @@ import type { Sql } from "../db/client";
 import { copyIn, copyText, textColumns, type Q, type Tx } from "../db/query";
 import { cursorStamp } from "../db/notify";
 import { fromRow, type SubRow } from "../db/rows";
-import type { ChainEvent } from "../domain/chain-event";
+import { ACTIVITY_LOGS, type ChainEvent } from "../domain/chain-event";
 import { planKey, type PlanInfo, type SubState } from "../domain/subscription";
 import type { DecodedEvent } from "./decode";
 import type { ActivityRow, BlockedRow, ModuleRow, PlanRow } from "./derive";
@@ -79,8 +79,12 @@ export async function loadCaches(q: Q, chainId: number) {
   return { modules, plans, tokens };
 }
 
-/** Bulk-loads decoded logs with COPY (Postgres). */
-export async function copyEvents(tx: Tx, chainId: number, events: DecodedEvent[]): Promise<void> {
+/** The logs `events` keeps: every one but the payment logs, which are stored as their `activity` rows. */
+const eventsRowsOf = (events: DecodedEvent[]) => events.filter((e) => !ACTIVITY_LOGS.has(e.name));
+
+/** Bulk-loads decoded logs with COPY (Postgres); payment logs are left to {@link copyActivity}. */
+export async function copyEvents(tx: Tx, chainId: number, logs: DecodedEvent[]): Promise<void> {
+  const events = eventsRowsOf(logs);
   if (events.length === 0) return;
   const lines = new Array<string>(events.length);
   const time = isoCached();
@@ -108,24 +112,25 @@ export async function copyActivity(tx: Tx, chainId: number, rows: ActivityRow[])
     const r = rows[i]!;
     // Every field is a hash, an address, a decimal number or a fixed name: nothing to escape, only nulls.
     lines[i] =
-      `${chainId}\t${r.blockNumber}\t${r.logIndex}\t${r.txHash}\t${time(r.blockTime)}\t${r.merchant}\t${r.module}\t` +
-      `${r.subscriptionId}\t${r.type}\t${r.token ?? "\\N"}\t${r.amount}\t${r.fee ?? "\\N"}\t${r.reason ?? "\\N"}\t` +
-      `${r.keeper}\t${r.eventSeq ?? "\\N"}\n`;
+      `${chainId}\t${r.blockNumber}\t${r.logIndex}\t${r.txHash}\t${r.blockHash}\t${time(r.blockTime)}\t${r.merchant}\t` +
+      `${r.module}\t${r.subscriptionId}\t${r.type}\t${r.token ?? "\\N"}\t${r.amount}\t${r.fee ?? "\\N"}\t` +
+      `${r.reason ?? "\\N"}\t${r.keeper}\t${r.eventSeq ?? "\\N"}\n`;
   }
   await copyIn(
     tx,
-    tx`copy activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module, subscription_id, type,
-      token, amount, fee, reason, keeper, event_seq) from stdin`,
+    tx`copy activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant, module,
+      subscription_id, type, token, amount, fee, reason, keeper, event_seq) from stdin`,
     lines.join(""),
   );
 }
 
 /**
- * Inserts decoded logs (PGlite's bulk path). Like COPY, a repeated row fails the batch instead of being skipped:
+ * Inserts decoded logs but the payment logs (PGlite's bulk path). Like COPY, a repeated row fails the batch instead of being skipped:
  * `on conflict` costs PGlite ~20 % of the insert, and the cursor check keeps a batch from being applied twice.
  * Block times go as unix seconds (`to_timestamp`): PGlite parses 100,000 ISO timestamps in ~130 ms, these in ~50.
  */
-export async function insertEvents(q: Q, chainId: number, events: DecodedEvent[]): Promise<void> {
+export async function insertEvents(q: Q, chainId: number, logs: DecodedEvent[]): Promise<void> {
+  const events = eventsRowsOf(logs);
   if (events.length === 0) return;
   const c = textColumns(q, events, {
     bn: (e) => e.blockNumber.toString(),
@@ -247,6 +252,7 @@ export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[])
     bn: (r) => r.blockNumber.toString(),
     li: (r) => String(r.logIndex),
     tx: (r) => r.txHash,
+    bh: (r) => r.blockHash,
     bt: (r) => String(r.blockTime),
     mer: (r) => r.merchant,
     mod: (r) => r.module,
@@ -259,13 +265,13 @@ export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[])
     keeper: (r) => r.keeper,
     eseq: (r) => r.eventSeq ?? null,
   });
-  await q`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
+  await q`insert into activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant, module,
       subscription_id, type, token, amount, fee, reason, keeper, event_seq)
-    select ${chainId}, bn::bigint, li::integer, tx, to_timestamp(bt::bigint), mer, mod, sid::numeric, type, token,
+    select ${chainId}, bn::bigint, li::integer, tx, bh, to_timestamp(bt::bigint), mer, mod, sid::numeric, type, token,
       amount::numeric, fee::numeric, reason, keeper, eseq::bigint
-    from unnest(${c.bn}, ${c.li}, ${c.tx}, ${c.bt}, ${c.mer}, ${c.mod}, ${c.sid}, ${c.type}, ${c.token}, ${c.amount},
-      ${c.fee}, ${c.reason}, ${c.keeper}, ${c.eseq})
-      as u(bn, li, tx, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq)`;
+    from unnest(${c.bn}, ${c.li}, ${c.tx}, ${c.bh}, ${c.bt}, ${c.mer}, ${c.mod}, ${c.sid}, ${c.type}, ${c.token},
+      ${c.amount}, ${c.fee}, ${c.reason}, ${c.keeper}, ${c.eseq})
+      as u(bn, li, tx, bh, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq)`;
 }
 
 /** Stores hashes of recent blocks and forgets those older than the reorg window. */
@@ -327,6 +333,7 @@ type EventDbRow = {
   block_number: string;
   log_index: number;
   tx_hash: string;
+  block_hash: string;
   block_time: Date;
   address: string;
   name: string;
@@ -340,6 +347,7 @@ function eventFromRow(r: EventDbRow): ChainEvent {
     blockNumber: BigInt(r.block_number),
     logIndex: r.log_index,
     txHash: r.tx_hash,
+    blockHash: r.block_hash,
     blockTime: Math.floor(r.block_time.getTime() / 1000),
     address: r.address,
     name: r.name,
@@ -348,12 +356,22 @@ function eventFromRow(r: EventDbRow): ChainEvent {
   };
 }
 
-/** Stored events of the given allocations, in chain order. */
+/**
+ * The logs that shaped the given allocations' rows, in chain order: their stored `events` and their charges, each
+ * `ChargeSucceeded` rebuilt from its `activity` row with the arguments it was decoded with. Failed charges and
+ * refills are left out: they change no allocation row (`applyToSubscription`).
+ */
 export async function loadSubscriptionEvents(q: Q, chainId: number, ids: string[]): Promise<ChainEvent[]> {
   if (ids.length === 0) return [];
   const rows = await q<EventDbRow[]>`
-    select block_number, log_index, tx_hash, block_time, address, name, subscription_id, args
+    select block_number, log_index, tx_hash, block_hash, block_time, address, name, subscription_id, args
     from events where chain_id = ${chainId} and subscription_id = any(${ids}::text[]::numeric[])
+    union all
+    select a.block_number, a.log_index, a.tx_hash, a.block_hash, a.block_time, c.processor, 'ChargeSucceeded',
+      a.subscription_id, jsonb_build_object('module', a.module, 'subscriptionId', a.subscription_id::text,
+        'keeper', a.keeper, 'token', a.token, 'amount', a.amount::text, 'fee', a.fee::text)
+    from activity a join chains c on c.chain_id = a.chain_id
+    where a.chain_id = ${chainId} and a.subscription_id = any(${ids}::text[]::numeric[]) and a.type = 'CHARGE'
     order by block_number, log_index`;
   return rows.map(eventFromRow);
 }

@@ -141,10 +141,9 @@ export async function fanOut(
       where e.merchant = w.merchant and e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
         and e.type not in ('event.reverted', 'webhook.test') and e.reverted_by is null
       union all
-      select a.event_seq, activity_event_id(a.chain_id, a.block_number, a.log_index, ev.block_hash),
+      select a.event_seq, activity_event_id(a.chain_id, a.block_number, a.log_index, a.block_hash),
         activity_event_type(a.type)
       from activity a
-      join events ev on ev.chain_id = a.chain_id and ev.block_number = a.block_number and ev.log_index = a.log_index
       where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
     where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
       and (w.chain_id is null or w.chain_id = ${range.chainId})

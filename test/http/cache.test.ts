@@ -523,9 +523,9 @@ describe("activity page cache", () => {
     const before = await get(path);
     const hash = txHash(900_000, 1);
     try {
-      await db.sql`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
-          subscription_id, type, token, amount, fee, reason, keeper)
-        values (${CHAIN_A}, ${INDEXED_BLOCK_A + 1}, 0, ${hash}, ${new Date(NOW_A * 1000)}, ${M1}, ${MOD.a1}, '1',
+      await db.sql`insert into activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant,
+          module, subscription_id, type, token, amount, fee, reason, keeper)
+        values (${CHAIN_A}, ${INDEXED_BLOCK_A + 1}, 0, ${hash}, ${hash}, ${new Date(NOW_A * 1000)}, ${M1}, ${MOD.a1}, '1',
           'CHARGE', null, '10000000', '100000', null, ${W.keeper})`;
       await db.sql`update chains set indexed_block = ${INDEXED_BLOCK_A + 1} where chain_id = ${CHAIN_A}`;
       expect((await get(path)).text).toBe(before.text); // no notification yet

@@ -212,9 +212,9 @@ describe("a list without limit is streamed", () => {
     const first = decoder.decode((await reader.read()).value!, { stream: true });
     try {
       await s.db.sql.begin(async (tx) => {
-        await tx`insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module,
-            subscription_id, type, token, amount, fee, reason, keeper)
-          values (${CHAIN_A}, ${INDEXED_BLOCK_A + 1}, 0, ${hash}, ${new Date(NOW_A * 1000)}, ${BIG}, ${BIG_MODULE},
+        await tx`insert into activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant,
+            module, subscription_id, type, token, amount, fee, reason, keeper)
+          values (${CHAIN_A}, ${INDEXED_BLOCK_A + 1}, 0, ${hash}, ${hash}, ${new Date(NOW_A * 1000)}, ${BIG}, ${BIG_MODULE},
             '1', 'CHARGE', ${TOK.usdc}, '5', '1', null, ${W.keeper})`;
         await tx`update chains set indexed_block = ${INDEXED_BLOCK_A + 1} where chain_id = ${CHAIN_A}`;
       });

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { decodeEventLog, type Address, type Log } from "viem";
 import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../../src/chain/abis";
 import type { Db } from "../../src/db/client";
@@ -8,6 +10,7 @@ import { morePasses, until } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { dumpChainData } from "../../testkit/compare";
+import { migrate, migrationsDir } from "../../src/db/migrate";
 import { runScenario, type Scenario } from "../../testkit/scenario";
 
 const abi = [...subscriptionProcessorAbi, ...subscriptionModuleAbi];
@@ -33,6 +36,24 @@ const decoded = (log: Log) =>
     eventName: string;
     args: Record<string, unknown>;
   };
+
+const payments = new Set(["ChargeSucceeded", "ChargeFailed", "CreditRefilled"]);
+/** The `events` row of a log, as the indexer stores one (payment logs were stored so before migration 0034). */
+const eventRow = (log: Log) => {
+  const ev = decoded(log);
+  return {
+    chain_id: String(chain.chainId),
+    block_number: log.blockNumber!.toString(),
+    log_index: log.logIndex,
+    tx_hash: lower(log.transactionHash!),
+    block_hash: lower(log.blockHash!),
+    block_time: times.get(log.blockNumber!)!,
+    address: lower(log.address),
+    name: ev.eventName,
+    subscription_id: ev.args.subscriptionId === undefined ? null : String(ev.args.subscriptionId),
+    args: plain(ev.args),
+  };
+};
 
 beforeAll(async () => {
   chain = await createTestChain();
@@ -60,26 +81,17 @@ afterAll(async () => {
 });
 
 describe("events", () => {
-  test("every log of the processor and its modules is stored with every field, as viem decodes it", async () => {
+  test("every log of the processor and its modules but the payment logs is stored in events with every field, as viem decodes it", async () => {
     const rows = await db.sql`select * from events order by block_number, log_index`;
-    const expected = logs.map((log) => {
-      const ev = decoded(log);
-      return {
-        chain_id: String(chain.chainId),
-        block_number: log.blockNumber!.toString(),
-        log_index: log.logIndex,
-        tx_hash: lower(log.transactionHash!),
-        block_hash: lower(log.blockHash!),
-        block_time: times.get(log.blockNumber!)!,
-        address: lower(log.address),
-        name: ev.eventName,
-        subscription_id: ev.args.subscriptionId === undefined ? null : String(ev.args.subscriptionId),
-        args: plain(ev.args),
-      };
-    });
+    const expected = logs.filter((log) => !payments.has(decoded(log).eventName)).map(eventRow);
     const actual = rows.map((r) => ({ ...r, block_time: (r.block_time as Date).toISOString() }));
     expect(actual).toEqual(expected);
-    const names = new Set(expected.map((e) => e.name));
+    // A payment log is stored once, as its activity row (checked field by field below).
+    const activity = await db.sql`select block_number, log_index from activity order by block_number, log_index`;
+    expect(activity.map((r) => `${r.block_number}:${r.log_index}`)).toEqual(
+      logs.filter((log) => payments.has(decoded(log).eventName)).map((log) => `${log.blockNumber}:${log.logIndex}`),
+    );
+    const names = new Set([...expected.map((e) => e.name), ...logs.map((l) => decoded(l).eventName)]);
     for (const name of [
       "ModuleCreated",
       "ChargeSucceeded",
@@ -228,6 +240,7 @@ describe("derived tables", () => {
         block_number: log.blockNumber!.toString(),
         log_index: log.logIndex,
         tx_hash: lower(log.transactionHash!),
+        block_hash: lower(log.blockHash!),
         block_time: times.get(log.blockNumber!)!,
         merchant: owners.get(module),
         module,
@@ -299,6 +312,38 @@ describe("derived tables", () => {
     expect(batches.every((b) => b.chainId === chain.chainId && !b.reorg)).toBe(true);
     expect(batches[0]!.fromBlock).toBe(chain.startBlock.toString());
     expect(batches.at(-1)!.toBlock).toBe(logs.at(-1)!.blockNumber!.toString());
+  });
+});
+
+describe("migration 0034", () => {
+  test("an index from before it, each payment log also in events, migrates to the rows of a fresh index", async () => {
+    const fresh = await dumpChainData(db.sql, chain.chainId);
+    // One activity row with an event seq: its event's id in the log must not change.
+    const [one] = await db.sql<{ block_number: string; log_index: number }[]>`
+      update activity set event_seq = 1 where (block_number, log_index) in
+        (select block_number, log_index from activity order by block_number desc limit 1)
+      returning block_number, log_index`;
+    const idOf = async () =>
+      (await db.sql`select id from event_log where seq = 1 and data is null`).map((r) => r.id as string);
+    const id = await idOf();
+    const log = logs.find((l) => l.blockNumber!.toString() === one!.block_number && l.logIndex === one!.log_index)!;
+    const hex = (v: number | bigint, width: number) => v.toString(16).padStart(width, "0");
+    expect(id).toEqual([
+      `evt_${hex(chain.chainId, 10)}${hex(log.blockNumber!, 10)}${hex(log.logIndex!, 6)}${lower(log.blockHash!).slice(2, 36)}`,
+    ]);
+    // The schema and rows as the code before 0034 left them.
+    const view = readFileSync(join(migrationsDir, "0014_create_event_log_view.sql"), "utf8");
+    await db.sql.unsafe(view.slice(view.indexOf("create view")).replace("create view", "create or replace view"));
+    await db.sql`alter table activity drop column block_hash`;
+    await db.sql`delete from schema_migrations where name = '0034_move_activity_logs_out_of_events.sql'`;
+    const old = logs.filter((l) => payments.has(decoded(l).eventName)).map(eventRow);
+    await db.sql`insert into events select * from jsonb_populate_recordset(null::events, ${JSON.stringify(old)}::text::jsonb)`;
+    expect(await idOf()).toEqual(id);
+
+    expect(await migrate(db.sql)).toEqual(["0034_move_activity_logs_out_of_events.sql"]);
+    expect(await idOf()).toEqual(id);
+    await db.sql`update activity set event_seq = null`;
+    expect(await dumpChainData(db.sql, chain.chainId)).toEqual(fresh);
   });
 });
 

@@ -73,9 +73,9 @@ async function addSubscription(s: SubRow) {
 async function addActivity(id: number, type: "CHARGE" | "FAIL" | "REFILL", at: bigint) {
   const b = block++;
   await db.sql`
-    insert into activity (chain_id, block_number, log_index, tx_hash, block_time, merchant, module, subscription_id,
-      type, token, amount, fee, reason, keeper)
-    values (${CHAIN}, ${b}, 0, ${`0x${b.toString(16).padStart(64, "0")}`}, to_timestamp(${Number(at)}), ${MERCHANT},
+    insert into activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant, module,
+      subscription_id, type, token, amount, fee, reason, keeper)
+    values (${CHAIN}, ${b}, 0, ${`0x${b.toString(16).padStart(64, "0")}`}, '0x03', to_timestamp(${Number(at)}), ${MERCHANT},
       ${MODULE}, ${id}, ${type}, null, 0, null, ${type === "FAIL" ? "InsufficientAllowance" : null}, null)`;
 }
 

@@ -21,9 +21,12 @@ import type { RenewalReader } from "./reader";
  */
 export const BACKFILL_LAG_BLOCKS = 64n;
 
-/** Whether the indexed block is still far behind the head the indexer last saw. */
-export const backfilling = (c: { block: bigint; head: bigint | null }) =>
-  c.head !== null && c.head - c.block > BACKFILL_LAG_BLOCKS;
+/**
+ * Whether the index is still backfilling: far behind the head the indexer last saw, or an initial backfill whose
+ * secondary indexes are not built yet (a pass would scan `activity` for each wallet's refills, beside the last batches).
+ */
+export const backfilling = (c: { block: bigint; head: bigint | null; indexesDeferred: boolean }) =>
+  c.indexesDeferred || (c.head !== null && c.head - c.block > BACKFILL_LAG_BLOCKS);
 
 /** What one pass did, for metrics. */
 export type PassReport = {

@@ -122,10 +122,16 @@ export async function saveOutlooks(q: Q, chainId: number, rows: OutlookRow[], ot
 export async function indexedBlock(
   sql: Sql,
   chainId: number,
-): Promise<{ block: bigint; time: number; head: bigint | null } | null> {
-  const [row] = await sql<{ block: string | null; time: string | null; head: string | null }[]>`
-    select indexed_block as block, extract(epoch from indexed_time)::bigint as time, head_block as head from chains
-    where chain_id = ${chainId}`;
+): Promise<{ block: bigint; time: number; head: bigint | null; indexesDeferred: boolean } | null> {
+  const [row] = await sql<{ block: string | null; time: string | null; head: string | null; deferred: boolean }[]>`
+    select indexed_block as block, extract(epoch from indexed_time)::bigint as time, head_block as head,
+      exists (select 1 from deferred_indexes) as deferred
+    from chains where chain_id = ${chainId}`;
   if (row?.block == null) return null;
-  return { block: BigInt(row.block), time: Number(row.time), head: row.head === null ? null : BigInt(row.head) };
+  return {
+    block: BigInt(row.block),
+    time: Number(row.time),
+    head: row.head === null ? null : BigInt(row.head),
+    indexesDeferred: row.deferred,
+  };
 }

@@ -1,6 +1,7 @@
 /**
  * No renewal pass runs while the index is backfilling (more than BACKFILL_LAG_BLOCKS behind the head the indexer
- * saw): its wallets wait, and the first pass once the index is near the head judges them.
+ * saw, or an initial backfill's indexes not built yet): its wallets wait, and the first pass once the index is near
+ * the head judges them.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { MULTICALL3_ADDRESS } from "../../src/chain/multicall3";
@@ -34,7 +35,7 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-test("a pass waits while the index is more than BACKFILL_LAG_BLOCKS behind the head, then judges its wallets", async () => {
+test("a pass waits while the index is more than BACKFILL_LAG_BLOCKS behind the head or its indexes are deferred, then judges its wallets", async () => {
   const [{ indexed }] = await db.sql<{ indexed: string }[]>`select indexed_block::text as indexed from chains`;
   const setHead = (lag: bigint) => db.sql`update chains set head_block = ${(BigInt(indexed) + lag).toString()}`;
   const passes: { evaluated: number }[] = [];
@@ -62,7 +63,13 @@ test("a pass waits while the index is more than BACKFILL_LAG_BLOCKS behind the h
   expect(passes).toEqual([]);
   expect(await outlooks()).toBe(0);
 
+  // Near the head, but an initial backfill's secondary indexes are not built yet: still backfilling.
   await setHead(BACKFILL_LAG_BLOCKS);
+  await db.sql`insert into deferred_indexes (name, definition) values ('activity_subscription_idx', 'not used')`;
+  expect(await loop.runOnce()).toBe(false);
+  expect(passes).toEqual([]);
+  await db.sql`delete from deferred_indexes`;
+
   await loop.runOnce();
   expect(passes.map((p) => p.evaluated)).toEqual([1]);
   expect(await outlooks()).toBe(1);

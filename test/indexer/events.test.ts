@@ -38,16 +38,20 @@ const decoded = (log: Log) =>
   };
 
 const payments = new Set(["ChargeSucceeded", "ChargeFailed", "CreditRefilled"]);
+/** The columns of a log's place in the chain, as `events` and `activity` store them. */
+const position = (log: Log) => ({
+  chain_id: String(chain.chainId),
+  block_number: log.blockNumber!.toString(),
+  log_index: log.logIndex,
+  tx_hash: lower(log.transactionHash!),
+  block_hash: lower(log.blockHash!),
+  block_time: times.get(log.blockNumber!)!,
+});
 /** The `events` row of a log, as the indexer stores one (payment logs were stored so before migration 0034). */
 const eventRow = (log: Log) => {
   const ev = decoded(log);
   return {
-    chain_id: String(chain.chainId),
-    block_number: log.blockNumber!.toString(),
-    log_index: log.logIndex,
-    tx_hash: lower(log.transactionHash!),
-    block_hash: lower(log.blockHash!),
-    block_time: times.get(log.blockNumber!)!,
+    ...position(log),
     address: lower(log.address),
     name: ev.eventName,
     subscription_id: ev.args.subscriptionId === undefined ? null : String(ev.args.subscriptionId),
@@ -232,16 +236,11 @@ describe("derived tables", () => {
     const expected = [];
     for (const log of logs) {
       const { eventName, args } = decoded(log);
-      if (!["ChargeSucceeded", "ChargeFailed", "CreditRefilled"].includes(eventName)) continue;
+      if (!payments.has(eventName)) continue;
       const id = String(args.subscriptionId);
       const module = lower(args.module as string);
       const base = {
-        chain_id: String(chain.chainId),
-        block_number: log.blockNumber!.toString(),
-        log_index: log.logIndex,
-        tx_hash: lower(log.transactionHash!),
-        block_hash: lower(log.blockHash!),
-        block_time: times.get(log.blockNumber!)!,
+        ...position(log),
         merchant: owners.get(module),
         module,
         subscription_id: id,

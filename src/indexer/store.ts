@@ -125,8 +125,9 @@ export async function copyActivity(tx: Tx, chainId: number, rows: ActivityRow[])
 }
 
 /**
- * Inserts decoded logs but the payment logs (PGlite's bulk path). Like COPY, a repeated row fails the batch instead of being skipped:
- * `on conflict` costs PGlite ~20 % of the insert, and the cursor check keeps a batch from being applied twice.
+ * Inserts decoded logs but the payment logs (PGlite's bulk path). Like COPY, a repeated row fails the batch instead
+ * of being skipped: `on conflict` costs PGlite ~20 % of the insert, and the cursor check keeps a batch from being
+ * applied twice.
  * Block times go as unix seconds (`to_timestamp`): PGlite parses 100,000 ISO timestamps in ~130 ms, these in ~50.
  */
 export async function insertEvents(q: Q, chainId: number, logs: DecodedEvent[]): Promise<void> {

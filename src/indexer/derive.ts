@@ -63,7 +63,7 @@ const SUBSCRIPTION_UPDATES = new Set([
 ]);
 
 /** Events whose activity, derived rows or events (the event log's fold) need the subscription's current state. */
-const NEEDS_SUBSCRIPTION = new Set([...SUBSCRIPTION_UPDATES, "ChargeFailed", "CreditRefilled"]);
+const NEEDS_SUBSCRIPTION = new Set([...SUBSCRIPTION_UPDATES, ...ACTIVITY_LOGS]);
 
 /** Copies of the states of `ids` found in `subs`: the allocations a batch touches, before it applies. */
 export function statesBefore(subs: Map<string, SubState>, ids: string[]): Map<string, SubState> {

@@ -2,7 +2,7 @@ import type { Sql } from "../db/client";
 import { copyIn, copyText, textColumns, type Q, type Tx } from "../db/query";
 import { cursorStamp } from "../db/notify";
 import { fromRow, type SubRow } from "../db/rows";
-import { ACTIVITY_LOGS, type ChainEvent } from "../domain/chain-event";
+import type { ChainEvent } from "../domain/chain-event";
 import { planKey, type PlanInfo, type SubState } from "../domain/subscription";
 import type { DecodedEvent } from "./decode";
 import type { ActivityRow, BlockedRow, ModuleRow, PlanRow } from "./derive";
@@ -79,12 +79,8 @@ export async function loadCaches(q: Q, chainId: number) {
   return { modules, plans, tokens };
 }
 
-/** The logs `events` keeps: every one but the payment logs, which are stored as their `activity` rows. */
-const eventsRowsOf = (events: DecodedEvent[]) => events.filter((e) => !ACTIVITY_LOGS.has(e.name));
-
-/** Bulk-loads decoded logs with COPY (Postgres); payment logs are left to {@link copyActivity}. */
-export async function copyEvents(tx: Tx, chainId: number, logs: DecodedEvent[]): Promise<void> {
-  const events = eventsRowsOf(logs);
+/** Bulk-loads decoded logs with COPY (Postgres). */
+export async function copyEvents(tx: Tx, chainId: number, events: DecodedEvent[]): Promise<void> {
   if (events.length === 0) return;
   const lines = new Array<string>(events.length);
   const time = isoCached();
@@ -125,13 +121,11 @@ export async function copyActivity(tx: Tx, chainId: number, rows: ActivityRow[])
 }
 
 /**
- * Inserts decoded logs but the payment logs (PGlite's bulk path). Like COPY, a repeated row fails the batch instead
- * of being skipped: `on conflict` costs PGlite ~20 % of the insert, and the cursor check keeps a batch from being
- * applied twice.
+ * Inserts decoded logs (PGlite's bulk path). Like COPY, a repeated row fails the batch instead of being skipped:
+ * `on conflict` costs PGlite ~20 % of the insert, and the cursor check keeps a batch from being applied twice.
  * Block times go as unix seconds (`to_timestamp`): PGlite parses 100,000 ISO timestamps in ~130 ms, these in ~50.
  */
-export async function insertEvents(q: Q, chainId: number, logs: DecodedEvent[]): Promise<void> {
-  const events = eventsRowsOf(logs);
+export async function insertEvents(q: Q, chainId: number, events: DecodedEvent[]): Promise<void> {
   if (events.length === 0) return;
   const c = textColumns(q, events, {
     bn: (e) => e.blockNumber.toString(),

@@ -1,5 +1,6 @@
 import type { PreparedBatch } from "./fetch";
 import type { Tx } from "../db/query";
+import { ACTIVITY_LOGS } from "../domain/chain-event";
 import type { SubState } from "../domain/subscription";
 import type { BlockedRow, Derived } from "./derive";
 import {
@@ -42,11 +43,13 @@ export function leftInFlight(inFlight: readonly BatchRows[]) {
  * (its socket has no COPY FROM STDIN, and COPY from a blob measured slower there than the inserts).
  */
 export async function writeBulk(tx: Tx, chainId: number, rows: BatchRows, copy: boolean): Promise<void> {
+  // A payment log is stored once, as its activity row (migration 0034).
+  const logs = rows.batch.events.filter((e) => !ACTIVITY_LOGS.has(e.name));
   if (copy) {
-    await copyEvents(tx, chainId, rows.batch.events);
+    await copyEvents(tx, chainId, logs);
     await copyActivity(tx, chainId, rows.derived.activity);
   } else {
-    await insertEvents(tx, chainId, rows.batch.events);
+    await insertEvents(tx, chainId, logs);
     await insertActivity(tx, chainId, rows.derived.activity);
   }
 }

@@ -53,9 +53,16 @@ export async function deferredIndexes(q: Q): Promise<string[]> {
   return (await q<{ name: string }[]>`select name from deferred_indexes order by name`).map((r) => r.name);
 }
 
+/**
+ * "Some index is deferred" (an initial backfill is running) as a SQL condition, for a statement that waits for the
+ * indexes. Uncorrelated: a one-time filter in front of the whole plan.
+ */
+export const indexesDeferredSql = (q: Q) => q`exists (select 1 from deferred_indexes)`;
+
 /** Whether any index is deferred (an initial backfill is running). */
 export async function indexesDeferred(q: Q): Promise<boolean> {
-  return (await q`select 1 from deferred_indexes limit 1`).length > 0;
+  const [row] = await q<{ deferred: boolean }[]>`select ${indexesDeferredSql(q)} as deferred`;
+  return row!.deferred;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Sql } from "../db/client";
+import { indexesDeferredSql } from "../db/deferred-indexes";
 import { paidUntilSql } from "../domain/status";
 import { ClaimTakenError } from "./errors";
 import type { BeforeBroadcast } from "./nonce";
@@ -101,7 +102,7 @@ export async function findDueSubscriptions(sql: Sql, q: DueQuery): Promise<DueSu
           and c.owner <> ${q.owner} and c.expires_at > now())
       -- During an initial backfill (indexes deferred) the index shows the past: what looks due was mostly charged
       -- long ago. Uncorrelated, so a one-time filter in front of the whole plan: nothing is scanned meanwhile.
-      and not exists (select 1 from deferred_indexes)
+      and not ${indexesDeferredSql(sql)}
       and (
         f.fails = 0
         or (

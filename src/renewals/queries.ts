@@ -1,5 +1,6 @@
 /** The renewal outlook's tables: which wallets to evaluate, their due charges, and writing the outlooks. */
 import type { Sql } from "../db/client";
+import { indexesDeferredSql } from "../db/deferred-indexes";
 import type { Q } from "../db/query";
 import type { DueCharge, Outlook } from "./outlook";
 
@@ -125,7 +126,7 @@ export async function indexedBlock(
 ): Promise<{ block: bigint; time: number; head: bigint | null; indexesDeferred: boolean } | null> {
   const [row] = await sql<{ block: string | null; time: string | null; head: string | null; deferred: boolean }[]>`
     select indexed_block as block, extract(epoch from indexed_time)::bigint as time, head_block as head,
-      exists (select 1 from deferred_indexes) as deferred
+      ${indexesDeferredSql(sql)} as deferred
     from chains where chain_id = ${chainId}`;
   if (row?.block == null) return null;
   return {

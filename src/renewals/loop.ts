@@ -22,11 +22,13 @@ import type { RenewalReader } from "./reader";
 export const BACKFILL_LAG_BLOCKS = 64n;
 
 /**
- * Whether the index is still backfilling: far behind the head the indexer last saw, or an initial backfill whose
- * secondary indexes are not built yet (a pass would scan `activity` for each wallet's refills, beside the last batches).
+ * Whether the index is still backfilling: far behind the head the indexer last saw, amid a catch-up of several batches
+ * (outlooks judged at its next-to-last batch would be stale a moment later, and its wallets are judged again after
+ * the last), or an initial backfill whose secondary indexes are not built yet (a pass would scan `activity` for each
+ * wallet's refills, beside the last batches).
  */
-export const backfilling = (c: { block: bigint; head: bigint | null; indexesDeferred: boolean }) =>
-  c.indexesDeferred || (c.head !== null && c.head - c.block > BACKFILL_LAG_BLOCKS);
+export const backfilling = (c: { block: bigint; head: bigint | null; indexesDeferred: boolean; catchingUp: boolean }) =>
+  c.indexesDeferred || c.catchingUp || (c.head !== null && c.head - c.block > BACKFILL_LAG_BLOCKS);
 
 /** What one pass did, for metrics. */
 export type PassReport = {

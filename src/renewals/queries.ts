@@ -1,5 +1,6 @@
 /** The renewal outlook's tables: which wallets to evaluate, their due charges, and writing the outlooks. */
 import type { Sql } from "../db/client";
+import { catchingUpSql } from "../db/catch-up";
 import { indexesDeferredSql } from "../db/deferred-indexes";
 import type { Q } from "../db/query";
 import type { DueCharge, Outlook } from "./outlook";
@@ -119,20 +120,26 @@ export async function saveOutlooks(q: Q, chainId: number, rows: OutlookRow[], ot
       checked_at = excluded.checked_at, evaluated_at = excluded.evaluated_at`;
 }
 
-/** The indexed block, its time (unix s) and the head the indexer last saw, or null before the first batch. */
+/**
+ * The indexed block, its time (unix s), the head the indexer last saw, whether an initial backfill's indexes are
+ * deferred and whether the chain is catching up; null before the first batch.
+ */
 export async function indexedBlock(
   sql: Sql,
   chainId: number,
-): Promise<{ block: bigint; time: number; head: bigint | null; indexesDeferred: boolean } | null> {
-  const [row] = await sql<{ block: string | null; time: string | null; head: string | null; deferred: boolean }[]>`
-    select indexed_block as block, extract(epoch from indexed_time)::bigint as time, head_block as head,
-      ${indexesDeferredSql(sql)} as deferred
-    from chains where chain_id = ${chainId}`;
+): Promise<{ block: bigint; time: number; head: bigint | null; indexesDeferred: boolean; catchingUp: boolean } | null> {
+  const [row] = await sql<
+    { block: string | null; time: string | null; head: string | null; deferred: boolean; catching_up: boolean }[]
+  >`
+    select c.indexed_block as block, extract(epoch from c.indexed_time)::bigint as time, c.head_block as head,
+      ${indexesDeferredSql(sql)} as deferred, ${catchingUpSql(sql)} as catching_up
+    from chains c where c.chain_id = ${chainId}`;
   if (row?.block == null) return null;
   return {
     block: BigInt(row.block),
     time: Number(row.time),
     head: row.head === null ? null : BigInt(row.head),
     indexesDeferred: row.deferred,
+    catchingUp: row.catching_up,
   };
 }

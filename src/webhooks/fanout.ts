@@ -7,6 +7,7 @@
  */
 import type { Sql } from "../db/client";
 import { lockForTransaction, tryLockForTransaction } from "../db/advisory-lock";
+import { catchingUpSql } from "../db/catch-up";
 import type { Q, Tx } from "../db/query";
 import type { EventRange } from "../events/hook";
 import { analyzeAfterBurst } from "./burst-statistics";
@@ -45,22 +46,11 @@ const rangeOf = (r: QueuedRange): EventRange => ({
 // Drains take it without waiting; a change of an endpoint's settings waits for it (fanOutQueuedTo).
 const FANOUT_LOCK = "webhook fan-out";
 
-/** How long a chain's ranges wait for a catch-up whose cursor stopped moving (its indexer died or stalled). */
-export const CATCH_UP_HOLD_S = 60;
-
-/**
- * Whether the chain (its `chains` row as `c`) holds its ranges: the last batch stopped short of the head it was
- * indexing towards and the cursor moved within CATCH_UP_HOLD_S. The deliveries of a backfill's events are created once it
- * reaches the head.
- */
-const catchingUp = (q: Q) =>
-  q`coalesce(c.catching_up and c.updated_at > clock_timestamp() - ${CATCH_UP_HOLD_S} * interval '1 second', false)`;
-
 /** The outbox's backlog: ranges queued, and the age in seconds of the oldest one no catch-up holds (null: none). */
 export async function fanOutBacklog(q: Q): Promise<{ queued: number; oldestReadyAgeS: number | null }> {
   const [row] = await q<{ n: number; age: string | null }[]>`
     select count(*)::int as n,
-      extract(epoch from clock_timestamp() - min(f.queued_at) filter (where not ${catchingUp(q)}))::text as age
+      extract(epoch from clock_timestamp() - min(f.queued_at) filter (where not ${catchingUpSql(q)}))::text as age
     from webhook_fanout_queue f left join chains c on c.chain_id = f.chain_id`;
   return { queued: row!.n, oldestReadyAgeS: row!.age === null ? null : Math.max(0, Number(row!.age)) };
 }
@@ -77,7 +67,7 @@ export async function drainFanOut(sql: Sql, limit = 16): Promise<boolean> {
     if (!(await tryLockForTransaction(tx, FANOUT_LOCK))) return false;
     const rows = await tx<QueuedRange[]>`
       select ${tx.unsafe(QUEUED_COLUMNS)} from webhook_fanout_queue
-      where chain_id not in (select c.chain_id from chains c where ${catchingUp(tx)})
+      where chain_id not in (select c.chain_id from chains c where ${catchingUpSql(tx)})
       order by id limit ${limit + 1}`;
     const take = rows.slice(0, limit);
     if (take.length === 0) return false;

@@ -1,10 +1,11 @@
 /**
  * No renewal pass runs while the index is backfilling (more than BACKFILL_LAG_BLOCKS behind the head the indexer
- * saw, or an initial backfill's indexes not built yet): its wallets wait, and the first pass once the index is near
- * the head judges them.
+ * saw, amid a catch-up of several batches, or an initial backfill's indexes not built yet): its wallets wait, and the
+ * first pass once the index is near the head judges them.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { MULTICALL3_ADDRESS } from "../../src/chain/multicall3";
+import { CATCH_UP_HOLD_S } from "../../src/db/catch-up";
 import { BACKFILL_LAG_BLOCKS, createRenewalLoop } from "../../src/renewals/loop";
 import { createRenewalReader } from "../../src/renewals/reader";
 import type { Db } from "../../src/db/client";
@@ -35,7 +36,7 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-test("a pass waits while the index is more than BACKFILL_LAG_BLOCKS behind the head or its indexes are deferred, then judges its wallets", async () => {
+test("a pass waits while the index is more than BACKFILL_LAG_BLOCKS behind the head, catching up or its indexes are deferred, then judges its wallets", async () => {
   const [{ indexed }] = await db.sql<{ indexed: string }[]>`select indexed_block::text as indexed from chains`;
   const setHead = (lag: bigint) => db.sql`update chains set head_block = ${(BigInt(indexed) + lag).toString()}`;
   const passes: { evaluated: number }[] = [];
@@ -70,6 +71,13 @@ test("a pass waits while the index is more than BACKFILL_LAG_BLOCKS behind the h
   expect(passes).toEqual([]);
   await db.sql`delete from deferred_indexes`;
 
+  // Amid a catch-up of several batches (the last batch stopped short of its head): still backfilling.
+  await db.sql`update chains set catching_up = true, updated_at = now()`;
+  expect(await loop.runOnce()).toBe(false);
+  expect(passes).toEqual([]);
+
+  // A catch-up whose cursor stopped moving CATCH_UP_HOLD_S ago no longer holds the passes.
+  await db.sql`update chains set updated_at = now() - ${CATCH_UP_HOLD_S + 1} * interval '1 second'`;
   await loop.runOnce();
   expect(passes.map((p) => p.evaluated)).toEqual([1]);
   expect(await outlooks()).toBe(1);

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
-import { CATCH_UP_HOLD_S, drainFanOut, enqueueFanOut } from "../../src/webhooks/fanout";
+import { CATCH_UP_HOLD_S } from "../../src/db/catch-up";
+import { drainFanOut, enqueueFanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
 import { indexEventLog } from "../../testkit/indexer";

@@ -59,6 +59,35 @@ test("a failing migration is reported by name and leaves nothing behind", async 
   expect(m.n).toBe(0);
 });
 
+test("pending files go together; when one fails, it is named and the run leaves nothing behind", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "migrations-together-"));
+  writeFileSync(join(dir, "0001_create_first.sql"), "create table first_probe (id int);\n-- no semicolon after this");
+  writeFileSync(join(dir, "0002_create_second.sql"), "create table second_probe (id int);\nselect no_such_function();");
+  writeFileSync(join(dir, "0003_create_third.sql"), "create table third_probe (id int);");
+  await expect(migrate(db.sql, dir)).rejects.toThrow(
+    new MigrationError("migration 0002_create_second.sql failed: function no_such_function() does not exist"),
+  );
+  const tables = async () =>
+    (
+      await db.sql<{ name: string }[]>`
+        select table_name as name from information_schema.tables where table_name like '%\_probe' order by 1`
+    ).map((r) => r.name);
+  expect(await tables()).toEqual([]);
+  const recorded = async () =>
+    (await db.sql<{ name: string }[]>`select name from schema_migrations where name like '000%\_create\_%d.sql'`)
+      .length;
+  expect(await recorded()).toBe(0);
+
+  writeFileSync(join(dir, "0002_create_second.sql"), "create table second_probe (id int);");
+  expect(await migrate(db.sql, dir)).toEqual([
+    "0001_create_first.sql",
+    "0002_create_second.sql",
+    "0003_create_third.sql",
+  ]);
+  expect(await tables()).toEqual(["first_probe", "second_probe", "third_probe"]);
+  expect(await migrate(db.sql, dir)).toEqual([]);
+});
+
 test(`numeric(78,0) round-trips uint256 exactly (${testDbKind})`, async () => {
   const max = (2n ** 256n - 1n).toString();
   const [r] = await db.sql<{ v: string }[]>`select ${max}::numeric(78,0) as v`;

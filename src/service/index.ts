@@ -6,9 +6,9 @@
 import { createChainRegistry, type RpcObserver } from "../chain/clients";
 import type { Metrics } from "../metrics";
 import type { Db } from "../db/client";
-import { ConfigError, requireChain, siweDomainWarning, type Config } from "../common/config";
+import { requireChain, siweDomainWarning, type Config } from "../common/config";
 import { createLogger, maskInLogs, resolveLogFormat } from "../common/log";
-import { createDb, PGLITE_READER_SHARED_BUFFERS } from "../db/client";
+import { createDb } from "../db/client";
 import { createMaintenance } from "../db/maintenance";
 import { migrate } from "../db/migrate";
 import { createNotifier } from "../db/notify";
@@ -18,7 +18,10 @@ import { apiRole } from "./roles/api";
 import { indexerRole } from "./roles/indexer";
 import { keeperRole } from "./roles/keeper";
 import { webhooksRole } from "./roles/webhooks";
+import { openDatabase } from "./database";
 import { logStartup } from "./summary";
+
+export { exitOnSignals, startErrorMessage } from "./process";
 
 export type { Service, ServiceOptions } from "./context";
 
@@ -65,12 +68,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
     needsDefault,
   });
   const chainId = chains.defaultChainId;
-  // Each chain's indexer and keeper keep a connection for their locks: the pool grows with the chains.
-  const max = 8 + 2 * Math.max(1, chains.indexed?.length ?? 0);
-  // Without the indexer (on PGlite: the API alone) the process only reads the index: a small buffer pool.
-  const sharedBuffers = wanted.has("indexer") ? undefined : PGLITE_READER_SHARED_BUFFERS;
-  const db =
-    opts.db ?? (await createDb({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, max, log, sharedBuffers }));
+  const db = opts.db ?? (await openDatabase(config, log));
   const stoppers: (() => Promise<void>)[] = [];
   let stopped: Promise<void> | undefined;
   const stop = () =>
@@ -158,48 +156,10 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   }
 }
 
-/**
- * Runs `stop` on the first SIGTERM/SIGINT, then exits 0 (1 if stopping failed). A terminal's Ctrl-C reaches the
- * whole process group and `bun run` forwards it too, so the same signal often arrives twice: only a signal more
- * than 2 s after the first one forces an immediate exit (code 1).
- */
-export function exitOnSignals(
-  stop: () => Promise<unknown>,
-  onSignal: (signal: string) => void = () => {},
-  onError: (err: unknown) => void = () => {},
-): void {
-  let firstAt = 0;
-  const handle = (signal: string) => {
-    if (firstAt) {
-      if (Date.now() - firstAt > 2_000) process.exit(1);
-      return;
-    }
-    firstAt = Date.now();
-    onSignal(signal);
-    stop().then(
-      () => process.exit(0),
-      (err) => {
-        onError(err);
-        process.exit(1);
-      },
-    );
-  };
-  process.on("SIGTERM", () => handle("SIGTERM"));
-  process.on("SIGINT", () => handle("SIGINT"));
-}
-
 /** A first database error at start-up, naming DATABASE_URL (host and port only) when the server is not there. */
 function databaseError(config: Config, err: unknown): unknown {
   const code = (err as { code?: string })?.code;
   if (!config.DATABASE_URL || !code || !/^E[A-Z]+$/.test(code) || !URL.canParse(config.DATABASE_URL)) return err;
   const { hostname, port } = new URL(config.DATABASE_URL);
   return new Error(`DATABASE_URL (${hostname}:${port || 5432}) cannot be reached: ${code}`, { cause: err });
-}
-
-/** Message of a start-up error, without stack traces or connection secrets. */
-export function startErrorMessage(err: unknown): string {
-  if (err instanceof ConfigError) return err.message;
-  const e = err as { shortMessage?: string; message?: string; name?: string };
-  const text = e?.shortMessage ?? e?.message ?? String(err);
-  return `start failed: ${text.replace(/(\/\/[^:/@\s]+:)[^@\s]+@/g, "$1***@")}`;
 }

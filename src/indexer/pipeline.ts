@@ -35,7 +35,34 @@ function stageClock(into: StageMs = {}) {
 }
 
 /** One `eth_getLogs` range being fetched. */
-type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs> };
+/** A range being fetched; `done` holds its logs once they are in. */
+export type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs>; done?: FetchedLogs };
+
+const logCount = (f: FetchedLogs) => f.processorLogs.length + f.moduleLogs.length;
+
+/**
+ * `fetched` joined by the pieces after it that are already in, while the whole stays within `maxLogs`: the four
+ * pieces of an exploring range (a few hundred logs each at the start of a backfill) go in as one batch when they
+ * arrived together, instead of paying a batch's fixed costs four times.
+ */
+export function joinArrived(fetched: FetchedLogs, pending: Piece[], maxLogs: number): FetchedLogs {
+  let joined = fetched;
+  while (
+    pending[0]?.done &&
+    pending[0].from === joined.to + 1n &&
+    logCount(joined) + logCount(pending[0].done) <= maxLogs
+  ) {
+    const next = pending.shift()!.done!;
+    joined = {
+      from: joined.from,
+      to: next.to,
+      processorLogs: joined.processorLogs.concat(next.processorLogs),
+      moduleLogs: joined.moduleLogs.concat(next.moduleLogs),
+      queried: joined.queried,
+    };
+  }
+  return joined;
+}
 
 const sameCursor = (a: Cursor | null, b: Cursor | null) =>
   a === null || b === null ? a === b : a.block === b.block && a.hash === b.hash;
@@ -93,8 +120,12 @@ function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint): Piece[] 
     const fetch = () => fetchRange(ctx, pFrom, pTo, list);
     const promise: Promise<FetchedLogs> = first ? first.then(fetch, fetch) : fetch();
     first ??= promise;
-    promise.catch(() => {});
-    pieces.push({ from: pFrom, to: pTo, promise });
+    const piece: Piece = { from: pFrom, to: pTo, promise };
+    promise.then(
+      (f) => (piece.done = f),
+      () => {},
+    );
+    pieces.push(piece);
   }
   void Promise.all(pieces.map((p) => p.promise)).then(
     (all) =>
@@ -328,7 +359,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
       if (from > target) break;
       if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target);
       const fetchClock = stageClock();
-      const fetched = await pending.shift()!.promise;
+      const fetched = joinArrived(await pending.shift()!.promise, pending, ctx.batchLogs);
       fetchClock.mark("waitFetch");
       // Deep ranges (final by the reorg window) are fetched one ahead while this one is written.
       const nextFrom = fetched.to + 1n;

@@ -66,7 +66,6 @@ async function applyPending(
     const pending = listMigrations(dir).filter((m) => !done.has(m.name));
     // A migration may rely on any index the earlier ones made: build those an interrupted backfill left out first.
     if (pending.length > 0 && done.has("0028_create_deferred_indexes.sql")) await buildDeferredIndexesIn(tx);
-    if (!together || pending.length <= 1) onApplying();
     if (together && pending.length > 1) {
       // File names are NNNN_verb_noun.sql (listMigrations): safe as literals.
       const script = pending
@@ -83,6 +82,7 @@ async function applyPending(
       applied.push(...pending.map((m) => m.name));
       return;
     }
+    onApplying();
     for (const m of pending) {
       try {
         await tx.savepoint(async (sp) => {

@@ -12,10 +12,10 @@ type Sql = postgres.Sql<{}>;
 
 /**
  * The indexes an initial backfill goes without: every secondary index of the tables it fills, except those a batch
- * reads (`activity_event_seq_idx`: the webhook fan-out; `subscriptions_due_idx`: expiries and notices;
- * `subscriptions_check_idx`: the allocations of a blocked or unblocked pair) and the unique ones
- * (constraints). What reads the others during the backfill scans the table instead: the API, the keeper (which
- * waits, see `indexesDeferred`), a rollback.
+ * reads (`subscriptions_due_idx`: expiries and notices; `subscriptions_check_idx`: the allocations of a blocked or
+ * unblocked pair) and the unique ones (constraints). What reads the others during the backfill scans the table
+ * instead: the API, the keeper (which waits, see `indexesDeferred`), a rollback, and the webhook fan-out of the
+ * event log (`activity_event_seq_idx`), which holds a chain's ranges until its catch-up reaches the head.
  */
 export const DEFERRABLE_INDEXES = [
   "activity_merchant_idx",
@@ -27,6 +27,7 @@ export const DEFERRABLE_INDEXES = [
   "merchant_events_merchant_type_idx",
   "merchant_events_block_idx",
   "subscriptions_merchant_idx",
+  "activity_event_seq_idx",
 ] as const;
 
 /** The tables those indexes belong to: all empty means nothing was ever indexed here. */

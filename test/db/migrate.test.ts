@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Db } from "../../src/db/client";
@@ -7,6 +7,12 @@ import { listMigrations, migrate, MigrationError } from "../../src/db/migrate";
 import { createTestDb, testDbKind } from "../../testkit/db";
 
 let db: Db;
+const dirs: string[] = [];
+/** A folder of migration files for one test, removed after the file's tests. */
+const migrationsFolder = (prefix: string) => {
+  dirs.push(mkdtempSync(join(tmpdir(), prefix)));
+  return dirs.at(-1)!;
+};
 
 beforeAll(async () => {
   db = await createTestDb();
@@ -14,6 +20,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await db?.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
 test("migration files are NNNN_verb_noun.sql with unique, increasing numbers", () => {
@@ -31,7 +38,7 @@ test("every migration is recorded once and a second run applies nothing", async 
 });
 
 test("concurrent runs serialize on the lock: each migration applied exactly once", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "migrations-"));
+  const dir = migrationsFolder("migrations-");
   writeFileSync(
     join(dir, "0001_create_probe.sql"),
     "create table probe (id int primary key);\ninsert into probe values (1);",
@@ -45,7 +52,7 @@ test("concurrent runs serialize on the lock: each migration applied exactly once
 });
 
 test("a failing migration is reported by name and leaves nothing behind", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "migrations-bad-"));
+  const dir = migrationsFolder("migrations-bad-");
   writeFileSync(join(dir, "0001_create_half.sql"), "create table half (id int);\nselect no_such_function();");
   const run = migrate(db.sql, dir);
   await expect(run).rejects.toThrow(MigrationError);
@@ -60,7 +67,7 @@ test("a failing migration is reported by name and leaves nothing behind", async 
 });
 
 test("pending files go together; when one fails, it is named and the run leaves nothing behind", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "migrations-together-"));
+  const dir = migrationsFolder("migrations-together-");
   writeFileSync(join(dir, "0001_create_first.sql"), "create table first_probe (id int);\n-- no semicolon after this");
   writeFileSync(join(dir, "0002_create_second.sql"), "create table second_probe (id int);\nselect no_such_function();");
   writeFileSync(join(dir, "0003_create_third.sql"), "create table third_probe (id int);");

@@ -1,5 +1,5 @@
 /** `bun start`: the service from the environment (roles from ROLES); wiring lives in `service/`. */
-import { loadConfig, type Config } from "./common/config";
+import { loadConfig, requireRoleSettings, type Config } from "./common/config";
 import { createLogger, resolveLogFormat, type Logger } from "./common/log";
 import { migrate } from "./db/migrate";
 import type { Service } from "./service";
@@ -12,6 +12,8 @@ import { exitOnSignals, startErrorMessage } from "./service/process";
  * applied, or applies them itself and reports why they fail.
  */
 async function start(config: Config, log: Logger): Promise<Service> {
+  // A setting the roles lack stops start-up before the database is touched.
+  requireRoleSettings(config);
   const db = await openDatabase(config, log);
   let early: Promise<unknown> = Promise.resolve();
   await new Promise<void>((applying) => {

@@ -259,6 +259,11 @@ export function requireChain(cfg: Config): void {
   throw new ConfigError("PROCESSOR_ADDRESS is required");
 }
 
+/** Checks what the configured roles need beyond the schema (the indexer and keeper roles: a chain to index). */
+export function requireRoleSettings(cfg: Config): void {
+  if (cfg.ROLES.includes("indexer") || cfg.ROLES.includes("keeper")) requireChain(cfg);
+}
+
 /**
  * The warning an api role without SIWE_DOMAIN logs at start, or undefined when it is set. service.md makes the
  * request's host the default domain SIWE messages must name, so the service starts without it; but a Host header is

@@ -6,7 +6,7 @@
 import { createChainRegistry, type RpcObserver } from "../chain/clients";
 import type { Metrics } from "../metrics";
 import type { Db } from "../db/client";
-import { requireChain, siweDomainWarning, type Config } from "../common/config";
+import { requireRoleSettings, siweDomainWarning, type Config } from "../common/config";
 import { createLogger, maskInLogs, resolveLogFormat } from "../common/log";
 import { createDb } from "../db/client";
 import { createMaintenance } from "../db/maintenance";
@@ -57,7 +57,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   maskInLogs(config.WEBHOOK_SECRET_KEY);
   const log = opts.log ?? createLogger(config.LOG_LEVEL, undefined, resolveLogFormat(config.LOG_FORMAT));
   const wanted = new Set<string>(config.ROLES);
-  if (wanted.has("indexer") || wanted.has("keeper")) requireChain(config);
+  requireRoleSettings(config);
   const siweWarning = wanted.has("api") ? siweDomainWarning(config) : undefined;
   if (siweWarning) log("warn", siweWarning, {});
   const rpc: { observer?: RpcObserver } = {};

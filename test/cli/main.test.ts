@@ -2,7 +2,7 @@
  * `bun start` (src/main.ts): config errors, roles, the in-process service end to end on anvil, graceful stop.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Address } from "viem";
@@ -54,10 +54,16 @@ describe("bun start: configuration errors", () => {
     expect(child.output()).not.toContain("at ");
   }, 60_000);
 
-  test("the indexer role without RPC_URL exits 1 naming it", async () => {
-    const child = spawnBun(["src/main.ts"], { ROLES: "indexer", DATA_DIR: "memory://" });
-    expect(await child.exited).toBe(1);
-    expect(child.output()).toContain("RPC_URL is required");
+  test("the indexer role without RPC_URL exits 1 naming it, before it creates a database", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "main-config-"));
+    try {
+      const child = spawnBun(["src/main.ts"], { ROLES: "indexer", DATA_DIR: join(dir, "data") });
+      expect(await child.exited).toBe(1);
+      expect(child.output()).toContain("RPC_URL is required");
+      expect(existsSync(join(dir, "data"))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 60_000);
 
   test("the api role without SIWE_DOMAIN starts (service.md: the default is the request's host), warning about it", async () => {

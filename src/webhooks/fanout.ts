@@ -27,7 +27,10 @@ type QueuedRange = {
   to_seq: string;
   withdrawals: boolean;
   merchants: string[] | null;
-  /** As text: a Date would drop the microseconds the endpoints' `created_at` is compared in. */
+  /**
+   * As text, and sent back as text (`::text::timestamptz`): postgres.js turns a timestamptz parameter into a Date, which
+   * drops the microseconds the endpoints' `fanout_since` and `created_at` are compared in.
+   */
   queued_at: string;
 };
 
@@ -137,7 +140,7 @@ export async function fanOut(
       where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
     where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
       and (w.chain_id is null or w.chain_id = ${range.chainId})
-      ${queuedAt ? tx`and coalesce(w.fanout_since, w.created_at) <= ${queuedAt}::timestamptz` : tx``}
+      ${queuedAt ? tx`and coalesce(w.fanout_since, w.created_at) <= ${queuedAt}::text::timestamptz` : tx``}
       ${endpointIds ? tx`and w.id = any(${endpointIds}::text[])` : tx``}
     on conflict do nothing`;
   if (!range.withdrawals || endpointIds) return created.count;

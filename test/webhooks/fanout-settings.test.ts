@@ -101,6 +101,16 @@ test(`event types changed while ranges are queued: each event follows the types 
   expect(await db.sql`select fanout_since from webhook_endpoints where id = ${x.id}`).toEqual(unchanged);
 });
 
+test(`a range queued in the same millisecond as a change, after it, follows the new settings (${testDbKind})`, async () => {
+  const x = await endpointForAll(db.sql, MERCHANT, "https://example.com/x");
+  await db.sql`update webhook_endpoints set fanout_since = '2030-01-01 00:00:00.000500+00' where id = ${x.id}`;
+  const ids = await inTransaction(succeeded);
+  // Microseconds apart: a comparison at millisecond precision would put the range before the change.
+  await db.sql`update webhook_fanout_queue set queued_at = '2030-01-01 00:00:00.000900+00'`;
+  await drainAll();
+  expect(await deliveredTo(x.id)).toEqual(ids);
+});
+
 test(`an endpoint the dispatcher disables keeps the events queued before, and gets none after (${testDbKind})`, async () => {
   const x = await endpointForAll(db.sql, MERCHANT, "https://example.com/x");
   const first = await inTransaction(["charge.succeeded"]);

@@ -232,18 +232,21 @@ export async function rotateSecret(
   return row && { ...toEndpoint(row), secret };
 }
 
-/** The delivery log of an endpoint, newest first, keyset-paged by delivery id. */
+/**
+ * The delivery log of an endpoint, newest first, keyset-paged by delivery id: after the delivery `after`, whose
+ * creation time is read in the query (a Date would drop its microseconds, and a fan-out creates many per millisecond).
+ */
 export async function listDeliveries(
   sql: Sql,
   endpointId: string,
-  q: { status?: string; limit: number; after?: { createdAt: Date; id: string } },
+  q: { status?: string; limit: number; after?: string },
 ): Promise<DeliveryRow[]> {
   return sql<DeliveryRow[]>`
     select ${sql.unsafe(DELIVERY_COLUMNS)}
     from webhook_deliveries
     where endpoint_id = ${endpointId} and status <> 'cancelled'
     ${q.status ? sql`and status = ${q.status}` : sql``}
-    ${q.after ? sql`and (created_at, id) < (${q.after.createdAt}, ${q.after.id})` : sql``}
+    ${q.after ? sql`and (created_at, id) < (select a.created_at, a.id from webhook_deliveries a where a.id = ${q.after})` : sql``}
     order by created_at desc, id desc
     limit ${q.limit + 1}`;
 }

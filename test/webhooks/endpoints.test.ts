@@ -1,7 +1,13 @@
 /** The stored endpoints: a chain scope is part of every write's own WHERE (one query, no check before it). */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
-import { createEndpoint, deleteEndpoint, rotateSecret, updateEndpoint } from "../../src/webhooks/endpoints";
+import {
+  createEndpoint,
+  deleteEndpoint,
+  listDeliveries,
+  rotateSecret,
+  updateEndpoint,
+} from "../../src/webhooks/endpoints";
 import { createTestDb, testDbKind } from "../../testkit/db";
 
 const MERCHANT = "0x00000000000000000000000000000000000000f1";
@@ -48,4 +54,25 @@ test(`an all-chain endpoint is in every chain's scope (${testDbKind})`, async ()
   expect((await updateEndpoint(db.sql, MERCHANT, all.id, { description: "b" }, CHAIN_B))?.description).toBe("b");
   expect((await rotateSecret(db.sql, MERCHANT, all.id, undefined, CHAIN_A))?.id).toBe(all.id);
   expect(await deleteEndpoint(db.sql, MERCHANT, all.id, CHAIN_B)).toBe(true);
+});
+
+test(`the delivery log pages through deliveries created microseconds apart, each once, newest first (${testDbKind})`, async () => {
+  const { id } = await endpoint(null);
+  // Five deliveries within one millisecond (a fan-out creates thousands a second), and one a millisecond earlier.
+  const times = ["00.000100", "00.000300", "00.000300", "00.000500", "00.000900", "00.999000"].map(
+    (t) => `2030-01-01 00:00:${t}+00`,
+  );
+  for (const [i, t] of times.entries()) {
+    await db.sql`insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, created_at)
+      values (${`wd_${String(i).padStart(24, "0")}`}, ${id}, ${i}, ${`evt_${i}`}, 'charge.succeeded', ${t}::text::timestamptz)`;
+  }
+  const seen: string[] = [];
+  let after: string | undefined;
+  for (let page = 0; page < 10; page++) {
+    const rows = await listDeliveries(db.sql, id, { limit: 2, after });
+    seen.push(...rows.slice(0, 2).map((r) => r.id));
+    if (rows.length <= 2) break;
+    after = rows[1]!.id;
+  }
+  expect(seen).toEqual([5, 4, 3, 2, 1, 0].map((i) => `wd_${String(i).padStart(24, "0")}`));
 });

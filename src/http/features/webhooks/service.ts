@@ -101,7 +101,7 @@ export async function deliveriesPage(sql: Sql, url: string, params: unknown, que
   const rows = await listDeliveries(sql, id, {
     status,
     limit,
-    after: after && { createdAt: after.created_at, id: after.id },
+    after: after?.id,
   });
   const page = rows.slice(0, limit).map(toDelivery);
   return { page, link: rows.length > limit ? nextLink(url, page.at(-1)!.id) : undefined };

@@ -9,7 +9,7 @@
  * DEV_DATA_DIR (default ./.data/dev). Ctrl-C stops everything it started, anvil included.
  */
 import { ConfigError } from "../common/config";
-import { exitOnSignals, startErrorMessage } from "../service";
+import { exitOnSignals, startErrorMessage } from "../service/process";
 import { runDev, type DevEnvironment } from "./dev/run";
 
 export { runDev, formatBanner, type DevEnvironment, type DevOptions } from "./dev/run";

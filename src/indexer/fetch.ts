@@ -68,13 +68,15 @@ export async function fetchLogs(
   return { from, to, processorLogs, moduleLogs, queried: new Set(known) };
 }
 
+/** How many logs a fetched range holds. */
+export const logCount = (f: FetchedLogs) => f.processorLogs.length + f.moduleLogs.length;
+
 /**
  * Cuts a fetched range into consecutive sub-ranges of at most `maxLogs` logs each (at block boundaries; one
  * block is never split), so a dense range that came back in one answer is still written in bounded batches.
  */
 export function splitFetched(fetched: FetchedLogs, maxLogs: number): FetchedLogs[] {
-  const total = fetched.processorLogs.length + fetched.moduleLogs.length;
-  if (total <= maxLogs) return [fetched];
+  if (logCount(fetched) <= maxLogs) return [fetched];
   const perBlock = new Map<number, number>();
   for (const list of [fetched.processorLogs, fetched.moduleLogs]) {
     for (const log of list) {

@@ -6,7 +6,7 @@ import { describeError } from "../common/errors";
 import { createBlockAt } from "./block-at";
 import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { CursorMovedError, RangeRefusedError, RpcUnavailableError } from "./errors";
-import { fetchLogs, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
+import { fetchLogs, logCount, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
 import type { IndexerContext } from "./context";
 import type { Tx } from "../db/query";
 import { loadCursor, loadSubscriptions, moveCursor, type Cursor } from "./store";
@@ -34,11 +34,8 @@ function stageClock(into: StageMs = {}) {
   };
 }
 
-/** One `eth_getLogs` range being fetched. */
-/** A range being fetched; `done` holds its logs once they are in. */
+/** One `eth_getLogs` range being fetched; `done` holds its logs once they are in. */
 export type Piece = { from: bigint; to: bigint; promise: Promise<FetchedLogs>; done?: FetchedLogs };
-
-const logCount = (f: FetchedLogs) => f.processorLogs.length + f.moduleLogs.length;
 
 /**
  * `fetched` joined by the pieces after it that are already in, while the whole stays within `maxLogs`: the four
@@ -131,7 +128,7 @@ function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint): Piece[] 
     (all) =>
       sizer.success(
         span,
-        all.reduce((n, f) => n + f.processorLogs.length + f.moduleLogs.length, 0),
+        all.reduce((n, f) => n + logCount(f), 0),
       ),
     () => {},
   );

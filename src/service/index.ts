@@ -21,8 +21,6 @@ import { webhooksRole } from "./roles/webhooks";
 import { openDatabase } from "./database";
 import { logStartup } from "./summary";
 
-export { exitOnSignals, startErrorMessage } from "./process";
-
 export type { Service, ServiceOptions } from "./context";
 
 /** How often the embedded database's tables are maintained (no autovacuum runs there). */

@@ -58,7 +58,7 @@ test(`an all-chain endpoint is in every chain's scope (${testDbKind})`, async ()
 
 test(`the delivery log pages through deliveries created microseconds apart, each once, newest first (${testDbKind})`, async () => {
   const { id } = await endpoint(null);
-  // Five deliveries within one millisecond (a fan-out creates thousands a second), and one a millisecond earlier.
+  // Five deliveries within one millisecond (a fan-out creates thousands a second), and one later.
   const times = ["00.000100", "00.000300", "00.000300", "00.000500", "00.000900", "00.999000"].map(
     (t) => `2030-01-01 00:00:${t}+00`,
   );

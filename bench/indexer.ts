@@ -315,7 +315,7 @@ async function main() {
       show("(d) backfill as the service runs it (rollups + event log)", events);
       console.log(
         `events on: ${fmt(events.merchantEvents!)} merchant events created; slowdown (d) against (c) = ${slowdown("events", events)} ` +
-          "(target ≤ 15 %)",
+          "(target ≤ 10 %)",
       );
     }
     if (sides.includes("webhooks")) {

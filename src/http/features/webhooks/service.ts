@@ -98,11 +98,7 @@ export async function deliveriesPage(sql: Sql, url: string, params: unknown, que
   await requireEndpoint(sql, merchant, id, chainId);
   const after = startingAfter ? await findDelivery(sql, id, startingAfter) : undefined;
   if (startingAfter && !after) throw new InvalidParameterError("starting_after", "no such delivery of this endpoint");
-  const rows = await listDeliveries(sql, id, {
-    status,
-    limit,
-    after: after?.id,
-  });
+  const rows = await listDeliveries(sql, id, { status, limit, after: startingAfter });
   const page = rows.slice(0, limit).map(toDelivery);
   return { page, link: rows.length > limit ? nextLink(url, page.at(-1)!.id) : undefined };
 }

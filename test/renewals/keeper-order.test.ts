@@ -131,7 +131,14 @@ describe("keeper order = outlook order", () => {
     });
     const pass = await keeper.tick();
     expect(pass.sent.length).toBe(4);
-    await service.indexer!.waitForBlock(await chain.publicClient.getBlockNumber(), 15_000);
+    // anvil answers a send before it has mined it: wait for each receipt, then for the index to hold the last one.
+    const mined = await Promise.all(
+      pass.sent.map((s) => chain.publicClient.waitForTransactionReceipt({ hash: s.hash, pollingInterval: 20 })),
+    );
+    await service.indexer!.waitForBlock(
+      mined.reduce((top, r) => (r.blockNumber > top ? r.blockNumber : top), block),
+      15_000,
+    );
     const attempts = await service.db.sql<{ id: string; type: string; reason: string | null }[]>`
       select subscription_id::text as id, type, reason from activity
       where type in ('CHARGE', 'FAIL') and block_number > ${block.toString()}`;

@@ -2,7 +2,7 @@
 import { copyIn, copyText, textColumns, type Q, type Tx } from "../db/query";
 import { fromRow, type SubRow } from "../db/rows";
 import { planKey, type SubState } from "../domain/subscription";
-import type { NewEvent, PlanTerms } from "./timeline";
+import type { NewEvent, PlanTerms, SubSnapshot } from "./timeline";
 import { EVENT_COLUMNS, eventData, type EventRow } from "./envelope";
 
 const SUB_COLUMNS = (q: Q) => q`s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, s.max_executions,
@@ -57,24 +57,36 @@ export async function reserveSeqBlock(q: Q): Promise<bigint> {
 }
 
 /**
- * Copies the activity events of the blocks above `ancestor` (all when null) into `merchant_events`, same seq and
- * id, their record as `data`: a rollback is about to delete their rows, and a withdrawn event stays in the log.
+ * Gives `data` to the events of the blocks above `ancestor` (all when null) whose record is built from rows a
+ * rollback is about to delete, so that a withdrawn event stays in the log as it was: an activity event is copied
+ * into `merchant_events` (same seq and id, its record as `data`), a subscription event's snapshot gets its record.
  */
-export async function keepActivityEvents(q: Q, chainId: number, ancestor: bigint | null) {
+export async function keepEventsAbove(q: Q, chainId: number, ancestor: bigint | null) {
   const rows = await q<EventRow[]>`
     select ${q.unsafe(EVENT_COLUMNS)} from event_log e
     where e.chain_id = ${chainId} and e.block_number > ${(ancestor ?? -1n).toString()} and e.data is null
       and e.seq is not null`;
-  if (rows.length === 0) return;
-  await q`
-    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
-    overriding system value
-    select seq, id, ${chainId}, merchant, type, bn, li, 0, ts, data::jsonb
-    from unnest(${rows.map((r) => r.seq)}::bigint[], ${rows.map((r) => r.id)}::text[],
-      ${rows.map((r) => r.merchant)}::text[], ${rows.map((r) => r.type)}::text[],
-      ${rows.map((r) => String(r.block_number))}::bigint[], ${rows.map((r) => r.log_index)}::int[],
-      ${rows.map((r) => r.ts.toISOString())}::timestamptz[], ${rows.map((r) => JSON.stringify(eventData(r)))}::text[])
-      as u(seq, id, merchant, type, bn, li, ts, data)`;
+  const activity = rows.filter((r) => r.a_type !== null);
+  const snapshots = rows.filter((r) => r.a_type === null);
+  if (activity.length > 0) {
+    await q`
+      insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+      overriding system value
+      select seq, id, ${chainId}, merchant, type, bn, li, 0, ts, data::jsonb
+      from unnest(${activity.map((r) => r.seq)}::bigint[], ${activity.map((r) => r.id)}::text[],
+        ${activity.map((r) => r.merchant)}::text[], ${activity.map((r) => r.type)}::text[],
+        ${activity.map((r) => String(r.block_number))}::bigint[], ${activity.map((r) => r.log_index)}::int[],
+        ${activity.map((r) => r.ts.toISOString())}::timestamptz[],
+        ${activity.map((r) => JSON.stringify(eventData(r)))}::text[])
+        as u(seq, id, merchant, type, bn, li, ts, data)`;
+  }
+  if (snapshots.length > 0) {
+    await q`
+      update merchant_events m set data = u.data::jsonb
+      from unnest(${snapshots.map((r) => r.id)}::text[], ${snapshots.map((r) => JSON.stringify(eventData(r)))}::text[])
+        as u(id, data)
+      where m.id = u.id`;
+  }
 }
 
 /** `<subscriptionId>:<instant>` of the expiries announced after `after` (ahead of the cursor, by an idle poll). */
@@ -144,6 +156,33 @@ function insertExpiries(q: Q, chainId: number, expiries: NewEvent[]) {
       on conflict do nothing`;
 }
 
+/** The snapshot columns of `merchant_events` (migration 0035), each with its value of a snapshot as text. */
+const SNAPSHOT_FIELDS: readonly [string, (s: SubSnapshot) => string | null][] = [
+  ["s_subscription_id", (s) => s.state.subscriptionId],
+  ["s_times_executed", (s) => String(s.state.timesExecuted)],
+  ["s_total_spent", (s) => s.state.totalSpent.toString()],
+  ["s_next_charge_at", (s) => String(s.state.nextChargeAt)],
+  ["s_allowance_expiry", (s) => s.state.allowanceExpiry],
+  ["s_paused", (s) => (s.state.paused ? "t" : "f")],
+  ["s_cancelled", (s) => (s.state.cancelled ? "t" : "f")],
+  ["s_blocked", (s) => (s.blocked ? "t" : "f")],
+  ["s_status", (s) => s.status],
+  ["s_previous_status", (s) => s.previous ?? null],
+];
+
+const SNAPSHOT_NAMES = SNAPSHOT_FIELDS.map(([name]) => name).join(", ");
+
+/** The columns every writer of new events fills, in the order of their values. */
+const NEW_EVENT_COLUMNS = `seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data, ${SNAPSHOT_NAMES}`;
+
+/** The snapshot columns read back from text (`unnest` of text columns as `u`), in `NEW_EVENT_COLUMNS`' order. */
+const SNAPSHOT_CASTS =
+  "u.s_subscription_id::numeric(78,0), u.s_times_executed::bigint, u.s_total_spent::numeric(78,0), " +
+  "u.s_next_charge_at::bigint, u.s_allowance_expiry::numeric(20,0), u.s_paused::boolean, u.s_cancelled::boolean, " +
+  "u.s_blocked::boolean, u.s_status, u.s_previous_status";
+
+const NO_SNAPSHOT = SNAPSHOT_FIELDS.map(() => "\\N").join("\t");
+
 /** The COPY text of numbered events (`copyNewEvents`); exported for the benchmarks. */
 export function eventsCopyText(chainId: number, events: NewEvent[]): string {
   const lines = new Array<string>(events.length);
@@ -153,10 +192,14 @@ export function eventsCopyText(chainId: number, events: NewEvent[]): string {
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
     if (e.ts !== lastTs) time = new Date((lastTs = e.ts) * 1000).toISOString();
-    // Ids, addresses, type names and numbers never need escaping; the JSON might.
+    // Ids, addresses, type names, statuses and numbers never need escaping; the JSON might.
+    const snap = e.snapshot;
+    const tail = snap
+      ? `\\N\t${SNAPSHOT_FIELDS.map(([, value]) => value(snap) ?? "\\N").join("\t")}`
+      : `${copyText(JSON.stringify(e.data))}\t${NO_SNAPSHOT}`;
     lines[i] =
       `${e.seq}\t${e.id}\t${chainId}\t${e.merchant}\t${e.type}\t${e.blockNumber}\t${e.logIndex}\t${e.subIndex}\t` +
-      `${time}\t${copyText(JSON.stringify(e.data))}\n`;
+      `${time}\t${tail}\n`;
   }
   return lines.join("");
 }
@@ -165,9 +208,20 @@ export function eventsCopyText(chainId: number, events: NewEvent[]): string {
 async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
   await copyIn(
     tx,
-    tx`copy merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data) from stdin`,
+    tx`copy merchant_events (${tx.unsafe(NEW_EVENT_COLUMNS)}) from stdin`,
     eventsCopyText(chainId, events),
   );
+}
+
+/** An event's `data` as stored: null for a snapshot (built when read). */
+const storedData = (e: NewEvent) => (e.snapshot ? null : JSON.stringify(e.data));
+
+/** The snapshot columns of `events`, as text[] expressions for an `unnest` (in `SNAPSHOT_NAMES`' order). */
+function snapshotColumns(q: Q, events: NewEvent[]) {
+  const fields: Record<string, (e: NewEvent) => string | null> = {};
+  for (const [name, value] of SNAPSHOT_FIELDS) fields[name] = (e) => (e.snapshot ? value(e.snapshot) : null);
+  const columns = textColumns(q, events, fields);
+  return SNAPSHOT_FIELDS.map(([name]) => columns[name]!).reduce((all, c) => q`${all}, ${c}`);
 }
 
 /**
@@ -185,30 +239,31 @@ async function appendNewEvents(q: Q, chainId: number, events: NewEvent[]) {
     li: (e) => String(e.logIndex),
     si: (e) => String(e.subIndex),
     ts: (e) => String(e.ts),
-    data: (e) => JSON.stringify(e.data),
+    data: storedData,
   });
   await q`
-    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+    insert into merchant_events (${q.unsafe(NEW_EVENT_COLUMNS)})
     overriding system value
-    select seq::bigint, id, ${chainId}, merchant, type, bn::bigint, li::int, si::int, to_timestamp(ts::bigint),
-      data::jsonb
-    from unnest(${c.seq}, ${c.id}, ${c.merchant}, ${c.type}, ${c.bn}, ${c.li}, ${c.si}, ${c.ts}, ${c.data})
-      as u(seq, id, merchant, type, bn, li, si, ts, data)`;
+    select u.seq::bigint, u.id, ${chainId}, u.merchant, u.type, u.bn::bigint, u.li::int, u.si::int,
+      to_timestamp(u.ts::bigint), u.data::jsonb, ${q.unsafe(SNAPSHOT_CASTS)}
+    from unnest(${c.seq}, ${c.id}, ${c.merchant}, ${c.type}, ${c.bn}, ${c.li}, ${c.si}, ${c.ts}, ${c.data},
+      ${snapshotColumns(q, events)})
+      as u(seq, id, merchant, type, bn, li, si, ts, data, ${q.unsafe(SNAPSHOT_NAMES)})`;
 }
 
 function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
   return q<{ lo: string | null; hi: string | null }[]>`
     with ins as (
-      insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+      insert into merchant_events (${q.unsafe(NEW_EVENT_COLUMNS)})
       overriding system value
-      select coalesce(seq, nextval(pg_get_serial_sequence('merchant_events', 'seq'))), id, ${chainId}, merchant, type,
-        bn, li, si, to_timestamp(ts), data::jsonb
+      select coalesce(u.seq, nextval(pg_get_serial_sequence('merchant_events', 'seq'))), u.id, ${chainId}, u.merchant,
+        u.type, u.bn, u.li, u.si, to_timestamp(u.ts), u.data::jsonb, ${q.unsafe(SNAPSHOT_CASTS)}
       from unnest(${events.map((e) => e.seq?.toString() ?? null)}::bigint[], ${events.map((e) => e.id)}::text[],
         ${events.map((e) => e.merchant)}::text[], ${events.map((e) => e.type)}::text[],
         ${events.map((e) => e.blockNumber.toString())}::bigint[], ${events.map((e) => e.logIndex)}::int[],
         ${events.map((e) => e.subIndex)}::int[], ${events.map((e) => e.ts)}::bigint[],
-        ${events.map((e) => JSON.stringify(e.data))}::text[])
-        with ordinality as u(seq, id, merchant, type, bn, li, si, ts, data, n)
+        ${events.map(storedData)}::text[], ${snapshotColumns(q, events)})
+        with ordinality as u(seq, id, merchant, type, bn, li, si, ts, data, ${q.unsafe(SNAPSHOT_NAMES)}, n)
       order by u.n
       on conflict (id) do nothing
       returning seq)

@@ -12,6 +12,7 @@ import { ACTIVITY_LOGS } from "../domain/chain-event";
 import type { BatchEvent } from "../indexer/fetch";
 import { eventIdOf } from "./ids";
 import { firstAtOrAfter } from "../common/search";
+import { subscriptionEventData } from "./envelope";
 
 /** An event to write. `ts` is unix seconds; an expiry carries its instant to record it in `event_expiries`. */
 export type NewEvent = {
@@ -23,10 +24,38 @@ export type NewEvent = {
   subIndex: number;
   ts: number;
   data: Record<string, unknown>;
+  /** A subscription event's allocation at the event: stored as columns, and `data` is built from it when asked. */
+  snapshot?: SubSnapshot;
   expiry?: { subscriptionId: string; instant: number };
   /** Its place in the log when the batch numbered it (see `numberEvents`). */
   seq?: bigint;
 };
+
+/**
+ * What a subscription event's record is built from: a copy of its allocation's state, its pair's block flag, its
+ * status, and for a status change the status before (undefined: `subscription.created`).
+ */
+export type SubSnapshot = {
+  state: SubState;
+  blocked: boolean;
+  status: SubscriptionStatus;
+  previous?: SubscriptionStatus | null;
+};
+
+/** A subscription event: its snapshot, and `data` built from it on first use (a backfill stores only the snapshot). */
+function snapshotEvent(chainId: number, e: Omit<NewEvent, "data" | "snapshot">, snapshot: SubSnapshot): NewEvent {
+  let data: Record<string, unknown> | undefined;
+  return {
+    ...e,
+    snapshot,
+    get data() {
+      return (data ??= subscriptionEventData(
+        recordOf(chainId, snapshot.state, snapshot.blocked, snapshot.status),
+        snapshot.previous,
+      ));
+    },
+  };
+}
 
 /** Plan terms the status depends on. */
 export type PlanTerms = { interval: number; grace: number; token: string };
@@ -105,25 +134,28 @@ export function expiryEvent(
   block: { number: bigint; hash: string },
   logIndex: number,
 ): NewEvent {
-  return {
-    id: expiryId(chainId, block.hash, s.subscriptionId, instant),
-    merchant: s.merchant,
-    type: "subscription.status_changed",
-    blockNumber: block.number,
-    logIndex,
-    subIndex: 0,
-    ts: instant,
-    data: { object: recordOf(chainId, s, blocked, "EXPIRED"), previous_status: "ACTIVE" },
-    expiry: { subscriptionId: s.subscriptionId, instant },
-  };
+  return snapshotEvent(
+    chainId,
+    {
+      id: expiryId(chainId, block.hash, s.subscriptionId, instant),
+      merchant: s.merchant,
+      type: "subscription.status_changed",
+      blockNumber: block.number,
+      logIndex,
+      subIndex: 0,
+      ts: instant,
+      expiry: { subscriptionId: s.subscriptionId, instant },
+    },
+    { state: { ...s }, blocked, status: "EXPIRED", previous: "ACTIVE" },
+  );
 }
 
 const expiryId = (chainId: number, blockHash: string, subscriptionId: string, instant: number) =>
   eventIdOf(chainId, blockHash, "expired", subscriptionId, instant);
 
 /**
- * The batch's expiries moved to the first block at or after their instant (`blockAt`), empty blocks included, so
- * that an expiry's block and id do not depend on where batches end. Its place in the log does not change: no log
+ * The batch's expiries moved (in place) to the first block at or after their instant (`blockAt`), empty blocks
+ * included, so that an expiry's block and id do not depend on where batches end. Its place in the log does not change: no log
  * lies between that block and the one the fold chose.
  */
 export async function placeExpiries(
@@ -135,11 +167,9 @@ export async function placeExpiries(
     events.map(async (e) => {
       if (!e.expiry) return e;
       const block = await blockAt(e.expiry.instant);
-      return {
-        ...e,
-        blockNumber: block.number,
-        id: expiryId(chainId, block.hash, e.expiry.subscriptionId, e.expiry.instant),
-      };
+      e.blockNumber = block.number;
+      e.id = expiryId(chainId, block.hash, e.expiry.subscriptionId, e.expiry.instant);
+      return e;
     }),
   );
 }
@@ -263,21 +293,30 @@ export function subscriptionEvents(input: TimelineInput, merchants: ReadonlyMap<
       const now = statusAt(state, blocked, terms(), ev.blockTime);
       if (ev.name === "SubscriptionCreated") {
         const type = "subscription.created";
-        const object = recordOf(input.chainId, state, blocked, now);
-        out.push({
-          ...eventBase(state, ev),
-          id: eventIdOf(input.chainId, ev.blockHash, ev.logIndex, type),
-          type,
-          subIndex: 0,
-          data: { object },
-        });
+        out.push(
+          snapshotEvent(
+            input.chainId,
+            {
+              ...eventBase(state, ev),
+              id: eventIdOf(input.chainId, ev.blockHash, ev.logIndex, type),
+              type,
+              subIndex: 0,
+            },
+            { state: { ...state }, blocked, status: now },
+          ),
+        );
       } else if (now !== prev) {
         const type = "subscription.status_changed";
-        const object = recordOf(input.chainId, state, blocked, now);
         // A payment log is itself an event at this position (its activity row's): the status change follows it.
         const subIndex = ACTIVITY_LOGS.has(ev.name) ? 1 : 0;
         const eventId = eventIdOf(input.chainId, ev.blockHash, ev.logIndex, "status", id, now);
-        out.push({ ...eventBase(state, ev), id: eventId, type, subIndex, data: { object, previous_status: prev } });
+        out.push(
+          snapshotEvent(
+            input.chainId,
+            { ...eventBase(state, ev), id: eventId, type, subIndex },
+            { state: { ...state }, blocked, status: now, previous: prev },
+          ),
+        );
       }
       prev = now;
     }

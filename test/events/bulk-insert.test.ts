@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
+import type { SubState } from "../../src/domain/subscription";
+import { EVENT_COLUMNS, eventData, type EventRow } from "../../src/events/envelope";
 import { insertEvents } from "../../src/events/queries";
-import type { NewEvent } from "../../src/events/timeline";
-import { createTestDb } from "../../testkit/db";
+import { expiryEvent, type NewEvent } from "../../src/events/timeline";
+import { createTestDb, testDbKind } from "../../testkit/db";
 
 // Far above the seqs the log's sequence hands out (a batch's block of seqs comes from it; these are made up).
 const S = 1n << 40n;
@@ -64,4 +66,79 @@ describe("a new batch's numbered events written in bulk by plain inserts (PGlite
     const [r] = await db.sql<{ seq: string }[]>`select seq::text from merchant_events where id = ${event(0n, 5).id}`;
     expect(range).toEqual({ fromSeq: BigInt(r!.seq), toSeq: BigInt(r!.seq) });
   });
+});
+
+describe("a subscription event stored as its snapshot reads back as the record it replaced", () => {
+  let db: Db;
+  const M = "0x00000000000000000000000000000000000000ee";
+  const state = (id: string, over: Partial<SubState> = {}): SubState => ({
+    subscriptionId: id,
+    module: "0x00000000000000000000000000000000000000aa",
+    merchant: M,
+    subscriber: "0x00000000000000000000000000000000000000cc",
+    planId: "2",
+    maxExecutions: "4",
+    timesExecuted: 4,
+    totalSpent: 123_456_789_012_345_678_901_234_567_890n,
+    createdAt: 1_699_000_000,
+    lastPaidAt: 1_699_500_000,
+    nextChargeAt: 1_699_586_400,
+    allowanceExpiry: "0",
+    paused: false,
+    cancelled: false,
+    blockNumber: 5n,
+    logIndex: 0,
+    txHash: "0x01",
+    ...over,
+  });
+  beforeAll(async () => {
+    db = await createTestDb();
+    for (const id of ["71", "72", "73"]) {
+      const s = state(id);
+      await db.sql`insert into subscriptions (chain_id, subscription_id, module, merchant, subscriber, plan_id,
+        max_executions, created_at, next_charge_at, block_number, log_index, tx_hash)
+        values (31337, ${id}, ${s.module}, ${M}, ${s.subscriber}, ${s.planId}, ${s.maxExecutions}, ${s.createdAt},
+          ${s.nextChargeAt}, 5, 0, '0x01')`;
+    }
+  });
+  afterAll(async () => {
+    await db.close();
+  });
+
+  const paths = ["insert", false, ...(testDbKind === "postgres" ? (["copy"] as const) : [])] as const;
+  for (const [i, bulk] of paths.entries()) {
+    test(`written by ${bulk || "a plain insert"}: data null, the record built from the snapshot, byte for byte`, async () => {
+      const id = String(71 + i);
+      const events = [
+        expiryEvent(31337, state(id), false, 1_700_000_000 + i, { number: 12n, hash: `0x0${i}` }, -1),
+        expiryEvent(
+          31337,
+          state(id, { paused: true, allowanceExpiry: "18446744073709551615" }),
+          true,
+          1_700_100_000 + i,
+          {
+            number: 13n,
+            hash: `0x1${i}`,
+          },
+          -1,
+        ),
+      ].map((e, k) => Object.assign(e, bulk ? { seq: S + 1000n * BigInt(i + 1) + BigInt(k) } : {}));
+      await db.sql.begin((tx) => insertEvents(tx, 31337, events, bulk));
+      const rows = await db.sql<(EventRow & { stored_data: unknown })[]>`
+        select ${db.sql.unsafe(EVENT_COLUMNS)}, (select m.data from merchant_events m where m.id = e.id) as stored_data
+        from event_log e where e.id = any(${events.map((e) => e.id)}) order by e.seq`;
+      expect(rows.map((r) => r.stored_data)).toEqual([null, null]);
+      // What the same data stored as jsonb read back as: the same JSON text, keys in the same order.
+      for (const [k, r] of rows.entries()) {
+        const [asJsonb] = await db.sql<
+          { data: unknown }[]
+        >`select ${JSON.stringify(events[k]!.data)}::text::jsonb as data`;
+        expect(JSON.stringify(eventData(r))).toBe(JSON.stringify(asJsonb!.data));
+      }
+      expect(eventData(rows[1]!)).toMatchObject({
+        object: { status: "EXPIRED", is_blocked: true, expires_at: "18446744073709551615", next_charge_date: null },
+        previous_status: "ACTIVE",
+      });
+    });
+  }
 });

@@ -354,10 +354,10 @@ describe("reorgs", () => {
       await chain.charge(module, b);
       await moduleCall(chain, "alice", module, "pause", [a]);
       await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock, hooks: hooks() });
-      const withdrawnIds = (await events(db))
-        .filter((e) => e.data.object?.on_chain_id === b.toString())
-        .map((e) => e.id);
+      const removed = (await events(db)).filter((e) => e.data.object?.on_chain_id === b.toString());
+      const withdrawnIds = removed.map((e) => e.id);
       expect(withdrawnIds.length).toBeGreaterThan(1);
+      expect(removed.map((e) => e.type)).toContain("subscription.created");
       await chain.revert(snap);
       await moduleCall(chain, "alice", module, "cancel", [a]);
       await chain.mineAt(Number(await chain.now()) + 20);
@@ -371,6 +371,8 @@ describe("reorgs", () => {
         expect(r).toBeDefined();
         const orig = after.find((e) => e.id === id)!;
         expect(orig.reverted_by).toBe(r.id);
+        // Its data as before, byte for byte, though the rollback deleted the allocation its record is built from.
+        expect(JSON.stringify(orig.data)).toBe(JSON.stringify(removed.find((e) => e.id === id)!.data));
         expect(BigInt(r.seq)).toBeGreaterThan(BigInt(orig.seq));
         // It names the removed block, and a receiver ordering by time puts it after the event it withdraws.
         expect(r.block_number).toBe(orig.block_number);

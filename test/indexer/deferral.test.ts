@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { Db } from "../../src/db/client";
 import { indexesDeferred } from "../../src/db/deferred-indexes";
+import { EVENT_COLUMNS, toEnvelope, type EventRow } from "../../src/events/envelope";
 import type { IndexerHook } from "../../src/indexer/hooks";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb, testDbKind } from "../../testkit/db";
@@ -65,7 +66,11 @@ async function content(db: Db) {
   return {
     activity: await db.sql`select * from activity order by chain_id, block_number, log_index`,
     subscriptions: await db.sql`select * from subscriptions order by chain_id, subscription_id`,
-    events: await db.sql`select seq, id, type, data from event_log where seq is not null order by seq`,
+    events: (
+      await db.sql<
+        EventRow[]
+      >`select ${db.sql.unsafe(EVENT_COLUMNS)} from event_log e where seq is not null order by seq`
+    ).map((r) => ({ seq: r.seq, ...toEnvelope(r) })),
   };
 }
 

@@ -12,6 +12,7 @@ import type { Address, Hex } from "viem";
 import { createApiKey } from "../../src/auth/api-keys";
 import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
 import { eventsHook } from "../../src/events/hook";
+import { EVENT_COLUMNS, eventData, type EventRow } from "../../src/events/envelope";
 import { upcomingEvents } from "../../src/renewals/upcoming";
 import type { Service } from "../../src/service";
 import { keys } from "../../testkit/accounts";
@@ -249,9 +250,9 @@ describe("renewal_upcoming", () => {
       // Every event derived from the chain, in both logs, with the same body.
       const fresh = new Map(
         (
-          await db.sql<{ id: string; data: unknown }[]>`
-            select id, data from merchant_events where type = any(${CHAIN_DERIVED}::text[])`
-        ).map((r) => [r.id, r.data]),
+          await db.sql<EventRow[]>`
+            select ${db.sql.unsafe(EVENT_COLUMNS)} from event_log e where e.type = any(${CHAIN_DERIVED}::text[])`
+        ).map((r) => [r.id, eventData(r)]),
       );
       const live = (await events()).filter((e) => CHAIN_DERIVED.includes(e.type));
       expect(live.length).toBeGreaterThanOrEqual(10);

@@ -3,6 +3,7 @@ import { Webhook } from "standardwebhooks";
 import type { Db } from "../../src/db/client";
 import { createLogger } from "../../src/common/log";
 import { eventsHook } from "../../src/events/hook";
+import { EVENT_COLUMNS, eventData, type EventRow } from "../../src/events/envelope";
 import { fanOut } from "../../src/webhooks/fanout";
 import { createDispatcher, dispatcherConfig, retryDelay, type DispatcherConfig } from "../../src/webhooks/dispatcher";
 import { createEndpoint, deleteEndpoint, enqueue, rotateSecret } from "../../src/webhooks/endpoints";
@@ -105,8 +106,11 @@ describe("a random scenario delivered through failures, timeouts and an outage",
       .sort(
         (a, b) => a.timestamp.localeCompare(b.timestamp) || Number(BigInt(a.block_number) - BigInt(b.block_number)),
       );
-    const logged = await db.sql<{ data: any }[]>`
-      select data from merchant_events where merchant = ${MERCHANT} and type like 'subscription.%' order by seq`;
+    const logged = (
+      await db.sql<EventRow[]>`
+        select ${db.sql.unsafe(EVENT_COLUMNS)} from event_log e
+        where e.merchant = ${MERCHANT} and e.type like 'subscription.%' and e.stored order by e.seq`
+    ).map((r) => ({ data: eventData(r) as any }));
     const seq = (list: any[]) => {
       const m = new Map<string, string[]>();
       for (const o of list)

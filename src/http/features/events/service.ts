@@ -146,13 +146,14 @@ export async function findEvent(
   id: string,
   chainId?: number,
 ): Promise<(EventEnvelope & { seq: string; revertedBy: string | null }) | undefined> {
-  // An activity event's id names its row; any other id is a stored event's (`data` set), found by its unique index.
+  // An activity event's id names its row; any other id is a stored event's (`merchant_events`), found by its unique
+  // index (`stored` is a constant of the view's branch: the activity branch is not scanned).
   const key = activityEventKey(id);
   const [row] = await withDeadline(
     sql<(EventRow & { reverted_by: string | null })[]>`
       select ${sql.unsafe(EVENT_COLUMNS)}, e.reverted_by from event_log e where e.id = ${id} and e.merchant = ${merchant}
       ${chainId !== undefined ? sql`and e.chain_id = ${chainId}` : sql``}
-      ${key ? sql`and e.chain_id = ${key.chainId} and e.block_number = ${key.blockNumber.toString()} and e.log_index = ${key.logIndex}` : sql`and e.data is not null`}`,
+      ${key ? sql`and e.chain_id = ${key.chainId} and e.block_number = ${key.blockNumber.toString()} and e.log_index = ${key.logIndex}` : sql`and e.stored`}`,
     DEADLINE_FAST_MS,
   );
   return row && { ...toEnvelope(row), seq: row.seq, revertedBy: row.reverted_by };

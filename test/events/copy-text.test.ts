@@ -78,7 +78,9 @@ describe("the COPY text of a batch's events", () => {
       txHash: "0x01",
     };
     const e = { ...expiryEvent(31337, state, true, 1_700_000_000, { number: 12n, hash: "0x02" }, -1), seq: 9n };
-    const [row] = parseCopy(eventsCopyText(31337, [e]));
+    const created = { ...e, seq: 10n, snapshot: { ...e.snapshot!, previous: undefined } };
+    const [row, createdRow] = parseCopy(eventsCopyText(31337, [e, created]));
+    expect(createdRow!.slice(9)).toEqual([null, ...row!.slice(10, -1), null]);
     expect(row).toEqual([
       "9",
       e.id,

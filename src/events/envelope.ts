@@ -19,9 +19,9 @@ export const EVENT_TYPES = [
 /** What readers select of `event_log` (for a view or alias `e`): `EventRow`. */
 export const EVENT_COLUMNS = `e.seq, e.id, e.chain_id, e.merchant, e.type, e.block_number, e.ts, e.data, e.log_index,
   e.a_tx_hash, e.a_module, e.a_subscription_id, e.a_type, e.a_amount, e.a_fee, e.a_reason, e.a_keeper, e.a_symbol,
-  e.a_decimals, e.s_subscription_id, e.s_times_executed, e.s_total_spent, e.s_next_charge_at, e.s_allowance_expiry,
-  e.s_paused, e.s_cancelled, e.s_blocked, e.s_status, e.s_previous_status, e.s_module, e.s_subscriber, e.s_plan_id,
-  e.s_max_executions, e.s_created_at`;
+  e.a_decimals, e.s_subscription_id, e.s_module, e.s_subscriber, e.s_plan_id, e.s_max_executions, e.s_created_at,
+  e.s_times_executed, e.s_total_spent, e.s_next_charge_at, e.s_allowance_expiry, e.s_paused, e.s_cancelled,
+  e.s_blocked, e.s_status, e.s_previous_status`;
 
 /**
  * A row of `event_log` as the readers select it. An activity event has `data` null and its record in `a_*`; a
@@ -48,6 +48,11 @@ export type EventRow = {
   a_symbol: string | null;
   a_decimals: number | null;
   s_subscription_id: string | null;
+  s_module: string | null;
+  s_subscriber: string | null;
+  s_plan_id: string | null;
+  s_max_executions: string | null;
+  s_created_at: string | null;
   s_times_executed: string | null;
   s_total_spent: string | null;
   s_next_charge_at: string | null;
@@ -57,11 +62,6 @@ export type EventRow = {
   s_blocked: boolean | null;
   s_status: SubscriptionStatus | null;
   s_previous_status: SubscriptionStatus | null;
-  s_module: string | null;
-  s_subscriber: string | null;
-  s_plan_id: string | null;
-  s_max_executions: string | null;
-  s_created_at: string | null;
 };
 
 /** The event object. */

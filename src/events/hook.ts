@@ -12,7 +12,7 @@ import type { BatchContext } from "../indexer/hooks";
 import {
   expiringBetween,
   insertEvents,
-  keepEventsAbove,
+  keepActivityEvents,
   loadBlocked,
   loadAnnounced,
   loadPairSubscriptions,
@@ -225,7 +225,7 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extr
       await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, events));
     },
     async beforeRollback(tx, ctx) {
-      await keepEventsAbove(tx, ctx.chainId, ctx.ancestor);
+      await keepActivityEvents(tx, ctx.chainId, ctx.ancestor);
     },
     async onRollback(tx, ctx) {
       await written(tx, ctx.chainId, await withdrawAbove(tx, ctx.chainId, ctx.ancestor), true);

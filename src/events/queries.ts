@@ -57,36 +57,24 @@ export async function reserveSeqBlock(q: Q): Promise<bigint> {
 }
 
 /**
- * Gives `data` to the events of the blocks above `ancestor` (all when null) whose record is built from rows a
- * rollback is about to delete, so that a withdrawn event stays in the log as it was: an activity event is copied
- * into `merchant_events` (same seq and id, its record as `data`), a subscription event's snapshot gets its record.
+ * Copies the activity events of the blocks above `ancestor` (all when null) into `merchant_events`, same seq and
+ * id, their record as `data`: a rollback is about to delete their rows, and a withdrawn event stays in the log.
  */
-export async function keepEventsAbove(q: Q, chainId: number, ancestor: bigint | null) {
+export async function keepActivityEvents(q: Q, chainId: number, ancestor: bigint | null) {
   const rows = await q<EventRow[]>`
     select ${q.unsafe(EVENT_COLUMNS)} from event_log e
-    where e.chain_id = ${chainId} and e.block_number > ${(ancestor ?? -1n).toString()} and e.data is null
+    where e.chain_id = ${chainId} and e.block_number > ${(ancestor ?? -1n).toString()} and not e.stored
       and e.seq is not null`;
-  const activity = rows.filter((r) => r.a_type !== null);
-  const snapshots = rows.filter((r) => r.a_type === null);
-  if (activity.length > 0) {
-    await q`
-      insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
-      overriding system value
-      select seq, id, ${chainId}, merchant, type, bn, li, 0, ts, data::jsonb
-      from unnest(${activity.map((r) => r.seq)}::bigint[], ${activity.map((r) => r.id)}::text[],
-        ${activity.map((r) => r.merchant)}::text[], ${activity.map((r) => r.type)}::text[],
-        ${activity.map((r) => String(r.block_number))}::bigint[], ${activity.map((r) => r.log_index)}::int[],
-        ${activity.map((r) => r.ts.toISOString())}::timestamptz[],
-        ${activity.map((r) => JSON.stringify(eventData(r)))}::text[])
-        as u(seq, id, merchant, type, bn, li, ts, data)`;
-  }
-  if (snapshots.length > 0) {
-    await q`
-      update merchant_events m set data = u.data::jsonb
-      from unnest(${snapshots.map((r) => r.id)}::text[], ${snapshots.map((r) => JSON.stringify(eventData(r)))}::text[])
-        as u(id, data)
-      where m.id = u.id`;
-  }
+  if (rows.length === 0) return;
+  await q`
+    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+    overriding system value
+    select seq, id, ${chainId}, merchant, type, bn, li, 0, ts, data::jsonb
+    from unnest(${rows.map((r) => r.seq)}::bigint[], ${rows.map((r) => r.id)}::text[],
+      ${rows.map((r) => r.merchant)}::text[], ${rows.map((r) => r.type)}::text[],
+      ${rows.map((r) => String(r.block_number))}::bigint[], ${rows.map((r) => r.log_index)}::int[],
+      ${rows.map((r) => r.ts.toISOString())}::timestamptz[], ${rows.map((r) => JSON.stringify(eventData(r)))}::text[])
+      as u(seq, id, merchant, type, bn, li, ts, data)`;
 }
 
 /** `<subscriptionId>:<instant>` of the expiries announced after `after` (ahead of the cursor, by an idle poll). */
@@ -159,6 +147,11 @@ function insertExpiries(q: Q, chainId: number, expiries: NewEvent[]) {
 /** The snapshot columns of `merchant_events` (migration 0035), each with its value of a snapshot as text. */
 const SNAPSHOT_FIELDS: readonly [string, (s: SubSnapshot) => string | null][] = [
   ["s_subscription_id", (s) => s.state.subscriptionId],
+  ["s_module", (s) => s.state.module],
+  ["s_subscriber", (s) => s.state.subscriber],
+  ["s_plan_id", (s) => s.state.planId],
+  ["s_max_executions", (s) => s.state.maxExecutions],
+  ["s_created_at", (s) => String(s.state.createdAt)],
   ["s_times_executed", (s) => String(s.state.timesExecuted)],
   ["s_total_spent", (s) => s.state.totalSpent.toString()],
   ["s_next_charge_at", (s) => String(s.state.nextChargeAt)],
@@ -177,7 +170,8 @@ const NEW_EVENT_COLUMNS = `seq, id, chain_id, merchant, type, block_number, log_
 
 /** The snapshot columns read back from text (`unnest` of text columns as `u`), in `NEW_EVENT_COLUMNS`' order. */
 const SNAPSHOT_CASTS =
-  "u.s_subscription_id::numeric(78,0), u.s_times_executed::bigint, u.s_total_spent::numeric(78,0), " +
+  "u.s_subscription_id::numeric(78,0), u.s_module, u.s_subscriber, u.s_plan_id::bigint, u.s_max_executions::bigint, " +
+  "u.s_created_at::bigint, u.s_times_executed::bigint, u.s_total_spent::numeric(78,0), " +
   "u.s_next_charge_at::bigint, u.s_allowance_expiry::numeric(20,0), u.s_paused::boolean, u.s_cancelled::boolean, " +
   "u.s_blocked::boolean, u.s_status, u.s_previous_status";
 
@@ -187,7 +181,8 @@ const NO_SNAPSHOT = SNAPSHOT_FIELDS.map(() => "\\N").join("\t");
 function snapshotCopyText(snap: SubSnapshot): string {
   const s = snap.state;
   return (
-    `\\N\t${s.subscriptionId}\t${s.timesExecuted}\t${s.totalSpent}\t${s.nextChargeAt}\t${s.allowanceExpiry}\t` +
+    `\\N\t${s.subscriptionId}\t${s.module}\t${s.subscriber}\t${s.planId}\t${s.maxExecutions}\t${s.createdAt}\t` +
+    `${s.timesExecuted}\t${s.totalSpent}\t${s.nextChargeAt}\t${s.allowanceExpiry}\t` +
     `${s.paused ? "t" : "f"}\t${s.cancelled ? "t" : "f"}\t${snap.blocked ? "t" : "f"}\t${snap.status}\t` +
     `${snap.previous ?? "\\N"}`
   );

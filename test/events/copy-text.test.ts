@@ -16,8 +16,8 @@ const parseCopy = (text: string) =>
         ),
     );
 
-/** No snapshot: the ten snapshot columns are null. */
-const NO_SNAPSHOT = Array<null>(10).fill(null);
+/** No snapshot: the fifteen snapshot columns are null. */
+const NO_SNAPSHOT = Array<null>(15).fill(null);
 
 describe("the COPY text of a batch's events", () => {
   const event = (seq: bigint, ts: number, data: Record<string, unknown>): NewEvent => ({
@@ -93,6 +93,11 @@ describe("the COPY text of a batch's events", () => {
       new Date(1_700_000_000_000).toISOString(),
       null,
       "7",
+      state.module,
+      state.subscriber,
+      "2",
+      "0",
+      "1699000000",
       "3",
       "30000000",
       "1699586400",

@@ -98,6 +98,17 @@ describe("a subscription event stored as its snapshot reads back as the record i
     await db.close();
   });
 
+  test("a row with neither data nor a snapshot is refused (the check of migration 0035)", async () => {
+    let err: unknown;
+    try {
+      await db.sql`insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, ts)
+        values ('evt_nodata', 31337, ${M}, 'subscription.created', 1, 0, now())`;
+    } catch (e) {
+      err = e;
+    }
+    expect((err as { code?: string })?.code).toBe("23514");
+  });
+
   const paths = ["insert", false, ...(testDbKind === "postgres" ? (["copy"] as const) : [])] as const;
   for (const [i, bulk] of paths.entries()) {
     test(`written by ${bulk || "a plain insert"}: data null, the record built from the snapshot, byte for byte`, async () => {

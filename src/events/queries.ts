@@ -1,5 +1,5 @@
 /** The event log's statements: what the hook reads before a batch's fold, and the writes of events and expiries. */
-import { copyIn, copyText, textColumns, type Q, type Tx } from "../db/query";
+import { copyIn, copyText, textColumn, textColumns, type Q, type Tx } from "../db/query";
 import { fromRow, type SubRow } from "../db/rows";
 import { planKey, type SubState } from "../domain/subscription";
 import type { NewEvent, PlanTerms, SubSnapshot } from "./timeline";
@@ -144,23 +144,26 @@ function insertExpiries(q: Q, chainId: number, expiries: NewEvent[]) {
       on conflict do nothing`;
 }
 
-/** The snapshot columns of `merchant_events` (migration 0035), each with its value of a snapshot as text. */
-const SNAPSHOT_FIELDS: readonly [string, (s: SubSnapshot) => string | null][] = [
-  ["s_subscription_id", (s) => s.state.subscriptionId],
-  ["s_module", (s) => s.state.module],
-  ["s_subscriber", (s) => s.state.subscriber],
-  ["s_plan_id", (s) => s.state.planId],
-  ["s_max_executions", (s) => s.state.maxExecutions],
-  ["s_created_at", (s) => String(s.state.createdAt)],
-  ["s_times_executed", (s) => String(s.state.timesExecuted)],
-  ["s_total_spent", (s) => s.state.totalSpent.toString()],
-  ["s_next_charge_at", (s) => String(s.state.nextChargeAt)],
-  ["s_allowance_expiry", (s) => s.state.allowanceExpiry],
-  ["s_paused", (s) => (s.state.paused ? "t" : "f")],
-  ["s_cancelled", (s) => (s.state.cancelled ? "t" : "f")],
-  ["s_blocked", (s) => (s.blocked ? "t" : "f")],
-  ["s_status", (s) => s.status],
-  ["s_previous_status", (s) => s.previous ?? null],
+/**
+ * The snapshot columns of `merchant_events` (migration 0035): name, the cast that reads it back from text (none for
+ * text), and its value of a snapshot as text (null: SQL null).
+ */
+const SNAPSHOT_FIELDS: readonly [string, string, (s: SubSnapshot) => string | null][] = [
+  ["s_subscription_id", "numeric(78,0)", (s) => s.state.subscriptionId],
+  ["s_module", "", (s) => s.state.module],
+  ["s_subscriber", "", (s) => s.state.subscriber],
+  ["s_plan_id", "bigint", (s) => s.state.planId],
+  ["s_max_executions", "bigint", (s) => s.state.maxExecutions],
+  ["s_created_at", "bigint", (s) => String(s.state.createdAt)],
+  ["s_times_executed", "bigint", (s) => String(s.state.timesExecuted)],
+  ["s_total_spent", "numeric(78,0)", (s) => s.state.totalSpent.toString()],
+  ["s_next_charge_at", "bigint", (s) => String(s.state.nextChargeAt)],
+  ["s_allowance_expiry", "numeric(20,0)", (s) => s.state.allowanceExpiry],
+  ["s_paused", "boolean", (s) => (s.state.paused ? "t" : "f")],
+  ["s_cancelled", "boolean", (s) => (s.state.cancelled ? "t" : "f")],
+  ["s_blocked", "boolean", (s) => (s.blocked ? "t" : "f")],
+  ["s_status", "", (s) => s.status],
+  ["s_previous_status", "", (s) => s.previous ?? null],
 ];
 
 const SNAPSHOT_NAMES = SNAPSHOT_FIELDS.map(([name]) => name).join(", ");
@@ -169,24 +172,13 @@ const SNAPSHOT_NAMES = SNAPSHOT_FIELDS.map(([name]) => name).join(", ");
 const NEW_EVENT_COLUMNS = `seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data, ${SNAPSHOT_NAMES}`;
 
 /** The snapshot columns read back from text (`unnest` of text columns as `u`), in `NEW_EVENT_COLUMNS`' order. */
-const SNAPSHOT_CASTS =
-  "u.s_subscription_id::numeric(78,0), u.s_module, u.s_subscriber, u.s_plan_id::bigint, u.s_max_executions::bigint, " +
-  "u.s_created_at::bigint, u.s_times_executed::bigint, u.s_total_spent::numeric(78,0), " +
-  "u.s_next_charge_at::bigint, u.s_allowance_expiry::numeric(20,0), u.s_paused::boolean, u.s_cancelled::boolean, " +
-  "u.s_blocked::boolean, u.s_status, u.s_previous_status";
+const SNAPSHOT_CASTS = SNAPSHOT_FIELDS.map(([name, cast]) => (cast ? `u.${name}::${cast}` : `u.${name}`)).join(", ");
 
 const NO_SNAPSHOT = SNAPSHOT_FIELDS.map(() => "\\N").join("\t");
 
-/** `data` (null) and the snapshot columns of a COPY row: `SNAPSHOT_FIELDS` written out (a backfill has thousands). */
-function snapshotCopyText(snap: SubSnapshot): string {
-  const s = snap.state;
-  return (
-    `\\N\t${s.subscriptionId}\t${s.module}\t${s.subscriber}\t${s.planId}\t${s.maxExecutions}\t${s.createdAt}\t` +
-    `${s.timesExecuted}\t${s.totalSpent}\t${s.nextChargeAt}\t${s.allowanceExpiry}\t` +
-    `${s.paused ? "t" : "f"}\t${s.cancelled ? "t" : "f"}\t${snap.blocked ? "t" : "f"}\t${snap.status}\t` +
-    `${snap.previous ?? "\\N"}`
-  );
-}
+/** `data` (null) and the snapshot columns of a COPY row. */
+const snapshotCopyText = (snap: SubSnapshot): string =>
+  `\\N\t${SNAPSHOT_FIELDS.map(([, , value]) => value(snap) ?? "\\N").join("\t")}`;
 
 /** The COPY text of numbered events (`copyNewEvents`); exported for the benchmarks. */
 export function eventsCopyText(chainId: number, events: NewEvent[]): string {
@@ -220,12 +212,13 @@ async function copyNewEvents(tx: Tx, chainId: number, events: NewEvent[]) {
 const storedData = (e: NewEvent) => (e.snapshot ? null : JSON.stringify(e.data));
 
 /** The snapshot columns of `events`, as text[] expressions for an `unnest` (in `SNAPSHOT_NAMES`' order). */
-function snapshotColumns(q: Q, events: NewEvent[]) {
-  const fields: Record<string, (e: NewEvent) => string | null> = {};
-  for (const [name, value] of SNAPSHOT_FIELDS) fields[name] = (e) => (e.snapshot ? value(e.snapshot) : null);
-  const columns = textColumns(q, events, fields);
-  return SNAPSHOT_FIELDS.map(([name]) => columns[name]!).reduce((all, c) => q`${all}, ${c}`);
-}
+const snapshotColumns = (q: Q, events: NewEvent[]) =>
+  SNAPSHOT_FIELDS.map(([, , value]) =>
+    textColumn(
+      q,
+      events.map((e) => (e.snapshot ? value(e.snapshot) : null)),
+    ),
+  ).reduce((all, c) => q`${all}, ${c}`);
 
 /**
  * Numbered events of a new batch, as COPY writes them on a server (PGlite's bulk path): a plain insert, without

@@ -155,8 +155,8 @@ const expiryId = (chainId: number, blockHash: string, subscriptionId: string, in
 
 /**
  * The batch's expiries moved (in place) to the first block at or after their instant (`blockAt`), empty blocks
- * included, so that an expiry's block and id do not depend on where batches end. Its place in the log does not change: no log
- * lies between that block and the one the fold chose.
+ * included, so that an expiry's block and id do not depend on where batches end. Its place in the log does not
+ * change: no log lies between that block and the one the fold chose.
  */
 export async function placeExpiries(
   chainId: number,

@@ -74,7 +74,34 @@ async function dueForNotice(q: Q, chainId: number, noticeS: number, after: numbe
       and s.next_charge_at > ${after + noticeS} and s.next_charge_at <= ${until + noticeS}`;
 }
 
-/** The batch's allocations to fold: states before it (touched, in-flight, due), their block flags and logs. */
+/** What a batch's notice window is: its time range `(fromTime, toTime]` and the notice period. */
+export type NoticeWindow = { fromTime: number; toTime: number; noticeS: number };
+
+/**
+ * Whether the fold of one allocation over a batch may find a notice (a necessary condition, never a sufficient one):
+ * `next_charge_at` and the instant that set it change only with a charge, so the only instants the fold can test are
+ * the state's before the batch (above the instant that set it) and, after each charge at `t`, `t + interval − notice`;
+ * one of them must lie in the batch's range. Lets a batch skip the fold of every allocation whose schedule is far
+ * from a notice (on a backfill, nearly all of them).
+ */
+export function mayNotice(
+  start: SubState | null,
+  chargeTimes: readonly number[],
+  interval: number,
+  w: NoticeWindow,
+): boolean {
+  const inRange = (instant: number) => instant > w.fromTime && instant <= w.toTime;
+  if (start) {
+    const instant = start.nextChargeAt - w.noticeS;
+    if (inRange(instant) && instant > Math.max(start.createdAt, start.lastPaidAt)) return true;
+  }
+  return chargeTimes.some((t) => inRange(t + interval - w.noticeS));
+}
+
+/**
+ * The batch's allocations whose fold may find a notice ({@link mayNotice}): states before it (touched, in flight,
+ * due), their block flags and their logs.
+ */
 async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[], noticeS: number) {
   const { chainId } = ctx;
   const states = new Map<string, SubState | null>(ctx.rows.before);
@@ -86,19 +113,36 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
     if (!states.has(r.subscription_id)) states.set(r.subscription_id, fromRow(r));
     blocked.set(`${r.module}:${r.subscriber}`, r.blocked);
   }
+  // The allocations the batch creates, and the times of each allocation's charges.
+  const createdBy = new Map<string, BatchEvent>();
+  const charges = new Map<string, number[]>();
+  for (const ev of ctx.rows.batch.events) {
+    const id = ev.subscriptionId;
+    if (id === null) continue;
+    if (ev.name === "SubscriptionCreated" && !states.has(id) && !createdBy.has(id)) createdBy.set(id, ev);
+    else if (ev.name === "ChargeSucceeded") (charges.get(id) ?? charges.set(id, []).get(id)!).push(ev.blockTime);
+  }
+  const window = { fromTime: ctx.fromTime, toTime: ctx.toTime, noticeS };
+  const folded = new Map<string, SubState | null>();
+  const consider = (id: string, s: SubState | null, module: string, planId: string) => {
+    const interval = ctx.plans.get(planKey(module, planId))?.interval ?? 0;
+    if (mayNotice(s, charges.get(id) ?? [], interval, window)) folded.set(id, s);
+  };
+  for (const [id, s] of states) if (s) consider(id, s, s.module, s.planId);
+  for (const [id, ev] of createdBy) consider(id, null, moduleOfEvent(ev)!, String(ev.args.planId));
   const logs = new Map<string, BatchEvent[]>();
   const pairLogs = new Map<string, BatchEvent[]>();
+  if (folded.size === 0) return { states: folded, blocked, logs, pairLogs };
   const push = (m: Map<string, BatchEvent[]>, k: string, ev: BatchEvent) => (m.get(k) ?? m.set(k, []).get(k)!).push(ev);
   for (const ev of ctx.rows.batch.events) {
     if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
       push(pairLogs, `${moduleOfEvent(ev)}:${String(ev.args.subscriber)}`, ev);
-    } else if (ev.subscriptionId !== null && ev.name !== "KeeperSet" && ev.name !== "FeeSet") {
-      if (ev.name === "SubscriptionCreated" && !states.has(ev.subscriptionId)) states.set(ev.subscriptionId, null);
-      push(logs, ev.subscriptionId, ev);
+    } else if (ev.subscriptionId !== null && folded.has(ev.subscriptionId)) {
+      if (ev.name !== "KeeperSet" && ev.name !== "FeeSet") push(logs, ev.subscriptionId, ev);
     }
   }
   const pairs = new Map<string, [string, string]>();
-  for (const [id, s] of states) {
+  for (const [id, s] of folded) {
     const ev = s ? null : logs.get(id)?.[0];
     const module = s?.module ?? (ev ? moduleOfEvent(ev)! : "");
     const subscriber = s?.subscriber ?? String(ev?.args.subscriber ?? "");
@@ -113,7 +157,7 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
   }
   // The block flags the batches in flight leave (the database may still show the ones before them).
   for (const [pair, b] of left.flags) blocked.set(pair, b.blocked);
-  return { states, blocked, logs, pairLogs };
+  return { states: folded, blocked, logs, pairLogs };
 }
 
 /** The `renewal_upcoming` events of one batch, placed in their blocks; records them in `renewal_notices`. */

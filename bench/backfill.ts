@@ -5,7 +5,8 @@
  * spawn until `X-Indexed-Block` reports the state's last block. Prints per run: wall and start-up seconds, the
  * service's own CPU, its Postgres backends' CPU (by `application_name`), and the batches' stage times summed
  * (from the `indexed batch` debug lines), and the service's system CPU, file writes (PGlite's data directory) and
- * peak RSS.
+ * peak RSS, and the CPU of the whole machine during the run (all its processes: the wall time can be no less than it
+ * divided by the cores).
  * Checkouts alternate, so each sees the same machine. `--keep` keeps each Postgres database for a look afterwards.
  *
  * `--prof <dir>` writes a CPU profile of each run's service there (`bun --cpu-prof`, on exit; open it in Chrome's
@@ -19,7 +20,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import postgres from "postgres";
 import { startAnvil } from "../src/chain/anvil";
-import { cpuMicros, cpuSplit, loadAverage, peakRssMb, writtenMb } from "./proc";
+import { cpuMicros, cpuSplit, cpuTimes, loadAverage, peakRssMb, writtenMb } from "./proc";
 
 const args = process.argv.slice(2);
 const opt = (name: string) => {
@@ -67,6 +68,7 @@ async function run(checkout: string) {
   };
   if (!url) delete env.DATABASE_URL;
   const started = performance.now();
+  const cpu0 = cpuTimes();
   // As `bun start` runs it: through the checkout's launcher (its environment included), which execs bun.
   const prof = profDir ? ["--cpu-prof", `--cpu-prof-dir=${resolve(profDir)}`] : [];
   const child = Bun.spawn(["sh", "scripts/bun.sh", ...prof, "run", "src/main.ts"], {
@@ -94,6 +96,9 @@ async function run(checkout: string) {
       await Bun.sleep(50);
     }
     const wall = (performance.now() - started) / 1000;
+    const cpu1 = cpuTimes();
+    // Every process of the machine (the service, Postgres, anvil, this poller): the wall time is at least this ÷ cores.
+    const machine = (cpu1.busy - cpu0.busy) / 100;
     const own = cpuMicros(child.pid) / 1e6;
     const { sys } = cpuSplit(child.pid);
     const written = writtenMb(child.pid);
@@ -104,7 +109,7 @@ async function run(checkout: string) {
         select pid from pg_stat_activity where application_name = ${`subscription-indexer:${child.pid}`}`;
       for (const b of backends) pg += cpuMicros(b.pid) / 1e6;
     }
-    return { wall, up, own, sys, written, peakRss, pg };
+    return { wall, up, own, sys, written, peakRss, pg, machine };
   } finally {
     child.kill("SIGTERM");
     await child.exited;
@@ -122,6 +127,7 @@ async function run(checkout: string) {
 }
 
 let lastStages: Record<string, number> = {};
+const cores = navigator.hardwareConcurrency;
 console.log(`${meta.counts.total} events in blocks ${meta.startBlock}..${meta.lastBlock}, ${dbKind}, ${rounds} rounds`);
 for (let round = 1; round <= rounds; round++) {
   for (const checkout of checkouts) {
@@ -136,7 +142,8 @@ for (let round = 1; round <= rounds; round++) {
     console.log(
       `round ${round} ${checkout}: ${r.wall.toFixed(2)} s (up ${r.up.toFixed(2)} s), service CPU ${r.own.toFixed(2)} s` +
         ` (sys ${r.sys.toFixed(2)} s, wrote ${r.written.toFixed(0)} MB, peak RSS ${r.peakRss.toFixed(0)} MB)` +
-        `${dbKind === "postgres" ? `, Postgres CPU ${r.pg.toFixed(2)} s` : ""}, load ${load}; stage sums (s): ${top}`,
+        `${dbKind === "postgres" ? `, Postgres CPU ${r.pg.toFixed(2)} s` : ""}, machine CPU ${r.machine.toFixed(2)} s ` +
+        `(${((100 * r.machine) / (cores * r.wall)).toFixed(0)} % of ${cores} cores), load ${load}; stage sums (s): ${top}`,
     );
   }
 }

@@ -27,7 +27,7 @@ import { subscriptionModuleAbi, subscriptionProcessorAbi } from "../src/chain/ab
 import { createTestChain } from "../testkit/chain";
 import { runLoad, setupLoad } from "../testkit/load";
 import { endpointForAll } from "../testkit/webhooks";
-import { cpuMicros } from "./proc";
+import { cpuMicros, cpuTimes } from "./proc";
 
 const argEvents = process.argv.indexOf("--events");
 const wanted = argEvents > 0 ? Number(process.argv[argEvents + 1]) : 50_000;
@@ -45,19 +45,6 @@ const showStages = process.argv.includes("--stages");
 const baseUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const dbName = `bench_indexer_${Date.now().toString(36)}`;
 const admin = postgres(baseUrl, { max: 1, onnotice: () => {} });
-
-/** Busy and total jiffies of every CPU (/proc/stat), to report how loaded the machine was during a run. */
-function cpuTimes(): { busy: number; total: number } {
-  const f = require("node:fs")
-    .readFileSync("/proc/stat", "utf8")
-    .split("\n")[0]
-    .trim()
-    .split(/\s+/)
-    .slice(1)
-    .map(Number);
-  const total = f.reduce((a: number, b: number) => a + b, 0);
-  return { busy: total - f[3]! - f[4]!, total };
-}
 
 /** CPU seconds so far of each Postgres backend connected to the database of `sql` (the server runs on this machine). */
 async function backendCpu(sql: postgres.Sql): Promise<Map<number, number>> {

@@ -23,6 +23,15 @@ export function chargeable(s: SubState, blocked: boolean): boolean {
   return !s.cancelled && !s.paused && !blocked && (max === 0 || s.timesExecuted < max);
 }
 
+/**
+ * The notice instant of an allocation's schedule (`next_charge_at − notice`), or undefined when it is at or before
+ * the instant that set the schedule (a plan shorter than the notice).
+ */
+function noticeInstant(s: SubState, noticeS: number): number | undefined {
+  const instant = s.nextChargeAt - noticeS;
+  return instant > Math.max(s.createdAt, s.lastPaidAt) ? instant : undefined;
+}
+
 /** A notice found by the fold: the allocation's state and block flag at the instant. */
 type Notice = { s: SubState; blocked: boolean; instant: number };
 
@@ -42,9 +51,8 @@ export function noticesOf(
   let prev = window.fromTime;
   const check = (until: number) => {
     if (!s || !chargeable(s, blocked)) return;
-    const instant = s.nextChargeAt - window.noticeS;
-    const setAt = Math.max(s.createdAt, s.lastPaidAt);
-    if (instant > prev && instant <= until && instant > setAt) out.push({ s: { ...s }, blocked, instant });
+    const instant = noticeInstant(s, window.noticeS);
+    if (instant !== undefined && instant > prev && instant <= until) out.push({ s: { ...s }, blocked, instant });
   };
   for (const ev of logs) {
     check(ev.blockTime);
@@ -91,16 +99,15 @@ export function mayNotice(
   w: NoticeWindow,
 ): boolean {
   const inRange = (instant: number) => instant > w.fromTime && instant <= w.toTime;
-  if (start) {
-    const instant = start.nextChargeAt - w.noticeS;
-    if (inRange(instant) && instant > Math.max(start.createdAt, start.lastPaidAt)) return true;
-  }
+  const instant = start ? noticeInstant(start, w.noticeS) : undefined;
+  if (instant !== undefined && inRange(instant)) return true;
   return chargeTimes.some((t) => inRange(t + interval - w.noticeS));
 }
 
 /**
  * The batch's allocations whose fold may find a notice ({@link mayNotice}): states before it (touched, in flight,
- * due), their block flags and their logs.
+ * due; null when the batch creates it), each one's `<module>:<subscriber>` pair, the pairs' block flags, the
+ * allocations' logs and the pairs' block changes.
  */
 async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[], noticeS: number) {
   const { chainId } = ctx;
@@ -132,7 +139,8 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
   for (const [id, ev] of createdBy) consider(id, null, moduleOfEvent(ev)!, String(ev.args.planId));
   const logs = new Map<string, BatchEvent[]>();
   const pairLogs = new Map<string, BatchEvent[]>();
-  if (folded.size === 0) return { states: folded, blocked, logs, pairLogs };
+  const pairOf = new Map<string, [module: string, subscriber: string]>();
+  if (folded.size === 0) return { states: folded, pairOf, blocked, logs, pairLogs };
   const push = (m: Map<string, BatchEvent[]>, k: string, ev: BatchEvent) => (m.get(k) ?? m.set(k, []).get(k)!).push(ev);
   for (const ev of ctx.rows.batch.events) {
     if (ev.name === "SubscriberBlocked" || ev.name === "SubscriberUnblocked") {
@@ -143,10 +151,13 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
   }
   const pairs = new Map<string, [string, string]>();
   for (const [id, s] of folded) {
-    const ev = s ? null : logs.get(id)?.[0];
-    const module = s?.module ?? (ev ? moduleOfEvent(ev)! : "");
-    const subscriber = s?.subscriber ?? String(ev?.args.subscriber ?? "");
-    if (!blocked.has(`${module}:${subscriber}`)) pairs.set(`${module}:${subscriber}`, [module, subscriber]);
+    // Every allocation without a state before the batch is one it creates.
+    const created = createdBy.get(id);
+    const module = s ? s.module : moduleOfEvent(created!)!;
+    const subscriber = s ? s.subscriber : String(created!.args.subscriber);
+    const pair = `${module}:${subscriber}`;
+    pairOf.set(id, [module, subscriber]);
+    if (!blocked.has(pair)) pairs.set(pair, [module, subscriber]);
   }
   if (pairs.size > 0) {
     const rows = await tx<{ module: string; subscriber: string; blocked: boolean }[]>`
@@ -157,7 +168,7 @@ async function candidates(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows
   }
   // The block flags the batches in flight leave (the database may still show the ones before them).
   for (const [pair, b] of left.flags) blocked.set(pair, b.blocked);
-  return { states: folded, blocked, logs, pairLogs };
+  return { states: folded, pairOf, blocked, logs, pairLogs };
 }
 
 /** The `renewal_upcoming` events of one batch, placed in their blocks; records them in `renewal_notices`. */
@@ -169,13 +180,11 @@ export async function upcomingEvents(
 ): Promise<NewEvent[]> {
   if (noticeS <= 0 || ctx.toTime <= ctx.fromTime) return [];
   const { chainId } = ctx;
-  const { states, blocked, logs, pairLogs } = await candidates(tx, ctx, inFlight, noticeS);
+  const { states, pairOf, blocked, logs, pairLogs } = await candidates(tx, ctx, inFlight, noticeS);
   const found: Notice[] = [];
   for (const [id, s] of states) {
     const own = logs.get(id) ?? [];
-    const first = s ?? null;
-    const module = first?.module ?? (own[0] ? moduleOfEvent(own[0])! : "");
-    const subscriber = first?.subscriber ?? String(own[0]?.args.subscriber ?? "");
+    const [module, subscriber] = pairOf.get(id)!;
     const pair = `${module}:${subscriber}`;
     const merged = [...own, ...(pairLogs.get(pair) ?? [])].sort((a, b) =>
       a.blockNumber < b.blockNumber ? -1 : a.blockNumber > b.blockNumber ? 1 : a.logIndex - b.logIndex,
@@ -187,7 +196,7 @@ export async function upcomingEvents(
       merchant: ctx.merchants.get(module),
       plans: ctx.plans,
     };
-    found.push(...noticesOf(first, blocked.get(pair) ?? false, merged, window));
+    found.push(...noticesOf(s, blocked.get(pair) ?? false, merged, window));
   }
   if (found.length === 0) return [];
   const ids = found.map((n) => n.s.subscriptionId);

@@ -4,6 +4,7 @@ import { createAppLimiter, createCredentialLimiter } from "./deps";
 import { createErrorHandler } from "./plugins/error-handler";
 import { bodyLimit, serveOptions } from "./plugins/body-limit";
 import { textGuard } from "./plugins/text-guard";
+import { idempotency } from "./plugins/idempotency";
 import { requestMetrics } from "./plugins/request-metrics";
 import { siweRoutes } from "./features/siwe";
 import { activityRoutes } from "./features/activity";
@@ -31,11 +32,13 @@ export function createApp(deps: AppDeps) {
   const credentialLimiter = createCredentialLimiter(deps.config, deps.now);
   const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter, credentialLimiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier, sql: readSql });
+  const log = deps.log ?? createLogger(deps.config.LOG_LEVEL);
   return new Elysia({ serve: serveOptions })
     .use(requestMetrics(deps.observeRequest))
-    .use(createErrorHandler(deps.log ?? createLogger(deps.config.LOG_LEVEL)))
+    .use(createErrorHandler(log))
     .use(bodyLimit())
     .use(textGuard())
+    .use(idempotency({ ...routeDeps, log }))
     .use(docsRoutes())
     .use(healthRoutes(routeDeps))
     .use(siweRoutes(routeDeps))

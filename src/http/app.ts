@@ -14,6 +14,7 @@ import { checkRoutes } from "./features/check";
 import { healthRoutes } from "./features/health";
 import { createChainState } from "./chain-state";
 import { docsRoutes } from "./features/docs";
+import { webhooksSection } from "./features/docs/webhooks";
 import { createApiCaches } from "./caches";
 import { createLogger } from "../common/log";
 import { statsRoutes } from "./features/stats";
@@ -39,7 +40,7 @@ export function createApp(deps: AppDeps) {
     .use(bodyLimit())
     .use(textGuard())
     .use(idempotency({ ...routeDeps, log }))
-    .use(docsRoutes())
+    .use(docsRoutes({ webhooks: webhooksSection() }))
     .use(healthRoutes(routeDeps))
     .use(siweRoutes(routeDeps))
     .use(activityRoutes(routeDeps, caches.activity))

@@ -126,7 +126,7 @@ export function idempotency(deps: IdempotencyDeps) {
     }
   };
 
-  return new Elysia({ name: "idempotency" })
+  const plugin = new Elysia({ name: "idempotency" })
     .onBeforeHandle({ as: "global" }, async (ctx) => {
       const { request, body, server } = ctx;
       if (request.method !== "POST") return;
@@ -157,18 +157,28 @@ export function idempotency(deps: IdempotencyDeps) {
         },
       });
     })
+    // Returns the answer unchanged rather than undefined: Elysia's app-level error path (an unknown route) takes
+    // undefined from a mapResponse hook as an empty body.
     .mapResponse({ as: "global" }, async (ctx) => {
-      const claim = held.get(ctx.request);
-      if (!claim) return;
-      held.delete(ctx.request);
       const value = (ctx as { responseValue?: unknown }).responseValue ?? (ctx as { response?: unknown }).response;
-      try {
-        const answer = await answerOf(value, ctx.set.status, ctx.set.headers as Record<string, unknown>);
-        if (keeps(answer.status)) await storeAnswer(deps.sql, claim.merchant, claim.key, answer);
-        else await releaseKey(deps.sql, claim.merchant, claim.key);
-      } catch (err) {
-        // The claim expires after IDEMPOTENCY_LOCK_SECONDS; the answer itself still goes out.
-        log("warn", "idempotency keys: could not record an answer", { err });
+      const claim = held.get(ctx.request);
+      if (claim) {
+        held.delete(ctx.request);
+        await record(claim, value, ctx.set.status, ctx.set.headers as Record<string, unknown>);
       }
+      return value as Response | undefined;
     });
+
+  /** Stores the answer of a claimed key, or releases the key; never throws (the answer itself still goes out). */
+  async function record(claim: Held, value: unknown, status: unknown, headers: Record<string, unknown>) {
+    try {
+      const answer = await answerOf(value, status, headers);
+      if (keeps(answer.status)) await storeAnswer(deps.sql, claim.merchant, claim.key, answer);
+      else await releaseKey(deps.sql, claim.merchant, claim.key);
+    } catch (err) {
+      // The claim is taken over after IDEMPOTENCY_LOCK_SECONDS.
+      log("warn", "idempotency keys: could not record an answer", { err });
+    }
+  }
+  return plugin;
 }

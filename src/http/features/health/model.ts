@@ -44,6 +44,7 @@ const chainExample = {
 
 /** OpenAPI detail of /healthz. */
 export const healthDetail = {
+  security: [],
   tags: ["operations"],
   summary: "Liveness",
   description: "200 while the process serves HTTP. Reads nothing (not even the database), so it never fails.",
@@ -63,6 +64,7 @@ export const healthDetail = {
 
 /** OpenAPI detail of /readyz. */
 export const readyDetail = {
+  security: [],
   tags: ["operations"],
   summary: "Readiness",
   description:

@@ -10,6 +10,8 @@ import { ApiError, createClient, nextLink, retryAfterMs } from "../../../package
 import { createApiKey } from "../../../src/auth/api-keys";
 import { startSdkStack, type SdkStack } from "../../../testkit/sdk-stack";
 import { fetchDocument, GENERATED_FILE, renderClientTypes } from "../../../scripts/generate-client";
+import { Value } from "@sinclair/typebox/value";
+import { eventSchema } from "../../../src/http/features/docs/webhooks";
 
 let stack: SdkStack;
 let apiKey: string;
@@ -82,6 +84,26 @@ describe("typed calls against the service", () => {
     const pages = client.paginate("/v0/activity/{merchant}", { params: { path, query: { limit: 2, order: "desc" } } });
     for await (const row of pages) desc.push(row.event_id);
     expect(desc).toEqual([...seen].reverse());
+  });
+});
+
+describe("the webhooks section agrees with the indexer", () => {
+  test("every event the indexer wrote for the merchant has the payload schema its type documents", async () => {
+    const client = createClient({ baseUrl: stack.url, apiKey });
+    const { data: events } = await client.GET("/v0/events/{merchant}", {
+      params: { path: { merchant: stack.merchant } },
+    });
+    const types = new Set(events!.map((e) => e.type));
+    expect(types).toContain("charge.succeeded");
+    expect(types).toContain("subscription.created");
+    expect(types).toContain("subscription.status_changed");
+    for (const e of events!) {
+      const schema = eventSchema(e.type);
+      expect(
+        [...Value.Errors(schema, e)].map((x) => `${x.path}: ${x.message}`),
+        `${e.type} ${e.id}`,
+      ).toEqual([]);
+    }
   });
 });
 

@@ -158,15 +158,16 @@ export function idempotency(deps: IdempotencyDeps) {
       });
     })
     // Returns the answer unchanged rather than undefined: Elysia's app-level error path (an unknown route) takes
-    // undefined from a mapResponse hook as an empty body.
-    .mapResponse({ as: "global" }, async (ctx) => {
+    // undefined from a mapResponse hook as an empty body. Not an async function: Elysia would then compile every
+    // route as async; only a request holding a claim answers with a promise (of the same answer).
+    .mapResponse({ as: "global" }, (ctx) => {
       const value = (ctx as { responseValue?: unknown }).responseValue ?? (ctx as { response?: unknown }).response;
       const claim = held.get(ctx.request);
-      if (claim) {
-        held.delete(ctx.request);
-        await record(claim, value, ctx.set.status, ctx.set.headers as Record<string, unknown>);
-      }
-      return value as Response | undefined;
+      if (!claim) return value as Response | undefined;
+      held.delete(ctx.request);
+      return record(claim, value, ctx.set.status, ctx.set.headers as Record<string, unknown>).then(
+        () => value as Response | undefined,
+      );
     });
 
   /** Stores the answer of a claimed key, or releases the key; never throws (the answer itself still goes out). */

@@ -235,7 +235,11 @@ const API_DESCRIPTION = `Read-only API over an index of on-chain recurring (subs
 * **Paging**: list routes take \`limit\` and \`starting_after\`; a page cut by \`limit\` carries a \`Link\` header
   with rel=next naming the next page.
 * **Errors**: a JSON envelope \`error\` with \`type\`, \`code\`, \`message\`, \`param\` (when a parameter is at
-  fault) and \`request_id\`; statuses 400, 401, 403, 404, 429, 502 and 503.`;
+  fault) and \`request_id\`; statuses 400, 401, 403, 404, 409, 429, 502 and 503.
+* **Idempotency**: a POST made with an API key or a session may carry an \`Idempotency-Key\` header; for 24 hours a
+  retry with the same key and the same request gets the first answer again (\`Idempotent-Replayed: true\`) instead
+  of acting twice; the same key with another request is a 409 \`idempotency_key_reused\`.
+* **Webhooks**: the \`webhooks\` section describes the signed POST each event type sends to an endpoint.`;
 
 type Operation = OpenAPIV3.OperationObject & { parameters?: OpenAPIV3.ParameterObject[] };
 type DocRoute = {

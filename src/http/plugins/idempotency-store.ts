@@ -47,7 +47,13 @@ export function openAnswer(merchant: string, key: string, sealed: string): Store
  * Claims `key` for a request whose fingerprint is `fingerprint`: a new (or expired, or abandoned in-flight) key is
  * claimed; a key whose request answered is replayed when the fingerprints match; otherwise the conflict is named.
  */
-export async function claimKey(sql: Sql, merchant: string, key: string, fingerprint: string): Promise<Claim> {
+export async function claimKey(
+  sql: Sql,
+  merchant: string,
+  key: string,
+  fingerprint: string,
+  tries = 3,
+): Promise<Claim> {
   const hash = keyHash(merchant, key);
   const [claimed] = await sql<{ claimed: boolean }[]>`
     insert into idempotency_keys (merchant, key_hash, fingerprint)
@@ -62,8 +68,8 @@ export async function claimKey(sql: Sql, merchant: string, key: string, fingerpr
   if (claimed) return { kind: "claimed" };
   const [row] = await sql<{ fingerprint: string; status: number | null; response: string | null }[]>`
     select fingerprint, status, response from idempotency_keys where merchant = ${merchant} and key_hash = ${hash}`;
-  // Released between the two statements (its request failed retryably): claim again.
-  if (!row) return claimKey(sql, merchant, key, fingerprint);
+  // Released between the two statements (its request failed retryably): claim again, a few times at most.
+  if (!row) return tries > 1 ? claimKey(sql, merchant, key, fingerprint, tries - 1) : { kind: "in_flight" };
   if (row.fingerprint !== fingerprint) return { kind: "mismatch" };
   if (row.status === null || row.response === null) return { kind: "in_flight" };
   return { kind: "replay", answer: openAnswer(merchant, key, row.response) };

@@ -10,7 +10,12 @@ import { CHAIN_A, M1, M2 } from "../../../testkit/seed";
 import { startSeededApp, type SeededApp } from "../../../testkit/app";
 import { signIn } from "../../../testkit/siwe";
 import { keyHash, pruneIdempotencyKeys } from "../../../src/http/plugins/idempotency-store";
-import { requestFingerprint } from "../../../src/http/plugins/idempotency";
+import { idempotency, requestFingerprint } from "../../../src/http/plugins/idempotency";
+import { Elysia } from "elysia";
+import { createErrorHandler } from "../../../src/http/plugins/error-handler";
+import { createAppLimiter, createCredentialLimiter } from "../../../src/http/deps";
+import { UnavailableError } from "../../../src/http/errors";
+import { createApiKey } from "../../../src/auth/api-keys";
 
 let s: SeededApp;
 let session: string;
@@ -188,5 +193,48 @@ describe("a retried POST with an Idempotency-Key", () => {
                    where key_hash = ${keyHash(M1, "old-1")}`;
     expect(await pruneIdempotencyKeys(s.db.sql)).toBeGreaterThanOrEqual(1);
     expect((await s.db.sql`select 1 from idempotency_keys where key_hash = ${keyHash(M1, "old-1")}`).length).toBe(0);
+  });
+});
+
+describe("answers a retry may change", () => {
+  test("a 503 or 429 is not kept: the key is released and the retry runs; the 200 after it is kept", async () => {
+    const { key } = await createApiKey(s.db.sql, { merchant: M1 });
+    let runs = 0;
+    let fail: 503 | 429 | null = 503;
+    const app = new Elysia()
+      .use(createErrorHandler(() => {}))
+      .use(
+        idempotency({
+          sql: s.db.sql,
+          config: s.config,
+          limiter: createAppLimiter(s.config),
+          credentialLimiter: createCredentialLimiter(s.config),
+        }),
+      )
+      .post("/v0/things/:merchant", () => {
+        runs++;
+        if (fail === 503) throw new UnavailableError();
+        if (fail === 429) return new Response("{}", { status: 429 });
+        return { run: runs };
+      });
+    const send = () =>
+      app.handle(
+        new Request(`http://localhost/v0/things/${M1}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "idempotency-key": "flaky-1", "content-type": "application/json" },
+          body: "{}",
+        }),
+      );
+    expect((await send()).status).toBe(503);
+    fail = 429;
+    expect((await send()).status).toBe(429);
+    fail = null;
+    const ok = await send();
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ run: 3 });
+    const replay = await send();
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(await replay.json()).toEqual({ run: 3 });
+    expect(runs).toBe(3);
   });
 });

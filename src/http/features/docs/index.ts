@@ -104,6 +104,30 @@ const errorExamples: Record<number, ErrorDoc> = {
   },
 };
 
+/** `security` of a route any client may call (the check, sign-in, probes). */
+export const PUBLIC_ROUTE: OpenAPIV3.SecurityRequirementObject[] = [];
+
+/** `security` of a route that needs an API key or a session. */
+export const BEARER_ROUTE: OpenAPIV3.SecurityRequirementObject[] = [{ bearer: [] }];
+
+/**
+ * What a route's `detail` must carry for the document to stay lint-clean (test/http/features/docs-lint.test.ts,
+ * `bun run openapi:lint`): tags declared in the document, a summary, a description, an explicit `security`
+ * ({@link PUBLIC_ROUTE} or {@link BEARER_ROUTE}) and responses with at least one 4xx (see {@link responses}).
+ */
+export type RouteDetail = {
+  tags: [string, ...string[]];
+  summary: string;
+  description: string;
+  security: OpenAPIV3.SecurityRequirementObject[];
+  responses: OpenAPIV3.ResponsesObject;
+  requestBody?: OpenAPIV3.RequestBodyObject;
+  hide?: boolean;
+};
+
+/** A route's `detail`, checked by the compiler against {@link RouteDetail}. */
+export const routeDetail = <T extends RouteDetail>(detail: T): T => detail;
+
 /** Removes TypeBox's symbol keys so the schema serializes as plain JSON Schema. */
 export function jsonSchema(schema: TSchema): Record<string, unknown> {
   return JSON.parse(JSON.stringify(schema));

@@ -16,6 +16,7 @@ import { docsRoutes } from "./features/docs";
 import { createApiCaches } from "./caches";
 import { createLogger } from "../common/log";
 import { statsRoutes } from "./features/stats";
+import { mrrRoutes } from "./features/mrr";
 import { eventRoutes } from "./features/events";
 import { webhookRoutes } from "./features/webhooks";
 import { apiKeyRoutes } from "./features/api-keys";
@@ -44,6 +45,7 @@ export function createApp(deps: AppDeps) {
     .use(renewalRoutes(routeDeps))
     .use(checkRoutes(routeDeps, caches.check))
     .use(statsRoutes(routeDeps))
+    .use(mrrRoutes(routeDeps))
     .use(eventRoutes(routeDeps))
     .use(webhookRoutes(routeDeps))
     .use(apiKeyRoutes(routeDeps))

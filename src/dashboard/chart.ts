@@ -10,6 +10,12 @@ export type Series = {
   bars?: boolean;
   fill?: boolean;
   dash?: number[];
+  /** What the legend shows for each point under the cursor (exact amounts), instead of the plotted value. */
+  display?: string[];
+  /** Only in the legend (hover), not drawn. */
+  legendOnly?: boolean;
+  /** "right": plotted against a second axis on the right. */
+  axis?: "right";
 };
 
 const fmtAxisDate = (interval: string) => (_u: uPlot, splits: number[]) =>
@@ -31,15 +37,28 @@ export function timeChart(opts: {
   height?: number;
   data?: unknown;
   valueFormat?: (v: number) => string;
+  /** The legend follows the cursor and shows each series' value there (`display` when given). */
+  hover?: boolean;
+  /** Labels of the right axis (when a series has `axis: "right"`). */
+  rightFormat?: (v: number) => string;
 }): HTMLElement {
   const box = h("div", { class: "chart", dataset: { chart: JSON.stringify(opts.data ?? null) } });
   const bars = uPlot.paths.bars!({ size: [0.6, 40] });
+  const none = () => null;
+  const right = opts.series.some((s) => s.axis === "right");
+  const date = (s: number) =>
+    new Date(s * 1000).toLocaleDateString("en-US", {
+      month: "short",
+      day: "numeric",
+      year: "numeric",
+      timeZone: "UTC",
+    });
   const make = (width: number) =>
     new uPlot(
       {
         width,
         height: opts.height ?? 220,
-        legend: { show: true, live: false },
+        legend: { show: true, live: opts.hover ?? false },
         cursor: { drag: { x: false, y: false } },
         scales: { x: { time: true } },
         axes: [
@@ -51,17 +70,36 @@ export function timeChart(opts: {
             size: 64,
             values: (_u, splits) => splits.map((v) => (opts.valueFormat ? opts.valueFormat(v) : compact(v))),
           },
+          ...(right
+            ? [
+                {
+                  scale: "right",
+                  side: 1,
+                  stroke: "#697386",
+                  grid: { show: false },
+                  ticks: { show: false },
+                  size: 64,
+                  values: (_u: uPlot, splits: number[]) => splits.map((v) => (opts.rightFormat ?? compact)(v)),
+                },
+              ]
+            : []),
         ],
         series: [
-          {},
+          { value: (_u, v) => (v === null ? "—" : date(v)) },
           ...opts.series.map((s) => ({
             label: s.label,
             stroke: s.color,
-            width: s.bars ? 0 : 2,
+            width: s.bars || s.legendOnly ? 0 : 2,
             fill: s.bars ? s.color : s.fill ? `${s.color}1f` : undefined,
-            paths: s.bars ? bars : undefined,
+            fillTo: s.bars ? 0 : undefined,
+            paths: s.legendOnly ? none : s.bars ? bars : undefined,
             dash: s.dash,
+            scale: s.axis === "right" ? "right" : "y",
             points: { show: false },
+            value: s.display
+              ? (_u: uPlot, _v: number | null, _i: number, idx: number | null) =>
+                  idx === null ? "—" : (s.display![idx] ?? "—")
+              : undefined,
           })),
         ],
       },

@@ -45,6 +45,8 @@ export function timeChart(opts: {
   const box = h("div", { class: "chart", dataset: { chart: JSON.stringify(opts.data ?? null) } });
   const bars = uPlot.paths.bars!({ size: [0.6, 40] });
   const none = () => null;
+  const gaps = opts.x.slice(1).map((v, i) => v - opts.x[i]!);
+  const pad = gaps.length ? Math.min(...gaps) / 2 : 43_200;
   const right = opts.series.some((s) => s.axis === "right");
   const date = (s: number) =>
     new Date(s * 1000).toLocaleDateString("en-US", {
@@ -60,7 +62,10 @@ export function timeChart(opts: {
         height: opts.height ?? 220,
         legend: { show: true, live: opts.hover ?? false },
         cursor: { drag: { x: false, y: false } },
-        scales: { x: { time: true } },
+        scales: {
+          // Half a period of room on each side, so the first and last bars are whole.
+          x: { time: true, range: (_u, min, max) => [min - pad, max + pad] },
+        },
         axes: [
           { values: fmtAxisDate(opts.interval), stroke: "#697386", grid: { show: false }, ticks: { show: false } },
           {
@@ -85,7 +90,7 @@ export function timeChart(opts: {
             : []),
         ],
         series: [
-          { value: (_u, v) => (v === null ? "—" : date(v)) },
+          { label: "Period", value: (_u, v) => (v === null ? "—" : date(v)) },
           ...opts.series.map((s) => ({
             label: s.label,
             stroke: s.color,

@@ -134,7 +134,8 @@ export function createHistory(o: HistoryOptions) {
   o.customers.forEach((address, i) => {
     const c: Customer = { address, subs: {} };
     // Sign-ups grow over the weeks: the cumulative count rises with the square of time.
-    const signup = Math.floor(3 + (o.lastDay - 8) * Math.sqrt((i + 0.5) / n));
+    // The first three arrive in the first days.
+    const signup = i < 3 ? 1 + 2 * i : Math.floor(3 + (o.lastDay - 8) * Math.sqrt((i + 0.5) / n));
     const r = rand();
     const key: PlanKey = r < 0.42 ? "basic" : r < 0.62 ? "plus" : r < 0.82 ? "weekly" : r < 0.9 ? "team" : "yearly";
     const plan = o.plans[key];

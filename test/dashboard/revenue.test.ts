@@ -18,6 +18,7 @@ import type { StatsResponse } from "../../src/http/features/stats/model";
 import { startService, type Service } from "../../src/service";
 import { freePort } from "../../testkit/cli";
 import { createTestDb } from "../../testkit/db";
+import { formatAmount } from "../../src/dashboard/format";
 
 const SHOTS = process.env.DASHBOARD_SHOTS || "/tmp/dashboard-shots";
 const CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"];
@@ -108,6 +109,14 @@ async function checkRevenue(page: Page, interval: "day" | "week" | "month"): Pro
       expect(chart[k], k).toEqual(t.periods.map((p) => p.movements[k].amount));
     }
     expect(await section.locator(".chart").first().locator("canvas").count()).toBeGreaterThan(0);
+    // Hover: the legend shows the period and each kind's amount in the token under the cursor.
+    const over = section.locator(".chart .u-over").first();
+    const box = (await over.boundingBox())!;
+    await page.mouse.move(box.x + box.width - 4, box.y + box.height / 2);
+    const legend = await section.locator(".chart").first().locator(".u-legend .u-value").allTextContents();
+    const last = t.periods.at(-1)!;
+    expect(legend.some((v) => v.includes(t.currency!))).toBe(true);
+    expect(legend).toContain(formatAmount(last.mrr_end, t.token_decimals, t.currency));
     // Rates per period (the table), and churn by reason and recovered revenue summed over the range.
     for (const p of t.periods) {
       const row = section.locator(`tr[data-period="${p.period_start}"]`);

@@ -6,7 +6,7 @@
  * /tmp/dashboard-shots; the docs' images are made with DASHBOARD_SHOTS=docs).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { createApiKey } from "../../src/auth/api-keys";
 import { startAnvil, type Anvil } from "../../src/chain/anvil";
@@ -70,7 +70,10 @@ async function api<T>(path: string): Promise<T> {
 
 /** A signed-in page of `width` px, its errors and off-origin requests recorded. */
 async function signedIn(width: number): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width, height: width < 500 ? 844 : 900 } });
+  const context = await browser.newContext({
+    viewport: { width, height: width < 500 ? 844 : 900 },
+    acceptDownloads: true,
+  });
   const page = await context.newPage();
   page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
   page.on("pageerror", (e) => errors.push(e.message));
@@ -102,18 +105,24 @@ async function checkRevenue(page: Page, interval: "day" | "week" | "month"): Pro
     expect(await section.locator(`[data-kpi="customers"]`).getAttribute("data-value")).toBe(String(t.customers));
     expect(await section.locator(`[data-kpi="ltv"]`).getAttribute("data-value")).toBe(t.ltv ?? "");
     // The MRR chart's points: the API's periods, MRR at each end and every kind's amount.
-    const chart = JSON.parse((await section.locator(".chart").first().getAttribute("data-chart"))!);
+    const chart = JSON.parse((await section.locator(".mrr-chart").getAttribute("data-chart"))!);
     expect(chart.periods).toEqual(t.periods.map((p) => p.period_start));
     expect(chart.mrr_end).toEqual(t.periods.map((p) => p.mrr_end));
     for (const k of ["new", "expansion", "contraction", "churn", "reactivation"] as const) {
       expect(chart[k], k).toEqual(t.periods.map((p) => p.movements[k].amount));
     }
-    expect(await section.locator(".chart").first().locator("canvas").count()).toBeGreaterThan(0);
+    expect(await section.locator(".mrr-chart").locator("canvas").count()).toBeGreaterThan(0);
     // Hover: the legend shows the period and each kind's amount in the token under the cursor.
-    const over = section.locator(".chart .u-over").first();
+    const over = section.locator(".mrr-chart .u-over");
     const box = (await over.boundingBox())!;
-    await page.mouse.move(box.x + box.width - 4, box.y + box.height / 2);
-    const legend = await section.locator(".chart").first().locator(".u-legend .u-value").allTextContents();
+    await over.hover({ position: { x: box.width - 4, y: box.height / 2 } });
+    const values = section.locator(".mrr-chart .u-legend .u-value");
+    await page.waitForFunction(
+      ([sel, currency]) => [...document.querySelectorAll(sel!)].some((e) => e.textContent!.includes(currency!)),
+      [`.token-section[data-token="${t.currency}"] .mrr-chart .u-legend .u-value`, t.currency],
+      { timeout: 5000 },
+    );
+    const legend = await values.allTextContents();
     const last = t.periods.at(-1)!;
     expect(legend.some((v) => v.includes(t.currency!))).toBe(true);
     expect(legend).toContain(formatAmount(last.mrr_end, t.token_decimals, t.currency));
@@ -197,8 +206,20 @@ test("the demo's months of history give every chart a shape, and the Revenue pag
     for (const r of ["cancelled_by_subscriber", "blocked", "paused", "InsufficientBalance"])
       expect(reasons).toContain(r);
     expect(week.tokens.some((t) => t.periods.some((p) => p.recovered.count > 0))).toBe(true);
+    await page.mouse.move(0, 0);
+    await page.evaluate(() => scrollTo(0, 0));
     await page.screenshot({ path: `${SHOTS}/dashboard-revenue-${width}.png`, fullPage: true });
 
+    if (width === 1280) {
+      // The movements CSV is fetched with the credential and is the API's.
+      const [download] = await Promise.all([page.waitForEvent("download"), page.click("[data-movements-csv]")]);
+      const saved = readFileSync((await download.path())!, "utf8");
+      const res = await fetch(`${origin}/v0/stats/${merchant}/mrr/movements?format=csv`, {
+        headers: { authorization: `Bearer ${apiKey}` },
+      });
+      expect(saved).toBe(await res.text());
+      expect(saved.split("\r\n").length).toBeGreaterThan(50);
+    }
     const months = await checkCohorts(page, "month", "customers");
     expect(months.tokens.some((t) => t.cohorts.length >= 4)).toBe(true);
     await checkCohorts(page, "month", "revenue");

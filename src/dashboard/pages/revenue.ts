@@ -5,11 +5,12 @@
  * cohorts API's, exact in base units in `data-value`.
  */
 import { INVOLUNTARY_REASONS } from "../../domain/mrr";
-import { api, qs } from "../api";
+import { api, downloadCsv, qs } from "../api";
 import { timeChart, type Series } from "../chart";
 import { card, h, replace, table } from "../dom";
 import { formatAmount, formatDate, formatExact, toFloat } from "../format";
 import type { CohortsResponse, MrrPeriod, MrrResponse } from "../types";
+import { errorBox } from "./errors";
 import type { Page } from "./page";
 
 const INTERVALS = [
@@ -126,7 +127,7 @@ function mrrChart(t: Token, interval: string): HTMLElement {
       display: t.periods.map((p) => m.text(p.mrr_end)),
     },
   ];
-  return timeChart({
+  const chart = timeChart({
     x,
     interval,
     height: 260,
@@ -139,6 +140,8 @@ function mrrChart(t: Token, interval: string): HTMLElement {
       ...Object.fromEntries((Object.keys(KINDS) as Kind[]).map((k) => [k, amount(k)])),
     },
   });
+  chart.classList.add("mrr-chart");
+  return chart;
 }
 
 /** Σ over the periods of one reason's churn (count, amount), and of the recovered reactivations. */
@@ -379,13 +382,34 @@ export const revenuePage: Page = {
         { "aria-label": label, onchange: (e: Event) => go({ [key]: (e.target as HTMLSelectElement).value }) },
         options.map(([v, text]) => h("option", { value: v, selected: v === value }, text)),
       );
+    const base = `/v0/stats/${credential.merchant}`;
+    const message = h("div");
+    // Every movement, newest first: Stripe's "MRR changes" report.
+    const csv = h(
+      "button",
+      {
+        class: "button secondary small",
+        type: "button",
+        dataset: { movementsCsv: "" },
+        onclick: () =>
+          downloadCsv(`${base}/mrr/movements${qs({ format: "csv" })}`, "mrr-movements.csv").catch((err) =>
+            replace(message, errorBox(err)),
+          ),
+      },
+      "Movements (CSV)",
+    );
     const body = h("div", { class: "grid" }, h("p", { class: "muted" }, "Loading…"));
     replace(
       root,
-      h("div", { class: "page-head" }, h("h1", null, "Revenue"), select("Period", INTERVALS, interval, "interval")),
+      h(
+        "div",
+        { class: "page-head" },
+        h("h1", null, "Revenue"),
+        h("div", { class: "controls" }, csv, select("Period", INTERVALS, interval, "interval")),
+      ),
+      message,
       body,
     );
-    const base = `/v0/stats/${credential.merchant}`;
     const [{ data: mrr }, { data: cohorts }] = await Promise.all([
       api<MrrResponse>(`${base}/mrr${qs({ interval })}`),
       api<CohortsResponse>(`${base}/cohorts${qs({ interval: cohortInterval })}`),

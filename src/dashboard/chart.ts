@@ -62,6 +62,8 @@ export function timeChart(opts: {
         height: opts.height ?? 220,
         legend: { show: true, live: opts.hover ?? false },
         cursor: { drag: { x: false, y: false } },
+        // Away from the chart, the hover legend shows the latest period.
+        hooks: opts.hover ? { setCursor: [(u: uPlot) => u.cursor.idx == null && showLatest(u)] } : undefined,
         scales: {
           // Half a period of room on each side, so the first and last bars are whole.
           x: { time: true, range: (_u, min, max) => [min - pad, max + pad] },
@@ -111,11 +113,14 @@ export function timeChart(opts: {
       [opts.x, ...opts.series.map((s) => s.values)] as uPlot.AlignedData,
       box,
     );
+  const showLatest = (u: uPlot) => opts.x.length > 0 && u.setLegend({ idx: opts.x.length - 1 }, false);
   let plot: uPlot | null = null;
   const observer = new ResizeObserver(() => {
     const width = Math.max(240, Math.floor(box.clientWidth));
-    if (!plot) plot = make(width);
-    else if (Math.abs(plot.width - width) > 2) plot.setSize({ width, height: opts.height ?? 220 });
+    if (!plot) {
+      plot = make(width);
+      if (opts.hover) showLatest(plot);
+    } else if (Math.abs(plot.width - width) > 2) plot.setSize({ width, height: opts.height ?? 220 });
   });
   observer.observe(box);
   return box;

@@ -112,20 +112,26 @@ async function checkRevenue(page: Page, interval: "day" | "week" | "month"): Pro
       expect(chart[k], k).toEqual(t.periods.map((p) => p.movements[k].amount));
     }
     expect(await section.locator(".mrr-chart").locator("canvas").count()).toBeGreaterThan(0);
-    // Hover: the legend shows the period and each kind's amount in the token under the cursor.
+    // The legend shows the latest period's amounts; hovering the first period shows that period's.
+    const legend = () => section.locator(".mrr-chart .u-legend .u-value").allTextContents();
+    const [first, last] = [t.periods[0]!, t.periods.at(-1)!];
+    const text = (p: typeof first, k: "new" | "churn") =>
+      `${formatAmount(p.movements[k].amount, t.token_decimals, t.currency)} (${p.movements[k].count})`;
+    expect(await legend()).toContain(formatAmount(last.mrr_end, t.token_decimals, t.currency));
+    expect(await legend()).toContain(text(last, "new"));
     const over = section.locator(".mrr-chart .u-over");
-    const box = (await over.boundingBox())!;
-    await over.hover({ position: { x: box.width - 4, y: box.height / 2 } });
-    const values = section.locator(".mrr-chart .u-legend .u-value");
+    await over.hover({ position: { x: 2, y: 10 } });
     await page.waitForFunction(
-      ([sel, currency]) => [...document.querySelectorAll(sel!)].some((e) => e.textContent!.includes(currency!)),
-      [`.token-section[data-token="${t.currency}"] .mrr-chart .u-legend .u-value`, t.currency],
+      ([sel, want]) => [...document.querySelectorAll(sel!)].some((e) => e.textContent === want),
+      [
+        `.token-section[data-token="${t.currency}"] .mrr-chart .u-legend .u-value`,
+        formatAmount(first.mrr_end, t.token_decimals, t.currency),
+      ],
       { timeout: 5000 },
     );
-    const legend = await values.allTextContents();
-    const last = t.periods.at(-1)!;
-    expect(legend.some((v) => v.includes(t.currency!))).toBe(true);
-    expect(legend).toContain(formatAmount(last.mrr_end, t.token_decimals, t.currency));
+    expect(await legend()).toContain(text(first, "new"));
+    expect(await legend()).toContain(text(first, "churn"));
+    await page.mouse.move(0, 0);
     // Rates per period (the table), and churn by reason and recovered revenue summed over the range.
     for (const p of t.periods) {
       const row = section.locator(`tr[data-period="${p.period_start}"]`);

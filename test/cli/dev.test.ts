@@ -88,8 +88,12 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
 
   // The three copy-paste lines answer with data.
   const curls = out.split("\n").filter((l) => l.startsWith("curl "));
-  expect(curls).toHaveLength(4);
-  const [subsRes, activityRes, checkRes, eventsRes] = await Promise.all(curls.map(runCurl));
+  expect(curls).toHaveLength(5);
+  const [subsRes, activityRes, checkRes, eventsRes, mrrRes] = await Promise.all(curls.map(runCurl));
+  expect(mrrRes!.status).toBe(200);
+  const mrr = (await mrrRes!.json()) as { tokens: { currency: string; mrr: string; periods: unknown[] }[] };
+  expect(mrr.tokens.map((t) => t.currency).sort()).toEqual(["DAI", "USDC"]);
+  expect(mrr.tokens.every((t) => BigInt(t.mrr) > 0n)).toBe(true);
   expect(eventsRes!.status).toBe(200);
   expect(((await eventsRes!.json()) as unknown[]).length).toBe(5);
   expect(subsRes!.status).toBe(200);

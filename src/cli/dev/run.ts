@@ -142,7 +142,7 @@ function bannerLines(x: {
   const module = seeded.modules.streaming.toLowerCase();
   return [
     `Dev environment ready in ${x.seconds} s: ${chains}, processor ${seeded.processor.toLowerCase()},`,
-    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions` +
+    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions over ${seeded.historyDays} days` +
       `${x.demos.length > 1 ? " on each chain" : ""}, keeper, indexer, API and webhooks on ${x.dataDir}.`,
     "",
     `API: ${url}`,
@@ -157,6 +157,7 @@ function bannerLines(x: {
     `curl -s ${auth} "${url}/v0/activity/${merchant}?limit=10"`,
     `curl -s "${url}/v0/auth/check?module_address=${module}&wallet=${seeded.sampleWallet.toLowerCase()}&plan_ids=1,2"`,
     `curl -s ${auth} "${url}/v0/events/${merchant}?limit=5"`,
+    `curl -s ${auth} "${url}/v0/stats/${merchant}/mrr?interval=month"`,
     ...x.demos.slice(1).map((d) => `curl -s ${auth} "${url}/v0/subscriptions/${merchant}?chain_id=${d.anvil.chainId}"`),
     `Gated API example: SUBS_URL=${url} MODULE=${module} PLANS=1,2 RPC_URL=${x.demos[0]!.anvil.rpcUrl} sh scripts/bun.sh examples/gated-api/server.ts`,
     "",

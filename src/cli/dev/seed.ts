@@ -52,6 +52,8 @@ export type Seeded = {
   sampleWallet: Address;
   subscribers: number;
   subscriptions: number;
+  /** Days from the first seeded block to the last. */
+  historyDays: number;
 };
 
 const NAMES = [
@@ -291,6 +293,7 @@ export async function seedDemo(rpcUrl: string, chainId: number): Promise<Seeded>
     sampleWallet: c.people.yolanda,
     subscribers: NAMES.length + GROWTH_CUSTOMERS,
     subscriptions: 22 + history.subscriptions,
+    historyDays: Math.round(HISTORY_S / DAY),
   };
 }
 

@@ -3,7 +3,7 @@
  * months of growth (dev/history.ts: sign-ups over the weeks, renewals, plan changes, cancellations, failed renewals
  * and recoveries, a blocked subscriber), then in its last month twenty subscribers whose histories cover every
  * status, activity type and failure reason. Accounts are anvil's unlocked dev accounts (no keys needed): #0
- * deployer, #1 merchant, #4 keeper, subscribers from #2, #3, #5, #7, #9 and #10–#24, the growth customers from #25.
+ * deployer, #1 merchant, #4 keeper, subscribers from #2, #3, #5, #7, #9 and #10–#24, the growth customers from account 25 on.
  * Start anvil with {@link demoAnvilArgs} so that the history ends now.
  */
 import {
@@ -25,7 +25,7 @@ import { createModule, deployProtocol, deployToken, type DeployWallet } from "..
 import { createHistory } from "./history";
 
 const DAY = 86_400;
-/** Customers of the growth history (anvil accounts from #25 on). */
+/** Customers of the growth history (anvil accounts from the 26th on). */
 const GROWTH_CUSTOMERS = 48;
 /** The day of the history on which the twenty named subscribers arrive; their story ends 30 days and 1 h later. */
 const STORY_DAY = 93;

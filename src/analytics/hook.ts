@@ -58,15 +58,44 @@ const STATUS_TYPES = new Set(["subscription.created", "subscription.status_chang
 
 /** The MRR analytics: `derive` for the events hook, and `hook` for rollbacks (registered after the events hook). */
 export function mrrAnalytics() {
-  // The movements each batch wrote: laid over the table for the batches after it while it may not have committed.
-  const written = new WeakMap<BatchRows, StoredMovement[]>();
+  /**
+   * The movements each batch writes, laid over the table for the batches after it while it may not have committed.
+   * Promised from the batch's `beforeBulk` (which runs before the next batch's begins): the next batch's derivation
+   * may start before this one's has ended.
+   */
+  const written = new WeakMap<
+    BatchRows,
+    { promise: Promise<StoredMovement[]>; settle: (m: StoredMovement[] | Error) => void }
+  >();
+  const promise = (rows: BatchRows) => {
+    let settle: (m: StoredMovement[] | Error) => void = () => {};
+    const p = new Promise<StoredMovement[]>((resolve, reject) => {
+      settle = (m) => (m instanceof Error ? reject(m) : resolve(m));
+    });
+    p.catch(() => {}); // awaited by the next batch, which then fails as this one did
+    const entry = { promise: p, settle };
+    written.set(rows, entry);
+    return entry;
+  };
 
-  const derive: DerivedEvents = async (tx: Q, { chainId, events, batch, inFlight, hashOf }) => {
-    const status = events.filter((e) => e.snapshot && STATUS_TYPES.has(e.type));
-    if (status.length === 0) {
-      if (batch) written.set(batch.rows, []);
-      return [];
+  const derive: DerivedEvents = async (tx, input) => {
+    const entry = input.batch ? (written.get(input.batch.rows) ?? promise(input.batch.rows)) : undefined;
+    try {
+      const { movements, events } = await deriveMovements(tx, input);
+      entry?.settle(movements);
+      return events;
+    } catch (err) {
+      entry?.settle(err instanceof Error ? err : new Error(String(err)));
+      throw err;
     }
+  };
+
+  const deriveMovements = async (
+    tx: Q,
+    { chainId, events, batch, inFlight, hashOf }: Parameters<DerivedEvents>[1],
+  ): Promise<{ movements: StoredMovement[]; events: NewEvent[] }> => {
+    const status = events.filter((e) => e.snapshot && STATUS_TYPES.has(e.type));
+    if (status.length === 0) return { movements: [], events: [] };
     // Plans: the table, then the plans of the batches in flight and of this batch (not in the table yet).
     const planKeys = new Map<string, [string, string]>();
     for (const e of status) {
@@ -153,7 +182,7 @@ export function mrrAnalytics() {
     for (const c of changes) keys.set(customerKey(c.merchant, c.customer, c.token), c);
     const customers = await loadCustomers(tx, chainId, [...keys.values()]);
     for (const r of inFlight) {
-      for (const m of written.get(r) ?? []) {
+      for (const m of (await written.get(r)?.promise) ?? []) {
         const key = customerKey(m.merchant, m.customer, m.token);
         if (keys.has(key)) customers.set(key, { mrr: m.mrrAfter, kind: m.kind, reason: m.reason, at: m.at });
       }
@@ -184,12 +213,14 @@ export function mrrAnalytics() {
       });
     }
     await insertMovements(tx, chainId, stored);
-    if (batch) written.set(batch.rows, stored);
-    return out;
+    return { movements: stored, events: out };
   };
 
   const hook: IndexerHook = {
     name: "mrr-movements",
+    async beforeBulk(_tx, ctx) {
+      promise(ctx.rows);
+    },
     async onRollback(tx, ctx) {
       await deleteMovementsAbove(tx, ctx.chainId, ctx.ancestor);
     },

@@ -168,10 +168,68 @@ async function step(rnd: ReturnType<typeof prng>) {
     await attempt("refill", () => token("deployer", tokens.usdc!, "mint", [chain.address(wallet), 10n ** 12n]));
   } else {
     await attempt("time", async () => {
-      await chain.testClient.increaseTime({ seconds: 3_600 + rnd.int(4 * DAY) });
+      await chain.testClient.increaseTime({ seconds: 3_600 + rnd.int(2 * DAY) });
       await chain.testClient.mine({ blocks: 1 });
     });
+    // Often a keeper runs right after: renewals, and failed charges inside the grace period.
+    if (rnd.int(2)) for (const s of subs) await attempt("charge", () => chain.charge(s.plan.address, s.id));
   }
+}
+
+/**
+ * Churn for each reason a charge fails (on a module of its own, so no earlier step stands in the way), then a
+ * recovery: failed renewals inside the grace period, the expiries they end in, and a renewal that wins one back.
+ */
+async function involuntary() {
+  const module = await chain.createModule("merchant");
+  await chain.createPlan("merchant", module, {
+    planId: 1,
+    token: tokens.usdc!,
+    amount: 20_000_000n,
+    interval: 7 * DAY,
+    gracePeriod: DAY,
+  });
+  plans.push({
+    module: module.toLowerCase(),
+    address: module,
+    planId: "1",
+    token: tokens.usdc!.toLowerCase(),
+    amount: 20_000_000n,
+    interval: 7 * DAY,
+    grace: DAY,
+  });
+  const usdc = (who: WalletName, functionName: string, args: unknown[]) =>
+    chain.send(
+      chain.wallet(who).writeContract({ address: tokens.usdc!, abi: testTokenAbi, functionName, args } as never),
+    );
+  const who: WalletName[] = ["alice", "bob", "carol"];
+  for (const w of who) {
+    await usdc("deployer", "mint", [chain.address(w), 10n ** 12n]);
+    await usdc(w, "approve", [chain.processor, 10n ** 30n]);
+  }
+  const expiry = (await chain.now()) + BigInt(3 * DAY);
+  const ids = [];
+  for (const w of who) {
+    const id = await chain.subscribe(w, module, 1, { allowanceExpiry: w === "carol" ? expiry : 0n });
+    await chain.charge(module, id);
+    ids.push(id);
+  }
+  const balance = await chain.publicClient.readContract({
+    address: tokens.usdc!,
+    abi: testTokenAbi,
+    functionName: "balanceOf",
+    args: [chain.address("alice")],
+  });
+  await usdc("alice", "transfer", [chain.address("deployer"), balance]);
+  await usdc("bob", "approve", [chain.processor, 0n]);
+  await chain.testClient.increaseTime({ seconds: 7 * DAY + 3_600 });
+  await chain.testClient.mine({ blocks: 1 });
+  for (const id of ids) await chain.charge(module, id);
+  await chain.testClient.increaseTime({ seconds: DAY });
+  await chain.testClient.mine({ blocks: 1 });
+  // Alice pays again: a reactivation within 30 days of an involuntary churn.
+  await usdc("deployer", "mint", [chain.address("alice"), 10n ** 12n]);
+  await chain.charge(module, ids[0]!);
 }
 
 /** Every movement of the merchant through the API, oldest first. */
@@ -277,6 +335,30 @@ function oraclePeriod(o: Oracle, token: string, s: number, e: number) {
 async function compareAll(o: Oracle, seen: { rates: number; reasons: Set<string>; kinds: Set<string> }) {
   const api = (await apiMovements()).map(comparable).sort(order);
   const mine = o.movements.map(comparable).sort(order);
+  if (process.env.MRR_DEBUG && JSON.stringify(api) !== JSON.stringify(mine)) {
+    const bad = api.find((m, i) => JSON.stringify(m) !== JSON.stringify(mine[i]));
+    console.log("first difference", bad, mine[api.indexOf(bad!)]);
+    console.log(
+      "REVERTED",
+      JSON.stringify(
+        await db.sql`select min(block_number), max(block_number), count(*) from merchant_events where reverted_by is not null`,
+      ),
+      JSON.stringify(await db.sql`select * from chains`),
+    );
+    for (const id of bad!.allocation_ids) {
+      const [, module, sid] = id.split(":");
+      console.log(
+        id,
+        await db.sql`select block_number, log_index, type, s_plan_id, s_status, s_previous_status, reverted_by is not null as rev, ts from merchant_events where s_module = ${module} and s_subscription_id = ${sid} order by seq`,
+      );
+      console.log(
+        "ACTIVITY",
+        JSON.stringify(
+          await db.sql`select block_number, block_time, type, reason from activity where module = ${module} and subscription_id = ${sid} order by block_number`,
+        ),
+      );
+    }
+  }
   expect(api).toEqual(mine);
   for (const m of mine) {
     seen.kinds.add(m.kind);
@@ -425,21 +507,47 @@ describe("MRR analytics on a random history", () => {
   test("every figure equals the oracle's, before and after a reorg; events follow the movements", async () => {
     const seen = { rates: 0, reasons: new Set<string>(), kinds: new Set<string>() };
     const rnd = prng(20261129);
-    for (let i = 0; i < 45; i++) await step(rnd);
+    for (let i = 0; i < 60; i++) await step(rnd);
     await index();
-    // A branch that a reorg removes: its movements and events must go, the new branch's come.
+    // A branch that a reorg removes, kept inside the indexer's reorg window (64 blocks): cancellations, a sign-up,
+    // expiries. Its movements and events must go, the new branch's come.
     const snap = await chain.snapshot();
-    const orphan = prng(7);
     const subsBefore = subs.length;
-    for (let i = 0; i < 12; i++) await step(orphan);
+    const cancel = (sub: (typeof subs)[number]) =>
+      chain.send(
+        chain.wallet(sub.wallet).writeContract({
+          address: sub.plan.address,
+          abi: subscriptionModuleAbi,
+          functionName: "cancel",
+          args: [sub.id],
+        } as never),
+      );
+    for (const sub of subs.slice(0, 4)) await cancel(sub).catch(() => {});
+    const fresh = await chain.subscribe("erin", plans[5]!.address, 1).catch(() => null);
+    if (fresh !== null) await chain.charge(plans[5]!.address, fresh);
     await chain.testClient.increaseTime({ seconds: 9 * DAY });
     await chain.testClient.mine({ blocks: 1 });
+    for (const sub of subs.slice(4, 14)) await chain.charge(sub.plan.address, sub.id).catch(() => {});
     await index();
     await compareAll(await loadOracle(db.sql, chain.chainId, merchant, plans), seen);
     const orphanEvents = (await compareEvents()).filter((r) => r.reverted_by === null).map((r) => r.id);
+    const orphanTop = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
     await chain.revert(snap);
     subs.length = subsBefore;
-    for (let i = 0; i < 45; i++) await step(rnd);
+    // The new branch is indexed as soon as it is longer than the old one: a reorg is seen within the indexer's
+    // window of recent blocks (a branch switch deeper than it is another matter).
+    const orphanHead = orphanTop;
+    let i = 0;
+    for (; i < 60 && (await chain.publicClient.getBlockNumber({ cacheTime: 0 })) <= orphanHead; i++) await step(rnd);
+    while ((await chain.publicClient.getBlockNumber({ cacheTime: 0 })) <= orphanHead)
+      await chain.testClient.mine({ blocks: 1 });
+    await index();
+    const [{ reorgs }] = await db.sql<
+      { reorgs: string }[]
+    >`select count(*) as reorgs from chains where last_reorg_at is not null`;
+    expect(reorgs).toBe("1");
+    for (; i < 60; i++) await step(rnd);
+    await involuntary();
     await chain.testClient.increaseTime({ seconds: 3 * DAY });
     await chain.testClient.mine({ blocks: 1 });
     await index();
@@ -460,7 +568,17 @@ describe("MRR analytics on a random history", () => {
       }),
     );
     expect([...seen.kinds].sort()).toEqual(["churn", "contraction", "expansion", "new", "reactivation"]);
-    expect(seen.reasons.size).toBeGreaterThanOrEqual(4);
+    for (const r of [
+      "cancelled_by_subscriber",
+      "blocked",
+      "paused",
+      "InsufficientBalance",
+      "InsufficientAllowance",
+      "AllowanceExpired",
+    ]) {
+      expect([...seen.reasons]).toContain(r);
+    }
+    expect(o.movements.some((m) => m.recovered)).toBe(true);
     expect(seen.rates).toBeGreaterThan(0);
   }, 600_000);
 });

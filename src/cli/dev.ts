@@ -1,8 +1,10 @@
 /**
  * `bun run dev`: the whole system on one machine with nothing to configure. Starts anvil (port 8545 when free),
- * deploys the protocol and demo tokens, seeds a demo merchant with two modules, four plans and twenty subscribers
- * whose histories cover every status, activity type and failure reason (dev/seed.ts), then runs indexer, keeper
- * and API on a fresh embedded database (./.data/dev) and prints the URLs, the merchant and an API key (dev/run.ts).
+ * deploys the protocol and demo tokens, seeds a demo merchant with two modules, six plans and four months of history
+ * ending now (growth, renewals, plan changes, cancellations, failed renewals and recoveries, a blocked subscriber) and
+ * twenty subscribers whose histories cover every status, activity type and failure reason (dev/seed.ts), then runs
+ * indexer, keeper and API on a fresh embedded database (./.data/dev) and prints the URLs, the merchant and an API
+ * key (dev/run.ts).
  *
  * Env/flags: PORT / --port (API, default 3000 or any free port), ANVIL_PORT / --anvil-port, --chains N (1 to 4
  * anvils with chain ids 31337, 31338, …, the demo on each, indexed by one process), LOG_LEVEL (default warn),
@@ -13,7 +15,7 @@ import { exitOnSignals, startErrorMessage } from "../service/process";
 import { runDev, type DevEnvironment } from "./dev/run";
 
 export { runDev, formatBanner, type DevEnvironment, type DevOptions } from "./dev/run";
-export { seedDemo, type Seeded } from "./dev/seed";
+export { demoAnvilArgs, seedDemo, type Seeded } from "./dev/seed";
 
 /** Reads `--name value` or `--name=value` from argv. */
 function flag(argv: string[], name: string): string | undefined {

@@ -10,6 +10,12 @@ export type Series = {
   bars?: boolean;
   fill?: boolean;
   dash?: number[];
+  /** What the legend shows for each point under the cursor (exact amounts), instead of the plotted value. */
+  display?: string[];
+  /** Only in the legend (hover), not drawn. */
+  legendOnly?: boolean;
+  /** "right": plotted against a second axis on the right. */
+  axis?: "right";
 };
 
 const fmtAxisDate = (interval: string) => (_u: uPlot, splits: number[]) =>
@@ -31,17 +37,37 @@ export function timeChart(opts: {
   height?: number;
   data?: unknown;
   valueFormat?: (v: number) => string;
+  /** The legend follows the cursor and shows each series' value there (`display` when given). */
+  hover?: boolean;
+  /** Labels of the right axis (when a series has `axis: "right"`). */
+  rightFormat?: (v: number) => string;
 }): HTMLElement {
   const box = h("div", { class: "chart", dataset: { chart: JSON.stringify(opts.data ?? null) } });
   const bars = uPlot.paths.bars!({ size: [0.6, 40] });
+  const none = () => null;
+  const gaps = opts.x.slice(1).map((v, i) => v - opts.x[i]!);
+  const pad = gaps.length ? Math.min(...gaps) / 2 : 43_200;
+  const right = opts.series.some((s) => s.axis === "right");
+  const date = (s: number) =>
+    new Date(s * 1000).toLocaleDateString("en-US", {
+      month: "short",
+      day: "numeric",
+      year: "numeric",
+      timeZone: "UTC",
+    });
   const make = (width: number) =>
     new uPlot(
       {
         width,
         height: opts.height ?? 220,
-        legend: { show: true, live: false },
+        legend: { show: true, live: opts.hover ?? false },
         cursor: { drag: { x: false, y: false } },
-        scales: { x: { time: true } },
+        // Away from the chart, the hover legend shows the latest period.
+        hooks: opts.hover ? { setCursor: [(u: uPlot) => u.cursor.idx == null && showLatest(u)] } : undefined,
+        scales: {
+          // Half a period of room on each side, so the first and last bars are whole.
+          x: { time: true, range: (_u, min, max) => [min - pad, max + pad] },
+        },
         axes: [
           { values: fmtAxisDate(opts.interval), stroke: "#697386", grid: { show: false }, ticks: { show: false } },
           {
@@ -51,28 +77,50 @@ export function timeChart(opts: {
             size: 64,
             values: (_u, splits) => splits.map((v) => (opts.valueFormat ? opts.valueFormat(v) : compact(v))),
           },
+          ...(right
+            ? [
+                {
+                  scale: "right",
+                  side: 1,
+                  stroke: "#697386",
+                  grid: { show: false },
+                  ticks: { show: false },
+                  size: 64,
+                  values: (_u: uPlot, splits: number[]) => splits.map((v) => (opts.rightFormat ?? compact)(v)),
+                },
+              ]
+            : []),
         ],
         series: [
-          {},
+          { label: "Period", value: (_u, v) => (v === null ? "—" : date(v)) },
           ...opts.series.map((s) => ({
             label: s.label,
             stroke: s.color,
-            width: s.bars ? 0 : 2,
+            width: s.bars || s.legendOnly ? 0 : 2,
             fill: s.bars ? s.color : s.fill ? `${s.color}1f` : undefined,
-            paths: s.bars ? bars : undefined,
+            fillTo: s.bars ? 0 : undefined,
+            paths: s.legendOnly ? none : s.bars ? bars : undefined,
             dash: s.dash,
+            scale: s.axis === "right" ? "right" : "y",
             points: { show: false },
+            value: s.display
+              ? (_u: uPlot, _v: number | null, _i: number, idx: number | null) =>
+                  idx === null ? "—" : (s.display![idx] ?? "—")
+              : undefined,
           })),
         ],
       },
       [opts.x, ...opts.series.map((s) => s.values)] as uPlot.AlignedData,
       box,
     );
+  const showLatest = (u: uPlot) => opts.x.length > 0 && u.setLegend({ idx: opts.x.length - 1 }, false);
   let plot: uPlot | null = null;
   const observer = new ResizeObserver(() => {
     const width = Math.max(240, Math.floor(box.clientWidth));
-    if (!plot) plot = make(width);
-    else if (Math.abs(plot.width - width) > 2) plot.setSize({ width, height: opts.height ?? 220 });
+    if (!plot) {
+      plot = make(width);
+      if (opts.hover) showLatest(plot);
+    } else if (Math.abs(plot.width - width) > 2) plot.setSize({ width, height: opts.height ?? 220 });
   });
   observer.observe(box);
   return box;

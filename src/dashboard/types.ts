@@ -8,3 +8,4 @@ export type { EndpointObject as WebhookEndpoint, DeliveryObject as DeliveryAttem
 
 /** Statuses in display order. */
 export const STATUSES = ["ACTIVE", "PENDING", "PAUSED", "EXPIRED", "CANCELLED", "BLOCKED"] as const;
+export type { MrrResponse, MrrPeriod, MovementRecord, CohortsResponse } from "../http/features/mrr/model";

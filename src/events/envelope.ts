@@ -12,6 +12,8 @@ export const EVENT_TYPES = [
   "subscription.renewal_upcoming",
   "subscription.renewal_at_risk",
   "subscription.renewal_recovered",
+  "customer.churned",
+  "customer.reactivated",
   "event.reverted",
   "webhook.test",
 ] as const;

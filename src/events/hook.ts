@@ -52,6 +52,29 @@ export type EventRange = {
 /** More events derived from a batch (placed in their blocks), stored and numbered with the batch's own. */
 export type ExtraEvents = (tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]) => Promise<NewEvent[]>;
 
+/**
+ * Events derived from a set of the log's own events before they are stored (the MRR movements' customer events):
+ * a batch's (`batch` its context, `inFlight` the batches written before it that may not have committed), or the
+ * expiries an idle poll announces (`batch` null). `hashOf` gives the hash of the block an event belongs to.
+ */
+export type DerivedEvents = (
+  tx: Q,
+  input: {
+    chainId: number;
+    events: readonly NewEvent[];
+    batch: BatchContext | null;
+    inFlight: readonly BatchRows[];
+    hashOf: (blockNumber: bigint, ts: number) => Promise<string>;
+  },
+) => Promise<NewEvent[]>;
+
+/** The hash of the block a batch's event belongs to: a log's own, else (an expiry) the block placed at its instant. */
+function batchHashes(ctx: BatchContext) {
+  const hashes = new Map<bigint, string>([[ctx.rows.batch.to, ctx.rows.batch.toHeader.hash]]);
+  for (const ev of ctx.rows.batch.events) hashes.set(ev.blockNumber, ev.blockHash);
+  return async (blockNumber: bigint, ts: number) => hashes.get(blockNumber) ?? (await ctx.blockAt(ts)).hash;
+}
+
 /** Called inside the writing transaction after events were inserted (the webhook fan-out). */
 export type OnEvents = (tx: Q, range: EventRange) => Promise<unknown>;
 
@@ -154,7 +177,9 @@ const withExtra = (events: NewEvent[], extra: NewEvent[] | undefined) =>
 const foldsEarly = (ctx: BatchContext) => !ctx.reorg;
 
 /** The hook; `onEvents` runs in the same transaction after each write of events; `now` is the wall clock (s). */
-export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extra?: ExtraEvents } = {}): IndexerHook {
+export function eventsHook(
+  opts: { onEvents?: OnEvents; now?: () => number; extra?: ExtraEvents; derive?: DerivedEvents } = {},
+): IndexerHook {
   const clock = opts.now ?? (() => Math.floor(Date.now() / 1000));
   const written = async (
     tx: Q,
@@ -164,6 +189,14 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extr
   ) => {
     if (range && opts.onEvents) await opts.onEvents(tx, { chainId, ...range, withdrawals });
   };
+  /** A batch's events and those derived from them. */
+  const withDerived = async (tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[], events: NewEvent[]) =>
+    opts.derive
+      ? withExtra(
+          events,
+          await opts.derive(tx, { chainId: ctx.chainId, events, batch: ctx, inFlight, hashOf: batchHashes(ctx) }),
+        )
+      : events;
   // The base of each batch's block of seqs, from `beforeBulk` to `onBatch` (the same rows object).
   const bases = new WeakMap<object, bigint>();
   // The fold of each batch that folds early, started by `beforeBulk`, stored by `afterBulk`.
@@ -215,13 +248,15 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extr
       // The activity rows are in: the batch's events can be stored and fanned out.
       if (events) {
         // `extra` reads only now: during the bulk rows' COPY the connection takes no other query.
-        const all = withExtra(await events, opts.extra && (await opts.extra(tx, ctx, ctx.inFlight)));
+        const own = await withDerived(tx, ctx, ctx.inFlight, await events);
+        const all = withExtra(own, opts.extra && (await opts.extra(tx, ctx, ctx.inFlight)));
         await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, all));
       }
     },
     async onBatch(tx, ctx) {
       if (early.delete(ctx.rows)) return;
-      const events = withExtra(await batchEvents(tx, ctx, []), opts.extra && (await opts.extra(tx, ctx, [])));
+      const own = await withDerived(tx, ctx, [], await batchEvents(tx, ctx, []));
+      const events = withExtra(own, opts.extra && (await opts.extra(tx, ctx, [])));
       await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, events));
     },
     async beforeRollback(tx, ctx) {
@@ -240,7 +275,11 @@ export function eventsHook(opts: { onEvents?: OnEvents; now?: () => number; extr
         if (!hash) return; // the cursor moved meanwhile: the next idle poll tries again
         const due = await expiringBetween(tx, ctx.chainId, ctx.indexedTime!, now, new Set());
         const block = { number: ctx.indexedBlock!, hash: hash.hash };
-        const events = sortEvents(dueExpiries(ctx.chainId, due, () => block, 2147483647));
+        let events = sortEvents(dueExpiries(ctx.chainId, due, () => block, 2147483647));
+        if (opts.derive && events.length > 0) {
+          const input = { chainId: ctx.chainId, events, batch: null, inFlight: [], hashOf: async () => block.hash };
+          events = withExtra(events, await opts.derive(tx, input));
+        }
         await written(tx, ctx.chainId, await insertEvents(tx, ctx.chainId, events));
       });
     },

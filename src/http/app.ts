@@ -18,6 +18,7 @@ import { webhooksSection } from "./features/docs/webhooks";
 import { createApiCaches } from "./caches";
 import { createLogger } from "../common/log";
 import { statsRoutes } from "./features/stats";
+import { mrrRoutes } from "./features/mrr";
 import { eventRoutes } from "./features/events";
 import { webhookRoutes } from "./features/webhooks";
 import { apiKeyRoutes } from "./features/api-keys";
@@ -48,6 +49,7 @@ export function createApp(deps: AppDeps) {
     .use(renewalRoutes(routeDeps))
     .use(checkRoutes(routeDeps, caches.check))
     .use(statsRoutes(routeDeps))
+    .use(mrrRoutes(routeDeps))
     .use(eventRoutes(routeDeps))
     .use(webhookRoutes(routeDeps))
     .use(apiKeyRoutes(routeDeps))

@@ -60,10 +60,40 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
   );
   expect(new Set(activity.map((a) => a.currency))).toEqual(new Set(["USDC", "DAI", "BUSD"]));
 
+  // At least 120 days of history before now: sign-ups in most weeks, more in the later half, charges from the first
+  // weeks on, and the failures, cancellations and the block spread over the months.
+  const now = Date.now();
+  const since = new Date(now - 126 * 86_400_000).toISOString();
+  const weekly = (await (
+    await fetch(`${api}/v0/stats/${merchant}?interval=week&since=${since}`, { headers })
+  ).json()) as {
+    periods: string[];
+    revenue: { period_start: string }[];
+    failures: { period_start: string }[];
+    subscriptions: { periods: { period_start: string; created: number; cancelled: number }[] };
+  };
+  const created = weekly.subscriptions.periods.map((p) => p.created);
+  expect(created.filter((n) => n > 0).length).toBeGreaterThanOrEqual(12);
+  const half = Math.floor(created.length / 2);
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+  expect(sum(created.slice(half))).toBeGreaterThan(sum(created.slice(0, half)));
+  const daily = (await (
+    await fetch(`${api}/v0/stats/${merchant}?interval=day&since=${since}`, { headers })
+  ).json()) as { revenue: { period_start: string }[] };
+  const firstCharge = Math.min(...daily.revenue.map((r) => Date.parse(r.period_start)));
+  expect(now - firstCharge).toBeGreaterThan(120 * 86_400_000);
+  const olderThan = (iso: string, days: number) => now - Date.parse(iso) > days * 86_400_000;
+  expect(weekly.failures.some((f) => olderThan(f.period_start, 35))).toBe(true);
+  expect(weekly.subscriptions.periods.some((p) => p.cancelled > 0 && olderThan(p.period_start, 35))).toBe(true);
+
   // The three copy-paste lines answer with data.
   const curls = out.split("\n").filter((l) => l.startsWith("curl "));
-  expect(curls).toHaveLength(4);
-  const [subsRes, activityRes, checkRes, eventsRes] = await Promise.all(curls.map(runCurl));
+  expect(curls).toHaveLength(5);
+  const [subsRes, activityRes, checkRes, eventsRes, mrrRes] = await Promise.all(curls.map(runCurl));
+  expect(mrrRes!.status).toBe(200);
+  const mrr = (await mrrRes!.json()) as { tokens: { currency: string; mrr: string; periods: unknown[] }[] };
+  expect(mrr.tokens.map((t) => t.currency).sort()).toEqual(["DAI", "USDC"]);
+  expect(mrr.tokens.every((t) => BigInt(t.mrr) > 0n)).toBe(true);
   expect(eventsRes!.status).toBe(200);
   expect(((await eventsRes!.json()) as unknown[]).length).toBe(5);
   expect(subsRes!.status).toBe(200);

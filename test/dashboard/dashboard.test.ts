@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { privateKeyToAccount } from "viem/accounts";
 import { startAnvil, type Anvil } from "../../src/chain/anvil";
-import { seedDemo } from "../../src/cli/dev";
+import { demoAnvilArgs, seedDemo } from "../../src/cli/dev";
 import { loadConfig } from "../../src/common/config";
 import { startService, type Service } from "../../src/service";
 import { createApiKey } from "../../src/auth/api-keys";
@@ -45,7 +45,7 @@ const requests: string[] = [];
 const errors: string[] = [];
 
 beforeAll(async () => {
-  anvil = await startAnvil({ args: ["--accounts", "25"] });
+  anvil = await startAnvil({ args: demoAnvilArgs() });
   const seeded = await seedDemo(anvil.rpcUrl, anvil.chainId);
   // The wallet sign-in names the page's host, so SIWE_DOMAIN must be the listener's own host:port.
   const port = await freePort();

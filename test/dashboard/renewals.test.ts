@@ -9,7 +9,7 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { startAnvil, type Anvil } from "../../src/chain/anvil";
 import { installMulticall3 } from "../../src/chain/multicall3";
 import { publicClientFor } from "../../src/chain/clients";
-import { seedDemo } from "../../src/cli/dev";
+import { demoAnvilArgs, seedDemo } from "../../src/cli/dev";
 import { loadConfig } from "../../src/common/config";
 import { createApiKey } from "../../src/auth/api-keys";
 import { renewalAction } from "../../src/dashboard/pages/renewals";
@@ -43,7 +43,7 @@ async function go(hash: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  anvil = await startAnvil({ args: ["--accounts", "25"] });
+  anvil = await startAnvil({ args: demoAnvilArgs() });
   await installMulticall3(anvil.rpcUrl);
   const seeded = await seedDemo(anvil.rpcUrl, anvil.chainId);
   const port = await freePort();

@@ -11,7 +11,7 @@ import { migrate } from "../../db/migrate";
 import { startService, type Service } from "../../service";
 import { createEndpoint } from "../../webhooks/endpoints";
 import { startDemoReceiver, type DemoReceiver } from "./receiver";
-import { seedDemo, subscribeNow, type Seeded } from "./seed";
+import { demoAnvilArgs, seedDemo, subscribeNow, type Seeded } from "./seed";
 
 /** anvil's well-known dev key #4 (mnemonic "test … junk"): the demo keeper. Never use it on a real chain. */
 const DEV_KEEPER_KEY = "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a";
@@ -142,7 +142,7 @@ function bannerLines(x: {
   const module = seeded.modules.streaming.toLowerCase();
   return [
     `Dev environment ready in ${x.seconds} s: ${chains}, processor ${seeded.processor.toLowerCase()},`,
-    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions` +
+    `${seeded.subscribers} demo subscribers with ${seeded.subscriptions} subscriptions over ${seeded.historyDays} days` +
       `${x.demos.length > 1 ? " on each chain" : ""}, keeper, indexer, API and webhooks on ${x.dataDir}.`,
     "",
     `API: ${url}`,
@@ -157,6 +157,7 @@ function bannerLines(x: {
     `curl -s ${auth} "${url}/v0/activity/${merchant}?limit=10"`,
     `curl -s "${url}/v0/auth/check?module_address=${module}&wallet=${seeded.sampleWallet.toLowerCase()}&plan_ids=1,2"`,
     `curl -s ${auth} "${url}/v0/events/${merchant}?limit=5"`,
+    `curl -s ${auth} "${url}/v0/stats/${merchant}/mrr?interval=month"`,
     ...x.demos.slice(1).map((d) => `curl -s ${auth} "${url}/v0/subscriptions/${merchant}?chain_id=${d.anvil.chainId}"`),
     `Gated API example: SUBS_URL=${url} MODULE=${module} PLANS=1,2 RPC_URL=${x.demos[0]!.anvil.rpcUrl} sh scripts/bun.sh examples/gated-api/server.ts`,
     "",
@@ -186,7 +187,7 @@ export async function runDev(opts: DevOptions = {}): Promise<DevEnvironment> {
     // Chain ids 31337, 31338, …: the first anvil on ANVIL_PORT (8545 when free), the others on any free port.
     const demos = await Promise.all(
       Array.from({ length: Math.max(1, opts.chains ?? 1) }, async (_, i) => {
-        const args = ["--accounts", "25", "--chain-id", String(31337 + i)];
+        const args = [...demoAnvilArgs(), "--chain-id", String(31337 + i)];
         const anvil = await startAnvil({ port: i === 0 ? anvilPort : undefined, args });
         anvils.push(anvil);
         await installMulticall3(anvil.rpcUrl);

@@ -1,8 +1,10 @@
 /**
- * The demo `bun run dev` seeds on a fresh anvil: a merchant with two modules and four plans in three tokens, and
- * twenty subscribers whose histories cover every status, activity type and failure reason. Accounts are anvil's
- * unlocked dev accounts (no keys needed): #0 deployer, #1 merchant, #4 keeper, subscribers from #2, #3, #5, #7, #9
- * and #10–#24.
+ * The demo `bun run dev` seeds on a fresh anvil: a merchant with two modules and six plans in three tokens, four
+ * months of growth (dev/history.ts: sign-ups over the weeks, renewals, plan changes, cancellations, failed renewals
+ * and recoveries, a blocked subscriber), then in its last month twenty subscribers whose histories cover every
+ * status, activity type and failure reason. Accounts are anvil's unlocked dev accounts (no keys needed): #0
+ * deployer, #1 merchant, #4 keeper, subscribers from #2, #3, #5, #7, #9 and #10–#24, the growth customers from account 25 on.
+ * Start anvil with {@link demoAnvilArgs} so that the history ends now.
  */
 import {
   createPublicClient,
@@ -20,8 +22,23 @@ import {
 import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../../chain/abis";
 import { chainDefinition } from "../../chain/define";
 import { createModule, deployProtocol, deployToken, type DeployWallet } from "../../chain/deploy";
+import { createHistory } from "./history";
 
 const DAY = 86_400;
+/** Customers of the growth history (anvil accounts from the 26th on). */
+const GROWTH_CUSTOMERS = 48;
+/** The day of the history on which the twenty named subscribers arrive; their story ends 30 days and 1 h later. */
+const STORY_DAY = 93;
+/** How long the seeded history is: from anvil's genesis to the last seeded block. */
+export const HISTORY_S = (STORY_DAY + 30) * DAY + 3600;
+
+/**
+ * anvil arguments for the demo: enough unlocked accounts, and a genesis {@link HISTORY_S} before `nowS` so that the
+ * seeded history ends about now (the chain's clock then runs on from there).
+ */
+export function demoAnvilArgs(nowS = Math.floor(Date.now() / 1000)): string[] {
+  return ["--accounts", String(25 + GROWTH_CUSTOMERS), "--timestamp", String(nowS - HISTORY_S)];
+}
 const USDC = 10n ** 6n;
 const DAI = 10n ** 18n;
 
@@ -35,6 +52,8 @@ export type Seeded = {
   sampleWallet: Address;
   subscribers: number;
   subscriptions: number;
+  /** Days from the first seeded block to the last. */
+  historyDays: number;
 };
 
 const NAMES = [
@@ -50,7 +69,8 @@ async function connect(rpcUrl: string, chainId: number) {
   const pc = createPublicClient({ chain, transport, cacheTime: 0, pollingInterval: 5 }) as PublicClient;
   const test = createTestClient({ chain, transport, mode: "anvil" });
   const all = await createWalletClient({ chain, transport }).getAddresses();
-  if (all.length < 25) throw new Error(`anvil has ${all.length} accounts, the demo needs 25`);
+  const needed = 25 + GROWTH_CUSTOMERS;
+  if (all.length < needed) throw new Error(`anvil has ${all.length} accounts, the demo needs ${needed}`);
   const wallet = (account: Address) =>
     createWalletClient({ chain, transport, account, pollingInterval: 5 }) as DeployWallet;
   const queues = new Map<Address, Promise<unknown>>();
@@ -72,11 +92,12 @@ async function connect(rpcUrl: string, chainId: number) {
   const [deployer, merchant, , , keeper] = all as [Address, Address, Address, Address, Address];
   const subs = [all[2], all[3], all[5], all[7], all[9], ...all.slice(10, 25)] as Address[];
   const people = Object.fromEntries(NAMES.map((n, i) => [n, subs[i]!])) as Record<Name, Address>;
-  return { pc, test, wallet, send, deployer, merchant, keeper, people, spare: all[6] as Address };
+  const growth = all.slice(25, needed) as Address[];
+  return { pc, test, wallet, send, deployer, merchant, keeper, people, growth, spare: all[6] as Address };
 }
 type Conn = Awaited<ReturnType<typeof connect>>;
 
-/** Protocol, tokens (USDC, DAI and BUSD whose transferFrom returns false), the keeper, two modules, four plans. */
+/** Protocol, tokens (USDC, DAI and BUSD whose transferFrom returns false), the keeper, two modules, six plans. */
 async function deployDemo(c: Conn) {
   const { pc, wallet, deployer, merchant } = c;
   const { processor, startBlock } = await deployProtocol({
@@ -103,12 +124,15 @@ async function deployDemo(c: Conn) {
   const { usdc, dai, busd } = await tokens;
   const plan = (module: Address, args: unknown[]) =>
     c.send(merchant, module, subscriptionModuleAbi, "createPlan", args);
-  // Streaming: 1 = monthly in USDC, 2 = yearly in DAI. Pro: 1 = weekly in DAI, 2 = monthly in BUSD.
+  // Streaming: 1 = monthly in USDC, 2 = yearly in DAI, 3 = "plus" monthly in USDC.
+  // Pro: 1 = weekly in DAI, 2 = monthly in BUSD, 3 = "team" weekly in DAI.
   await Promise.all([
     plan(streaming, [1, usdc, 9_990_000n, 30 * DAY, 3 * DAY]),
     plan(streaming, [2, dai, 99n * DAI, 365 * DAY, 7 * DAY]),
+    plan(streaming, [3, usdc, 29_990_000n, 30 * DAY, 3 * DAY]),
     plan(pro, [1, dai, 5n * DAI, 7 * DAY, 2 * DAY]),
     plan(pro, [2, busd, 20n * USDC, 30 * DAY, 3 * DAY]),
+    plan(pro, [3, dai, 12n * DAI, 7 * DAY, 2 * DAY]),
   ]);
   return { processor, startBlock, usdc, dai, busd, streaming, pro };
 }
@@ -204,12 +228,12 @@ async function dayZeroChanges(c: Conn, d: Deployed, a: Actions, ids: Ids) {
   ]);
 }
 
-/** Day 30 + 1 h: monthly renewals are due, weekly plans without a renewal have lapsed. */
-async function dayThirty(c: Conn, d: Deployed, a: Actions, ids: Ids) {
+/** Day 30 + 1 h (`at`): monthly renewals are due, weekly plans without a renewal have lapsed. */
+async function dayThirty(c: Conn, d: Deployed, a: Actions, ids: Ids, at: number) {
   const { fund, subscribe, mod, token, charge } = a;
   const { usdc, busd, dai, streaming, pro } = d;
   const p = c.people;
-  await c.test.increaseTime({ seconds: 30 * DAY + 3600 });
+  await c.test.setNextBlockTimestamp({ timestamp: BigInt(at) });
   await c.test.mine({ blocks: 1 });
   const [sybil2, grace, heidi, ivan, olivia] = await Promise.all([
     subscribe(p.sybil, streaming, 1),
@@ -233,9 +257,33 @@ export async function seedDemo(rpcUrl: string, chainId: number): Promise<Seeded>
   const c = await connect(rpcUrl, chainId);
   const d = await deployDemo(c);
   const a = actions(c, d);
+  const t0 = Number((await c.pc.getBlock({ blockTag: "latest" })).timestamp);
+  await c.test.setBlockGasLimit({ gasLimit: 1_000_000_000n });
+  const history = createHistory({
+    rpcUrl,
+    processor: d.processor,
+    keeper: c.keeper,
+    merchant: c.merchant,
+    customers: c.growth,
+    t0,
+    lastDay: STORY_DAY + 29,
+    plans: {
+      basic: { module: d.streaming, planId: 1, token: d.usdc, amount: 9_990_000n, interval: 30 * DAY },
+      plus: { module: d.streaming, planId: 3, token: d.usdc, amount: 29_990_000n, interval: 30 * DAY },
+      yearly: { module: d.streaming, planId: 2, token: d.dai, amount: 99n * DAI, interval: 365 * DAY },
+      weekly: { module: d.pro, planId: 1, token: d.dai, amount: 5n * DAI, interval: 7 * DAY },
+      team: { module: d.pro, planId: 3, token: d.dai, amount: 12n * DAI, interval: 7 * DAY },
+    },
+  });
+  await history.runDays(0, STORY_DAY);
+  // The named subscribers' story: its day 0 is the history's STORY_DAY, and it ends 30 days and 1 h later.
+  const storyStart = t0 + STORY_DAY * DAY;
+  await c.test.setNextBlockTimestamp({ timestamp: BigInt(storyStart) });
+  await c.test.mine({ blocks: 1 });
   const ids = await dayZero(c, d, a);
   await dayZeroChanges(c, d, a, ids);
-  await dayThirty(c, d, a, ids);
+  await history.runDays(STORY_DAY, STORY_DAY + 30);
+  await dayThirty(c, d, a, ids, storyStart + 30 * DAY + 3600);
   return {
     processor: d.processor,
     startBlock: d.startBlock,
@@ -243,8 +291,9 @@ export async function seedDemo(rpcUrl: string, chainId: number): Promise<Seeded>
     modules: { streaming: d.streaming, pro: d.pro },
     usdc: d.usdc,
     sampleWallet: c.people.yolanda,
-    subscribers: NAMES.length,
-    subscriptions: 22,
+    subscribers: NAMES.length + GROWTH_CUSTOMERS,
+    subscriptions: 22 + history.subscriptions,
+    historyDays: Math.round(HISTORY_S / DAY),
   };
 }
 

@@ -4,7 +4,16 @@ import { apiKeysPage } from "./api-keys";
 import { overviewPage } from "./overview";
 import type { Page } from "./page";
 import { renewalsPage } from "./renewals";
+import { revenuePage } from "./revenue";
 import { subscriptionsPage } from "./subscriptions";
 import { webhooksPage } from "./webhooks";
 
-export const pages: Page[] = [overviewPage, subscriptionsPage, renewalsPage, activityPage, webhooksPage, apiKeysPage];
+export const pages: Page[] = [
+  overviewPage,
+  revenuePage,
+  subscriptionsPage,
+  renewalsPage,
+  activityPage,
+  webhooksPage,
+  apiKeysPage,
+];

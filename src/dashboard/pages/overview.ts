@@ -1,4 +1,4 @@
-/** Overview: revenue per token over time (gross and net), run rate, subscribers by status, failures by reason. */
+/** Overview: revenue per token over time (bars of gross revenue: net and fees), run rate, subscribers by status, failures by reason. */
 import { api, qs } from "../api";
 import { timeChart } from "../chart";
 import { card, h, replace } from "../dom";
@@ -61,6 +61,7 @@ function revenueCard(stats: Stats, totals: TokenTotals[]): HTMLElement {
     );
     const gross = stats.periods.map((p) => rows.get(p)?.gross ?? "0");
     const net = stats.periods.map((p) => rows.get(p)?.net ?? "0");
+    const fees = stats.periods.map((p) => rows.get(p)?.fees ?? "0");
     const money = (v: bigint) => ({
       text: formatAmount(v.toString(), t.decimals, t.currency),
       exact: formatExact(v.toString(), t.decimals, t.currency),
@@ -77,24 +78,43 @@ function revenueCard(stats: Stats, totals: TokenTotals[]): HTMLElement {
         kpi("Fees", money(t.fees), "fees"),
         kpi("Charges", { text: t.charges.toLocaleString("en-US"), exact: "", base: String(t.charges) }, "charges"),
       ),
+      // Bars of gross revenue per period: net at the bottom, the fee on top (each drawn at its cumulative height).
       timeChart({
         x,
         interval: stats.interval,
+        hover: true,
         series: [
           {
-            label: `Gross (${t.currency ?? "units"})`,
-            color: "#635bff",
+            label: "Fees",
+            color: "#f5a524",
+            bars: true,
             values: gross.map((v) => toFloat(v, t.decimals)),
-            fill: true,
+            display: fees.map((v) => formatAmount(v, t.decimals, t.currency)),
           },
           {
-            label: `Net (${t.currency ?? "units"})`,
-            color: "#00a67e",
+            label: "Net",
+            color: "#635bff",
+            bars: true,
             values: net.map((v) => toFloat(v, t.decimals)),
-            dash: [6, 4],
+            display: net.map((v) => formatAmount(v, t.decimals, t.currency)),
+          },
+          {
+            label: "Gross",
+            color: "#1a1f36",
+            legendOnly: true,
+            values: gross.map((v) => toFloat(v, t.decimals)),
+            display: gross.map((v) => formatAmount(v, t.decimals, t.currency)),
           },
         ],
-        data: { token: t.token, currency: t.currency, token_decimals: t.decimals, periods: stats.periods, gross, net },
+        data: {
+          token: t.token,
+          currency: t.currency,
+          token_decimals: t.decimals,
+          periods: stats.periods,
+          gross,
+          net,
+          fees,
+        },
       }),
     );
   });

@@ -3,6 +3,7 @@ import { requireChain } from "../../common/config";
 import { createIndexer, type Indexer } from "../../indexer";
 import { statsRollupsHook } from "../../indexer/rollups";
 import { eventsHook } from "../../events/hook";
+import { mrrAnalytics } from "../../analytics/hook";
 import { enqueueFanOut } from "../../webhooks/fanout";
 import { chainRenewals, type ChainRenewals } from "../../renewals";
 import type { Role } from "../context";
@@ -28,6 +29,7 @@ export const indexerRole: Role = {
         onEvents: enqueueFanOut,
         metrics: metrics?.renewals,
       });
+      const mrr = mrrAnalytics();
       const indexer = createIndexer({
         sql: db.sql,
         db,
@@ -44,7 +46,8 @@ export const indexerRole: Role = {
         tuning: { deferIndexes: config.BACKFILL_DEFER_INDEXES === "1" },
         hooks: [
           statsRollupsHook(),
-          eventsHook({ onEvents: enqueueFanOut, extra: outlooks.upcoming }),
+          eventsHook({ onEvents: enqueueFanOut, extra: outlooks.upcoming, derive: mrr.derive }),
+          mrr.hook,
           outlooks.hook,
           ...indexerHooks,
         ],

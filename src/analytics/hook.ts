@@ -1,0 +1,229 @@
+/**
+ * The indexer's side of the MRR analytics (analytics.md §2, webhooks.md §1): from the status events of each batch
+ * (and of each idle poll's expiries), the movements of the customers they touch, written in the same transaction,
+ * and a `customer.churned` / `customer.reactivated` event per churn / reactivation, stored with the batch's events.
+ * A rollback deletes the movements of the removed blocks, and withdraws their events with the others.
+ */
+import type { IndexerHook } from "../indexer/hooks";
+import type { BatchRows } from "../indexer/write";
+import type { Q } from "../db/query";
+import type { DerivedEvents } from "../events/hook";
+import type { NewEvent } from "../events/timeline";
+import { eventIdOf } from "../events/ids";
+import { planKey } from "../domain/subscription";
+import { allocationMrr } from "../domain/mrr";
+import { customerKey, foldMovements, type CustomerState, type Movement, type StatusChange } from "./movements";
+import {
+  deleteMovementsAbove,
+  insertMovements,
+  loadCustomers,
+  loadLastFailures,
+  loadPlanAmounts,
+  loadTokenMeta,
+} from "./queries";
+
+/** A movement with its id, as stored. */
+export type StoredMovement = Movement & { id: string };
+
+/** The id of the movement of a customer at an instant (`mov_`), and of its event (`evt_`): the same 40 digits. */
+export function movementIds(chainId: number, blockHash: string, m: Movement) {
+  const evt = eventIdOf(chainId, blockHash, "customer", m.merchant, m.customer, m.token, m.at);
+  return { id: `mov_${evt.slice(4)}`, eventId: evt };
+}
+
+/** The movement record of analytics.md §5. */
+export function movementRecord(
+  m: StoredMovement,
+  meta: { symbol: string | null; decimals: number | null } | undefined,
+) {
+  return {
+    id: m.id,
+    at: new Date(m.at * 1000).toISOString(),
+    block_number: m.blockNumber.toString(),
+    customer: m.customer,
+    token: m.token,
+    currency: meta?.symbol ?? null,
+    token_decimals: meta?.decimals ?? null,
+    kind: m.kind,
+    mrr_before: m.mrrBefore.toString(),
+    mrr_after: m.mrrAfter.toString(),
+    amount: (m.mrrAfter - m.mrrBefore).toString(),
+    reason: m.reason,
+    recovered: m.recovered,
+    allocation_ids: m.allocationIds,
+  };
+}
+
+const STATUS_TYPES = new Set(["subscription.created", "subscription.status_changed"]);
+
+/** The MRR analytics: `derive` for the events hook, and `hook` for rollbacks (registered after the events hook). */
+export function mrrAnalytics() {
+  /**
+   * The movements each batch writes, laid over the table for the batches after it while it may not have committed.
+   * Promised from the batch's `beforeBulk` (which runs before the next batch's begins): the next batch's derivation
+   * may start before this one's has ended.
+   */
+  const written = new WeakMap<
+    BatchRows,
+    { promise: Promise<StoredMovement[]>; settle: (m: StoredMovement[] | Error) => void }
+  >();
+  const promise = (rows: BatchRows) => {
+    let settle: (m: StoredMovement[] | Error) => void = () => {};
+    const p = new Promise<StoredMovement[]>((resolve, reject) => {
+      settle = (m) => (m instanceof Error ? reject(m) : resolve(m));
+    });
+    p.catch(() => {}); // awaited by the next batch, which then fails as this one did
+    const entry = { promise: p, settle };
+    written.set(rows, entry);
+    return entry;
+  };
+
+  const derive: DerivedEvents = async (tx, input) => {
+    const entry = input.batch ? (written.get(input.batch.rows) ?? promise(input.batch.rows)) : undefined;
+    try {
+      const { movements, events } = await deriveMovements(tx, input);
+      entry?.settle(movements);
+      return events;
+    } catch (err) {
+      entry?.settle(err instanceof Error ? err : new Error(String(err)));
+      throw err;
+    }
+  };
+
+  const deriveMovements = async (
+    tx: Q,
+    { chainId, events, batch, inFlight, hashOf }: Parameters<DerivedEvents>[1],
+  ): Promise<{ movements: StoredMovement[]; events: NewEvent[] }> => {
+    const status = events.filter((e) => e.snapshot && STATUS_TYPES.has(e.type));
+    if (status.length === 0) return { movements: [], events: [] };
+    // Plans: the table, then the plans of the batches in flight and of this batch (not in the table yet).
+    const planKeys = new Map<string, [string, string]>();
+    for (const e of status) {
+      const s = e.snapshot!.state;
+      planKeys.set(planKey(s.module, s.planId), [s.module, s.planId]);
+    }
+    const plans = await loadPlanAmounts(tx, chainId, [...planKeys.values()]);
+    for (const r of [...inFlight, ...(batch ? [batch.rows] : [])]) {
+      for (const p of r.derived.plans) {
+        plans.set(planKey(p.module, p.planId), {
+          amount: BigInt(p.amount),
+          interval: p.interval,
+          token: p.token.toLowerCase(),
+        });
+      }
+    }
+    // Who cancelled: the cancelling log's `by`.
+    const cancels = new Map<string, string>();
+    for (const ev of batch?.rows.batch.events ?? []) {
+      if (ev.name === "SubscriptionCancelled") cancels.set(`${ev.blockNumber}:${ev.logIndex}`, String(ev.args.by));
+    }
+    // Expiries that end an ACTIVE allocation: named by the allocation's last charge attempt before the instant.
+    const asks = status
+      .filter((e) => e.snapshot!.status === "EXPIRED" && e.snapshot!.previous === "ACTIVE")
+      .map((e) => ({ id: e.snapshot!.state.subscriptionId, at: e.ts }));
+    const failures = await loadLastFailures(tx, chainId, asks);
+    for (const r of inFlight) {
+      for (const a of r.derived.activity) {
+        if (a.type === "REFILL") continue;
+        for (const ask of asks) {
+          if (ask.id !== a.subscriptionId || a.blockTime >= ask.at) continue;
+          const key = `${ask.id}:${ask.at}`;
+          const prev = failures.get(key);
+          const later =
+            !prev ||
+            a.blockNumber > prev.blockNumber ||
+            (a.blockNumber === prev.blockNumber && a.logIndex > prev.logIndex);
+          if (later) {
+            failures.set(key, {
+              reason: a.type === "FAIL" ? a.reason : null,
+              blockNumber: a.blockNumber,
+              logIndex: a.logIndex,
+            });
+          }
+        }
+      }
+    }
+    const reasonOf = (e: NewEvent): string | null => {
+      const { state, status: st } = e.snapshot!;
+      if (st === "BLOCKED") return "blocked";
+      if (st === "PAUSED") return "paused";
+      if (st === "CANCELLED") {
+        const by = cancels.get(`${e.blockNumber}:${e.logIndex}`);
+        return by !== undefined && by.toLowerCase() === state.subscriber.toLowerCase()
+          ? "cancelled_by_subscriber"
+          : "cancelled_by_merchant";
+      }
+      if (st === "EXPIRED") return failures.get(`${state.subscriptionId}:${e.ts}`)?.reason ?? "not_charged";
+      return null;
+    };
+    const changes: StatusChange[] = [];
+    const last = new Map<string, NewEvent>();
+    for (const e of status) {
+      const { state, status: st, previous } = e.snapshot!;
+      const plan = plans.get(planKey(state.module, state.planId));
+      if (!plan) continue;
+      const change: StatusChange = {
+        allocationId: `${chainId}:${state.module}:${state.subscriptionId}`,
+        merchant: state.merchant,
+        customer: state.subscriber.toLowerCase(),
+        token: plan.token,
+        blockNumber: e.blockNumber,
+        at: e.ts,
+        previous: previous ?? null,
+        status: st,
+        activeMrr: allocationMrr("ACTIVE", plan.amount, plan.interval),
+        reason: st === "ACTIVE" ? null : reasonOf(e),
+      };
+      changes.push(change);
+      last.set(`${customerKey(change.merchant, change.customer, change.token)}|${e.blockNumber}|${e.ts}`, e);
+    }
+    // Customers' states: the table, then the movements of the batches in flight.
+    const keys = new Map<string, { merchant: string; customer: string; token: string }>();
+    for (const c of changes) keys.set(customerKey(c.merchant, c.customer, c.token), c);
+    const customers = await loadCustomers(tx, chainId, [...keys.values()]);
+    for (const r of inFlight) {
+      for (const m of (await written.get(r)?.promise) ?? []) {
+        const key = customerKey(m.merchant, m.customer, m.token);
+        if (keys.has(key)) customers.set(key, { mrr: m.mrrAfter, kind: m.kind, reason: m.reason, at: m.at });
+      }
+    }
+    const after = new Map<string, CustomerState>();
+    const moves = foldMovements(changes, (k) => customers.get(k), after);
+    const stored: StoredMovement[] = [];
+    const out: NewEvent[] = [];
+    const meta = await loadTokenMeta(tx, chainId, [...new Set(moves.map((m) => m.token))]);
+    for (const r of [...inFlight, ...(batch ? [batch.rows] : [])]) {
+      for (const t of r.tokens) meta.set(t.address.toLowerCase(), { symbol: t.symbol, decimals: t.decimals });
+    }
+    for (const m of moves) {
+      const { id, eventId } = movementIds(chainId, await hashOf(m.blockNumber, m.at), m);
+      const sm = { ...m, id };
+      stored.push(sm);
+      if (m.kind !== "churn" && m.kind !== "reactivation") continue;
+      const cause = last.get(`${customerKey(m.merchant, m.customer, m.token)}|${m.blockNumber}|${m.at}`)!;
+      out.push({
+        id: eventId,
+        merchant: m.merchant,
+        type: m.kind === "churn" ? "customer.churned" : "customer.reactivated",
+        blockNumber: m.blockNumber,
+        logIndex: cause.logIndex,
+        subIndex: 2,
+        ts: m.at,
+        data: { object: movementRecord(sm, meta.get(m.token)) },
+      });
+    }
+    await insertMovements(tx, chainId, stored);
+    return { movements: stored, events: out };
+  };
+
+  const hook: IndexerHook = {
+    name: "mrr-movements",
+    async beforeBulk(_tx, ctx) {
+      promise(ctx.rows);
+    },
+    async onRollback(tx, ctx) {
+      await deleteMovementsAbove(tx, ctx.chainId, ctx.ancestor);
+    },
+  };
+  return { derive, hook };
+}

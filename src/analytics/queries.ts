@@ -1,0 +1,119 @@
+/** Statements of the movements table (`mrr_movements`, migration 0043) that the indexer runs in its transactions. */
+import type { Q } from "../db/query";
+import type { CustomerState, Movement } from "./movements";
+import { customerKey } from "./movements";
+import type { MovementKind } from "../domain/mrr";
+
+/** Latest movement of each customer (its MRR now, and what a reactivation is judged by). */
+export async function loadCustomers(
+  q: Q,
+  chainId: number,
+  keys: { merchant: string; customer: string; token: string }[],
+): Promise<Map<string, CustomerState>> {
+  if (keys.length === 0) return new Map();
+  const rows = await q<
+    {
+      merchant: string;
+      customer: string;
+      token: string;
+      mrr: string;
+      kind: MovementKind;
+      reason: string | null;
+      at: string;
+    }[]
+  >`
+    select u.m as merchant, u.c as customer, u.t as token, l.mrr_after as mrr, l.kind, l.reason, l.at
+    from unnest(${keys.map((k) => k.merchant)}::text[], ${keys.map((k) => k.customer)}::text[],
+      ${keys.map((k) => k.token)}::text[]) as u(m, c, t)
+    cross join lateral (
+      select mrr_after, kind, reason, at from mrr_movements
+      where chain_id = ${chainId} and merchant = u.m and customer = u.c and token = u.t
+      order by block_number desc, at desc limit 1) l`;
+  return new Map(
+    rows.map((r) => [
+      customerKey(r.merchant, r.customer, r.token),
+      { mrr: BigInt(r.mrr), kind: r.kind, reason: r.reason, at: Number(r.at) },
+    ]),
+  );
+}
+
+/** Plans' amount, interval and token, by `<module>:<planId>`. */
+export async function loadPlanAmounts(q: Q, chainId: number, keys: [string, string][]) {
+  if (keys.length === 0) return new Map<string, { amount: bigint; interval: number; token: string }>();
+  const rows = await q<{ module: string; plan_id: string; amount: string; interval_s: string; token: string }[]>`
+    select p.module, p.plan_id::text, p.amount, p.interval_s, p.token from plans p
+    join unnest(${keys.map((k) => k[0])}::text[], ${keys.map((k) => k[1])}::bigint[]) as u(m, id)
+      on p.module = u.m and p.plan_id = u.id
+    where p.chain_id = ${chainId}`;
+  return new Map(
+    rows.map((r) => [
+      `${r.module}:${r.plan_id}`,
+      { amount: BigInt(r.amount), interval: Number(r.interval_s), token: r.token.toLowerCase() },
+    ]),
+  );
+}
+
+/**
+ * The last charge attempt of each allocation before an instant (unix s): a FAIL's reason, or null when the last
+ * attempt succeeded or none was made. Keyed `<subscriptionId>:<instant>`.
+ */
+export async function loadLastFailures(q: Q, chainId: number, asks: { id: string; at: number }[]) {
+  const out = new Map<string, { reason: string | null; blockNumber: bigint; logIndex: number } | null>();
+  if (asks.length === 0) return out;
+  const rows = await q<
+    {
+      id: string;
+      at: string;
+      type: string | null;
+      reason: string | null;
+      block_number: string | null;
+      log_index: number | null;
+    }[]
+  >`
+    select u.id, u.at, l.type, l.reason, l.block_number, l.log_index
+    from unnest(${asks.map((a) => a.id)}::text[], ${asks.map((a) => a.at)}::bigint[]) as u(id, at)
+    left join lateral (
+      select a.type, a.reason, a.block_number, a.log_index from activity a
+      where a.chain_id = ${chainId} and a.subscription_id = u.id::numeric and a.type in ('CHARGE', 'FAIL')
+        and a.block_time < to_timestamp(u.at)
+      order by a.block_number desc, a.log_index desc limit 1) l on true`;
+  for (const r of rows) {
+    out.set(
+      `${r.id}:${r.at}`,
+      r.type === null
+        ? null
+        : { reason: r.type === "FAIL" ? r.reason : null, blockNumber: BigInt(r.block_number!), logIndex: r.log_index! },
+    );
+  }
+  return out;
+}
+
+/** Token symbols and decimals. */
+export async function loadTokenMeta(q: Q, chainId: number, tokens: string[]) {
+  if (tokens.length === 0) return new Map<string, { symbol: string | null; decimals: number | null }>();
+  const rows = await q<{ address: string; symbol: string | null; decimals: number | null }[]>`
+    select address, symbol, decimals from tokens where chain_id = ${chainId} and address = any(${tokens}::text[])`;
+  return new Map(rows.map((r) => [r.address, { symbol: r.symbol, decimals: r.decimals }]));
+}
+
+/** Appends movements (ids given). */
+export async function insertMovements(q: Q, chainId: number, rows: (Movement & { id: string })[]) {
+  if (rows.length === 0) return;
+  await q`
+    insert into mrr_movements (chain_id, id, merchant, customer, token, block_number, at, kind, mrr_before, mrr_after,
+      reason, recovered, allocation_ids)
+    select ${chainId}, u.id, u.merchant, u.customer, u.token, u.bn, u.at, u.kind, u.mb, u.ma, u.reason, u.rec::boolean,
+      string_to_array(u.allocs, ' ')
+    from unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.merchant)}::text[],
+      ${rows.map((r) => r.customer)}::text[], ${rows.map((r) => r.token)}::text[],
+      ${rows.map((r) => r.blockNumber.toString())}::bigint[], ${rows.map((r) => r.at)}::bigint[],
+      ${rows.map((r) => r.kind)}::text[], ${rows.map((r) => r.mrrBefore.toString())}::numeric[],
+      ${rows.map((r) => r.mrrAfter.toString())}::numeric[], ${rows.map((r) => r.reason)}::text[],
+      ${rows.map((r) => (r.recovered ? "t" : "f"))}::text[], ${rows.map((r) => r.allocationIds.join(" "))}::text[])
+      as u(id, merchant, customer, token, bn, at, kind, mb, ma, reason, rec, allocs)`;
+}
+
+/** Deletes the movements of the blocks above `ancestor` (all when null): a rollback removed them. */
+export async function deleteMovementsAbove(q: Q, chainId: number, ancestor: bigint | null) {
+  await q`delete from mrr_movements where chain_id = ${chainId} and block_number > ${(ancestor ?? -1n).toString()}`;
+}

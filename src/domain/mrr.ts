@@ -1,0 +1,88 @@
+/**
+ * Monthly recurring revenue (analytics.md §1–3): an allocation's MRR, a movement's kind, and rates as decimal
+ * strings. The SQL fragment and the TypeScript function of an allocation's MRR are the same rule;
+ * test/domain/mrr.test.ts holds them equal.
+ */
+import type postgres from "postgres";
+import type { SubscriptionStatus } from "./status";
+
+type Sql = postgres.Sql<{}>;
+
+/** A month: a 365.25-day year ÷ 12, in seconds. */
+export const MONTH_S = 2_629_800n;
+
+/** An allocation's MRR in token base units: floor(amount × MONTH_S ÷ interval) while ACTIVE, else 0. */
+export function allocationMrr(status: SubscriptionStatus, amount: bigint, intervalS: bigint | number): bigint {
+  const interval = BigInt(intervalS);
+  if (status !== "ACTIVE" || interval <= 0n) return 0n;
+  return (amount * MONTH_S) / interval;
+}
+
+/** SQL of {@link allocationMrr} for a status expression and the plan's columns `amount`, `interval_s` of alias `p`. */
+export function allocationMrrSql(sql: Sql, status: ReturnType<Sql>) {
+  return sql`(case when ${status} = 'ACTIVE' and p.interval_s > 0
+    then div(p.amount * ${MONTH_S.toString()}::numeric, p.interval_s) else 0 end)`;
+}
+
+/** Kinds of movement, in the order figures list them. */
+export const MOVEMENT_KINDS = ["new", "expansion", "contraction", "churn", "reactivation"] as const;
+
+/** A movement's kind. */
+export type MovementKind = (typeof MOVEMENT_KINDS)[number];
+
+/**
+ * The kind of a change of a customer's MRR from `before` to `after` (analytics.md §2), or null when it did not
+ * change. `hadMrr`: the customer had MRR > 0 at some earlier instant.
+ */
+export function movementKind(before: bigint, after: bigint, hadMrr: boolean): MovementKind | null {
+  if (before === after) return null;
+  if (before === 0n) return hadMrr ? "reactivation" : "new";
+  if (after === 0n) return "churn";
+  return after > before ? "expansion" : "contraction";
+}
+
+/** Churn reasons of an EXPIRED allocation: the last failed charge since its last successful one, or none tried. */
+export const INVOLUNTARY_REASONS = [
+  "InsufficientBalance",
+  "InsufficientAllowance",
+  "AllowanceExpired",
+  "TransferFailed",
+  "not_charged",
+] as const;
+
+/** Churn and contraction reasons, in precedence order (the first applies when several allocations left ACTIVE). */
+export const CHURN_REASONS = [
+  "cancelled_by_subscriber",
+  "cancelled_by_merchant",
+  "blocked",
+  "paused",
+  ...INVOLUNTARY_REASONS,
+] as const;
+
+/** Why a customer churned or contracted; `plan_change` only for a contraction. */
+export type MovementReason = (typeof CHURN_REASONS)[number] | "plan_change";
+
+/** Whether a churn reason is involuntary (an expiry): a reactivation within RECOVERY_S of one is `recovered`. */
+export const isInvoluntary = (reason: string | null) =>
+  (INVOLUNTARY_REASONS as readonly string[]).includes(reason ?? "");
+
+/** A reactivation this soon after an involuntary churn of the same customer is recovered revenue: 30 days. */
+export const RECOVERY_S = 30 * 86_400;
+
+/**
+ * `num ÷ den` as a decimal string with 6 fractional digits, rounded half to even; null when `den` is 0. Signs are
+ * kept (a ratio of a negative sum).
+ */
+export function rate(num: bigint, den: bigint): string | null {
+  if (den === 0n) return null;
+  const neg = num < 0n !== den < 0n && num !== 0n;
+  const n = num < 0n ? -num : num;
+  const d = den < 0n ? -den : den;
+  const scaled = n * 1_000_000n;
+  let q = scaled / d;
+  const r = scaled % d;
+  if (r * 2n > d || (r * 2n === d && q % 2n === 1n)) q += 1n;
+  const s = q.toString().padStart(7, "0");
+  const out = `${s.slice(0, -6)}.${s.slice(-6)}`;
+  return neg && q !== 0n ? `-${out}` : out;
+}

@@ -26,7 +26,7 @@ const RULES: Rule[] = [
   { re: /\bissues?\s+#?\d+/i, what: "an issue number" },
   { re: /\b(?:fixes|fixed|closes|closed|resolves|see|pr|pull request)\s+#\d+\b/i, what: "an issue number" },
   { re: /(?<![\w&/#-])#\d{1,5}\b(?![\w-])/, what: "an issue number (#N)", markdownOnly: true },
-  { re: /\bsessions?\s+\d+/i, what: "a work session" },
+  { re: /\bsessions?\s+\d{1,2}\b/i, what: "a work session" },
   { re: /(?<![\w./-])h\/[a-z][\w-]*/, what: "a branch name" },
   { re: /\bbranch(?:es)?\s+(?:h\/)?[a-z][\w-]*(?:,\s*[a-z][\w-]*)+/i, what: "branch names" },
   { re: /(?<![\w.])\/(?:work|home|root)\//, what: "a private path" },

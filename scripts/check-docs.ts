@@ -28,7 +28,7 @@ const RULES: Rule[] = [
   { re: /(?<![\w&/#-])#\d{1,5}\b(?![\w-])/, what: "an issue number (#N)", markdownOnly: true },
   { re: /\bsessions?\s+\d{1,2}\b/i, what: "a work session" },
   { re: /(?<![\w./-])h\/[a-z][\w-]*/, what: "a branch name" },
-  { re: /\bbranch(?:es)?\s+(?:h\/)?[a-z][\w-]*(?:,\s*[a-z][\w-]*)+/i, what: "branch names" },
+  { re: /\bbranch(?:es)?\s+(?!names?\b)(?:h\/)?[a-z][\w-]*(?:,\s*[a-z][\w-]*)+/i, what: "branch names" },
   { re: /(?<![\w.])\/(?:work|home|root)\//, what: "a private path" },
 ];
 

@@ -1,7 +1,8 @@
 /**
  * Every TypeScript snippet of the docs (README.md, docs/*.md, packages/*\/README.md) type-checks: each ```ts block
  * is written to a module of its own and `tsc --noEmit` checks them together, with the packages resolved to their
- * sources. A block that is deliberately partial opts out visibly: its first line is a `// partial` comment.
+ * sources. Two visible markers, on a block's first line: `// partial` opts a deliberately partial block out, and
+ * `// continued` checks a block as the end of the previous block of the same file (so it uses its declarations).
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -12,7 +13,8 @@ const root = join(import.meta.dir, "..", "..");
 /** A TypeScript block of a markdown file: where it starts and its code. */
 type Snippet = { file: string; line: number; code: string };
 
-/** The ```ts / ```typescript / ```tsx blocks of one markdown text, without the ones marked `// partial`. */
+/** The ```ts / ```typescript / ```tsx blocks of one markdown text: `// partial` ones left out, `// continued` ones
+ * joined to the previous block. */
 export function snippetsOf(file: string, text: string): Snippet[] {
   const out: Snippet[] = [];
   const lines = text.split("\n");
@@ -23,7 +25,16 @@ export function snippetsOf(file: string, text: string): Snippet[] {
     let j = i + 1;
     for (; j < lines.length && !lines[j]!.trimStart().startsWith(open[2]!); j++)
       body.push(lines[j]!.slice(open[1]!.length));
-    if (!/^\s*\/\/\s*partial\b/.test(body[0] ?? "")) out.push({ file, line: i + 2, code: body.join("\n") });
+    const first = body[0] ?? "";
+    const previous = out[out.length - 1];
+    if (/^\s*\/\/\s*partial\b/.test(first)) {
+      // left out, visibly
+    } else if (/^\s*\/\/\s*continued\b/.test(first) && previous) {
+      // Checked as one module with the block before; errors are reported against the first block's lines.
+      previous.code += "\n" + body.join("\n");
+    } else {
+      out.push({ file, line: i + 2, code: body.join("\n") });
+    }
     i = j;
   }
   return out;

@@ -3,7 +3,7 @@
  * else runs in the process): (a) heap growth while a 50,000-record activity list streams, sampled every 5 chunks
  * after a full GC; (b) RSS before and after ten 10 MB posts that the body limit refuses (413). On PGlite, in process.
  * (c) The RSS of an API-only process on PGlite (`ROLES=api bun start`, no DATABASE_URL) idle 2 s after its first
- * `/healthz`, on a fresh data directory and reopened (issue 19 target: ≤ 250 MB).
+ * `/healthz`, on a fresh data directory and reopened (target: ≤ 250 MB).
  *
  *   bun run bench/memory.ts [--records 50000]
  */

@@ -1,5 +1,5 @@
 /**
- * Renewal outlook benchmark (issue 21): N chargeable subscriptions due within the horizon, each of its own wallet
+ * Renewal outlook benchmark: N chargeable subscriptions due within the horizon, each of its own wallet
  * (the worst case: 3 reads per subscription), evaluated against a real anvil through Multicall3 `aggregate3`, on
  * PGlite (default) or Postgres (DATABASE_URL). The subscriptions are written to the database directly (creating
  * 100,000 on-chain would take the bench an hour); every read goes to the chain: the token's balanceOf and allowance,

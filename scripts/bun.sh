@@ -23,7 +23,7 @@ if [ ! -f "$stamp" ] || [ "$root/bun.lock" -nt "$stamp" ] || [ "$root/package.js
 fi
 # Bun's allocator (mimalloc) hands freed memory back to the OS 100 ms after it is freed, so a process that allocates
 # in bursts (the indexer's batches: megabytes of JSON, rows, COPY text) page-faults the same memory in again and
-# again: a quarter of the service's CPU during a backfill (README, issue 19). Freed memory is kept 10 s for reuse
+# again: a quarter of the service's CPU during a backfill (docs/benchmarks.md). Freed memory is kept 10 s for reuse
 # instead; an idle process still returns it.
 MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-10000}
 export MIMALLOC_PURGE_DELAY

@@ -1,6 +1,6 @@
 /**
  * Secondary indexes left out of an initial backfill and built once it reaches the head, as Ponder does: a btree insert
- * per row and index was most of the database's work in a backfill (README, issue 19). A row of `deferred_indexes`
+ * per row and index was most of the database's work in a backfill (docs/benchmarks.md). A row of `deferred_indexes`
  * holds the definition of an index that is missing; dropping it and recording it is one transaction, and so is
  * building it and deleting the row, so a crash at any point leaves either the index or its row.
  */

@@ -1,5 +1,5 @@
 /**
- * Prediction accuracy (renewals.md, issue 21): a random scenario of balances, approvals, allowance expiries and
+ * Prediction accuracy (renewals.md): a random scenario of balances, approvals, allowance expiries and
  * credits across wallets with one or two subscriptions in a token; once every outlook was judged on the final state,
  * the due instants come and the keeper charges. Every attempt's state did not change since the last evaluation, so
  * every one was predicted: `renewal_predictions_total{predicted,actual}` shows only agreeing pairs. The evaluation

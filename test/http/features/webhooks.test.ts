@@ -575,7 +575,7 @@ describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () =
   });
 });
 
-describe("caps (issue 18): endpoints per merchant, replay of pending events, test calls per endpoint", () => {
+describe("caps: endpoints per merchant, replay of pending events, test calls per endpoint", () => {
   const M4 = "0x00000000000000000000000000000000000000c4";
   const M5 = "0x00000000000000000000000000000000000000c5";
   let s: SeededApp;

@@ -184,7 +184,10 @@ export function mrrAnalytics() {
     for (const r of inFlight) {
       for (const m of (await written.get(r)?.promise) ?? []) {
         const key = customerKey(m.merchant, m.customer, m.token);
-        if (keys.has(key)) customers.set(key, { mrr: m.mrrAfter, kind: m.kind, reason: m.reason, at: m.at });
+        if (keys.has(key)) {
+          const { kind, reason, at, firstAt, activeSince } = m;
+          customers.set(key, { mrr: m.mrrAfter, kind, reason, at, firstAt, activeSince });
+        }
       }
     }
     const after = new Map<string, CustomerState>();

@@ -26,8 +26,18 @@ export type StatusChange = {
   reason: string | null;
 };
 
-/** What a customer's next movement depends on: its latest movement (undefined: it never had MRR). */
-export type CustomerState = { mrr: bigint; kind: MovementKind; reason: string | null; at: number };
+/**
+ * What a customer's next movement depends on: its latest movement (undefined: it never had MRR), the instant of its
+ * first movement, and the instant its current stretch of MRR > 0 began.
+ */
+export type CustomerState = {
+  mrr: bigint;
+  kind: MovementKind;
+  reason: string | null;
+  at: number;
+  firstAt: number;
+  activeSince: number;
+};
 
 /** A movement, before its id. */
 export type Movement = {
@@ -43,6 +53,10 @@ export type Movement = {
   recovered: boolean;
   /** The allocations that entered or left ACTIVE at this instant. */
   allocationIds: string[];
+  /** The instant of the customer's first movement (its cohort). */
+  firstAt: number;
+  /** The instant of the `new` or `reactivation` movement that began the customer's current stretch of MRR > 0. */
+  activeSince: number;
 };
 
 /** Key of a customer. */
@@ -115,6 +129,8 @@ export function foldMovements(
       state!.kind === "churn" &&
       isInvoluntary(state!.reason) &&
       at - state!.at <= RECOVERY_S;
+    const firstAt = state?.firstAt ?? at;
+    const activeSince = kind === "new" || kind === "reactivation" ? at : state!.activeSince;
     out.push({
       merchant,
       customer,
@@ -127,8 +143,10 @@ export function foldMovements(
       reason,
       recovered,
       allocationIds: moved,
+      firstAt,
+      activeSince,
     });
-    after.set(key, { mrr: mrrAfter, kind, reason, at });
+    after.set(key, { mrr: mrrAfter, kind, reason, at, firstAt, activeSince });
   }
   return out;
 }

@@ -20,19 +20,29 @@ export async function loadCustomers(
       kind: MovementKind;
       reason: string | null;
       at: string;
+      first_at: string;
+      active_since: string;
     }[]
   >`
-    select u.m as merchant, u.c as customer, u.t as token, l.mrr_after as mrr, l.kind, l.reason, l.at
+    select u.m as merchant, u.c as customer, u.t as token, l.mrr_after as mrr, l.kind, l.reason, l.at, l.first_at,
+      l.active_since
     from unnest(${keys.map((k) => k.merchant)}::text[], ${keys.map((k) => k.customer)}::text[],
       ${keys.map((k) => k.token)}::text[]) as u(m, c, t)
     cross join lateral (
-      select mrr_after, kind, reason, at from mrr_movements
+      select mrr_after, kind, reason, at, first_at, active_since from mrr_movements
       where chain_id = ${chainId} and merchant = u.m and customer = u.c and token = u.t
       order by block_number desc, at desc limit 1) l`;
   return new Map(
     rows.map((r) => [
       customerKey(r.merchant, r.customer, r.token),
-      { mrr: BigInt(r.mrr), kind: r.kind, reason: r.reason, at: Number(r.at) },
+      {
+        mrr: BigInt(r.mrr),
+        kind: r.kind,
+        reason: r.reason,
+        at: Number(r.at),
+        firstAt: Number(r.first_at),
+        activeSince: Number(r.active_since),
+      },
     ]),
   );
 }
@@ -101,16 +111,17 @@ export async function insertMovements(q: Q, chainId: number, rows: (Movement & {
   if (rows.length === 0) return;
   await q`
     insert into mrr_movements (chain_id, id, merchant, customer, token, block_number, at, kind, mrr_before, mrr_after,
-      reason, recovered, allocation_ids)
+      reason, recovered, allocation_ids, first_at, active_since)
     select ${chainId}, u.id, u.merchant, u.customer, u.token, u.bn, u.at, u.kind, u.mb, u.ma, u.reason, u.rec::boolean,
-      string_to_array(u.allocs, ' ')
+      string_to_array(u.allocs, ' '), u.first_at, u.since
     from unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.merchant)}::text[],
       ${rows.map((r) => r.customer)}::text[], ${rows.map((r) => r.token)}::text[],
       ${rows.map((r) => r.blockNumber.toString())}::bigint[], ${rows.map((r) => r.at)}::bigint[],
       ${rows.map((r) => r.kind)}::text[], ${rows.map((r) => r.mrrBefore.toString())}::numeric[],
       ${rows.map((r) => r.mrrAfter.toString())}::numeric[], ${rows.map((r) => r.reason)}::text[],
-      ${rows.map((r) => (r.recovered ? "t" : "f"))}::text[], ${rows.map((r) => r.allocationIds.join(" "))}::text[])
-      as u(id, merchant, customer, token, bn, at, kind, mb, ma, reason, rec, allocs)`;
+      ${rows.map((r) => (r.recovered ? "t" : "f"))}::text[], ${rows.map((r) => r.allocationIds.join(" "))}::text[],
+      ${rows.map((r) => r.firstAt)}::bigint[], ${rows.map((r) => r.activeSince)}::bigint[])
+      as u(id, merchant, customer, token, bn, at, kind, mb, ma, reason, rec, allocs, first_at, since)`;
 }
 
 /** Deletes the movements of the blocks above `ancestor` (all when null): a rollback removed them. */

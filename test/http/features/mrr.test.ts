@@ -23,11 +23,17 @@ async function move(
   reason: string | null = null,
   recovered = false,
 ) {
+  // The customer's first instant and the start of its current stretch, as the indexer carries them.
+  const first = (firsts[customer] ??= at);
+  if (kind === "new" || kind === "reactivation") stretch[customer] = at;
   await s.db.sql`insert into mrr_movements (chain_id, id, merchant, customer, token, block_number, at, kind,
-      mrr_before, mrr_after, reason, recovered, allocation_ids)
+      mrr_before, mrr_after, reason, recovered, allocation_ids, first_at, active_since)
     values (${CHAIN_A}, ${"mov_" + n.toString(16).padStart(40, "0")}, ${M}, ${customer}, ${USDC}, ${n}, ${at}, ${kind},
-      ${before.toString()}, ${after.toString()}, ${reason}, ${recovered}, ${[`${CHAIN_A}:${W(99)}:${n}`]})`;
+      ${before.toString()}, ${after.toString()}, ${reason}, ${recovered}, ${[`${CHAIN_A}:${W(99)}:${n}`]}, ${first},
+      ${stretch[customer]!})`;
 }
+const firsts: Record<string, number> = {};
+const stretch: Record<string, number> = {};
 
 beforeAll(async () => {
   s = await startSeededApp();

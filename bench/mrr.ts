@@ -8,7 +8,7 @@
  * (`reactivation`, `recovered` within 30 days); 15% expand, 10% contract. Then requests, through the real app
  * (`app.handle`, no network): `GET /v0/stats/:merchant/mrr` for a year by day (the target: p50 < 100 ms), by week
  * and by month, cohorts by month and by week, and a 100-record movements page; BENCH_RUNS (default 30) each after 3
- * warm-ups, printing p50/p95/max in ms and the 1-minute load average at the start.
+ * warm-ups, printing p50/p95/max in ms and the 1-minute load average at the start. BENCH_KEEP=1 keeps the database.
  */
 import postgres from "postgres";
 import { createDb } from "../src/db/client";
@@ -17,6 +17,7 @@ import { loadConfig } from "../src/common/config";
 import { createChainRegistry } from "../src/chain/clients";
 import { createApp } from "../src/http/app";
 import { loadAverage } from "./proc";
+import { addToRollups } from "../src/analytics/queries";
 
 const CHAIN = 31337;
 const ADMIN_KEY = "bench-admin-key-0123456789abcdef";
@@ -61,24 +62,27 @@ async function seed(sql: postgres.Sql, now: number) {
         ${start} + g * 300 as t0, case when g % 5 = 0 then 21729910714285714 else 10145833 * (1 + g % 2) end::numeric as m
       from generate_series(1, ${ALLOCATIONS}) g
     ), ev as (
-      select customer, token, t0 as at, 'new' as kind, 0::numeric as b, m as a, null as reason, false as rec, g from c
+      select customer, token, t0, t0 as at, 'new' as kind, 0::numeric as b, m as a, null as reason, false as rec, g from c
       union all
-      select customer, token, t0 + (1 + g % 200) * ${DAY}, 'churn', m, 0, (array['cancelled_by_subscriber',
+      select customer, token, t0, t0 + (1 + g % 200) * ${DAY}, 'churn', m, 0, (array['cancelled_by_subscriber',
         'InsufficientBalance', 'AllowanceExpired', 'paused', 'blocked', 'InsufficientAllowance', 'not_charged'])[1 + g % 7],
         false, g from c where g % 5 in (1, 2)
       union all
-      select customer, token, t0 + (1 + g % 200) * ${DAY} + (1 + g % 40) * ${DAY}, 'reactivation', 0, m, null,
+      select customer, token, t0, t0 + (1 + g % 200) * ${DAY} + (1 + g % 40) * ${DAY}, 'reactivation', 0, m, null,
         (1 + g % 40) <= 30, g from c where g % 15 = 1
       union all
-      select customer, token, t0 + 3 * ${DAY}, 'expansion', m, m * 2, null, false, g from c where g % 20 in (3, 8, 13)
+      select customer, token, t0, t0 + 3 * ${DAY}, 'expansion', m, m * 2, null, false, g from c where g % 20 in (3, 8, 13)
       union all
-      select customer, token, t0 + 3 * ${DAY}, 'contraction', m, m / 2, 'plan_change', false, g from c where g % 10 = 4
+      select customer, token, t0, t0 + 3 * ${DAY}, 'contraction', m, m / 2, 'plan_change', false, g from c where g % 10 = 4
     )
     insert into mrr_movements (chain_id, id, merchant, customer, token, block_number, at, kind, mrr_before, mrr_after,
-      reason, recovered, allocation_ids)
+      reason, recovered, allocation_ids, first_at, active_since, prev_churn_at)
     select ${CHAIN}, 'mov_' || lpad(to_hex(g), 20, '0') || lpad(to_hex(at), 20, '0'), ${MERCHANT}, customer, token,
-      (at - ${start}) / 12, at, kind, b, a, reason, rec, array[${CHAIN} || ':' || ${MODULE} || ':' || g]
+      (at - ${start}) / 12, at, kind, b, a, reason, rec, array[${CHAIN} || ':' || ${MODULE} || ':' || g], t0,
+      case when kind = 'reactivation' then at else t0 end, 0
     from ev where at <= ${now}`;
+  // The rollups, by the indexer's own statement over these movements.
+  await addToRollups(sql as never, sql`m.chain_id = ${CHAIN}` as never, 1);
   await sql`analyze`;
 }
 
@@ -136,7 +140,8 @@ async function main() {
     }
   } finally {
     await db.close();
-    await admin.unsafe(`drop database if exists ${name} with (force)`);
+    if (process.env.BENCH_KEEP === "1") console.log(`kept database ${name}`);
+    else await admin.unsafe(`drop database if exists ${name} with (force)`);
     await admin.end();
   }
 }

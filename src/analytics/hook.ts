@@ -14,6 +14,7 @@ import { planKey } from "../domain/subscription";
 import { allocationMrr } from "../domain/mrr";
 import { customerKey, foldMovements, type CustomerState, type Movement, type StatusChange } from "./movements";
 import {
+  addToRollups,
   deleteMovementsAbove,
   insertMovements,
   loadCustomers,
@@ -186,7 +187,8 @@ export function mrrAnalytics() {
         const key = customerKey(m.merchant, m.customer, m.token);
         if (keys.has(key)) {
           const { kind, reason, at, firstAt, activeSince } = m;
-          customers.set(key, { mrr: m.mrrAfter, kind, reason, at, firstAt, activeSince });
+          const lastChurnAt = kind === "churn" ? at : m.prevChurnAt;
+          customers.set(key, { mrr: m.mrrAfter, kind, reason, at, firstAt, activeSince, lastChurnAt });
         }
       }
     }
@@ -216,6 +218,10 @@ export function mrrAnalytics() {
       });
     }
     await insertMovements(tx, chainId, stored);
+    if (stored.length > 0) {
+      const ids = stored.map((m) => m.id);
+      await addToRollups(tx, tx`m.chain_id = ${chainId} and m.id = any(${ids}::text[])`, 1);
+    }
     return { movements: stored, events: out };
   };
 
@@ -225,6 +231,8 @@ export function mrrAnalytics() {
       promise(ctx.rows);
     },
     async onRollback(tx, ctx) {
+      const above = (ctx.ancestor ?? -1n).toString();
+      await addToRollups(tx, tx`m.chain_id = ${ctx.chainId} and m.block_number > ${above}`, -1);
       await deleteMovementsAbove(tx, ctx.chainId, ctx.ancestor);
     },
   };

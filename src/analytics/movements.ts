@@ -37,6 +37,8 @@ export type CustomerState = {
   at: number;
   firstAt: number;
   activeSince: number;
+  /** The instant of its latest churn (0: none). */
+  lastChurnAt: number;
 };
 
 /** A movement, before its id. */
@@ -57,6 +59,8 @@ export type Movement = {
   firstAt: number;
   /** The instant of the `new` or `reactivation` movement that began the customer's current stretch of MRR > 0. */
   activeSince: number;
+  /** The instant of the customer's churn before this movement (0: none). */
+  prevChurnAt: number;
 };
 
 /** Key of a customer. */
@@ -131,6 +135,7 @@ export function foldMovements(
       at - state!.at <= RECOVERY_S;
     const firstAt = state?.firstAt ?? at;
     const activeSince = kind === "new" || kind === "reactivation" ? at : state!.activeSince;
+    const prevChurnAt = state?.lastChurnAt ?? 0;
     out.push({
       merchant,
       customer,
@@ -145,8 +150,10 @@ export function foldMovements(
       allocationIds: moved,
       firstAt,
       activeSince,
+      prevChurnAt,
     });
-    after.set(key, { mrr: mrrAfter, kind, reason, at, firstAt, activeSince });
+    const lastChurnAt = kind === "churn" ? at : prevChurnAt;
+    after.set(key, { mrr: mrrAfter, kind, reason, at, firstAt, activeSince, lastChurnAt });
   }
   return out;
 }

@@ -5,7 +5,6 @@
  * (period_start, next period_start]. Every request runs in one read-only snapshot.
  */
 import type { Sql } from "../../../db/client";
-import type { SqlFragment } from "../../../domain/records";
 import { chainNow } from "../../../domain/status";
 import { CHURN_REASONS, MOVEMENT_KINDS, rate, type MovementKind } from "../../../domain/mrr";
 import { DEADLINE_LIST_MS, withDeadline } from "../../deadline";
@@ -55,52 +54,29 @@ export async function mrrAt(sql: Sql, merchant: string, chainId: number, token: 
   return BigInt(row!.mrr);
 }
 
-/**
- * Unix start of the UTC period of the day numbered by SQL integer `d` (days since 1970-01-01): the day, its ISO
- * week's Monday, or the 1st of its month. A movement at `at` is in the period of day (at − 1) ÷ 86,400: its
- * (start, end] holds `at`.
- */
-function periodOfDay(sql: Sql, interval: StatsInterval, d: SqlFragment) {
-  if (interval === "day") return sql`((${d}) * 86400)`;
-  if (interval === "week") return sql`((((${d}) + 3) / 7 * 7 - 3) * 86400)`;
-  return sql`extract(epoch from date_trunc('month', (date '1970-01-01' + (${d})::int)::timestamp))::bigint`;
-}
-
-const dayOf = (sql: Sql, col: SqlFragment) => sql`((${col} - 1) / 86400)`;
-
-type GroupRow = {
+type DailyRow = {
   token: string;
-  p: string;
+  day: number;
   kind: MovementKind;
-  reason: string | null;
+  reason: string;
   recovered: boolean;
-  held: boolean;
+  stretch_day: number;
+  prev_churn_day: number;
   count: string;
   amount: string;
 };
 
-/**
- * Every movement of the merchant grouped by token, period, kind, reason, recovered and `held` (the customer had
- * MRR > 0 at the period's start: its stretch began at or before it). One scan, no per-customer walk.
- */
-function groupedMovements(sql: Sql, r: MrrRequest) {
-  const p = periodOfDay(sql, r.interval, dayOf(sql, sql`m.at`));
-  return sql<GroupRow[]>`
-    select m.token, ${p} as p, m.kind, m.reason, m.recovered, m.active_since <= ${p} as held, count(*) as count,
-      sum(m.mrr_after - m.mrr_before) as amount
-    from mrr_movements m
-    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} ${tokenFilter(sql, r.chainId, r.token)}
-    group by 1, 2, 3, 4, 5, 6`;
+/** The merchant's daily rollup rows (migration 0045): every day, a few rows per kind. */
+function dailyRows(sql: Sql, r: MrrRequest) {
+  return sql<DailyRow[]>`
+    select m.token, m.day, m.kind, m.reason, m.recovered, m.stretch_day, m.prev_churn_day, m.count, m.amount
+    from mrr_daily m
+    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} ${tokenFilter(sql, r.chainId, r.token)}`;
 }
 
-/** Customers that churned in each period from `after` on, counted once per period, per token. */
-function churnedPerPeriod(sql: Sql, r: MrrRequest, after: number) {
-  return sql<{ token: string; p: string; churned: string }[]>`
-    select m.token, ${periodOfDay(sql, r.interval, dayOf(sql, sql`m.at`))} as p, count(distinct m.customer) as churned
-    from mrr_movements m
-    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.kind = 'churn' and m.at > ${after}
-      ${tokenFilter(sql, r.chainId, r.token)}
-    group by 1, 2`;
+/** Unix start of the UTC period holding day `d` (days since 1970-01-01). */
+function periodOfDay(d: number, interval: StatsInterval): number {
+  return secs(periodStart(new Date(d * 86_400_000), interval));
 }
 
 const zeroFigure = () => ({ count: 0, amount: "0" });
@@ -123,13 +99,21 @@ type PeriodAcc = ReturnType<typeof emptyPeriod>;
 const customerStep = (kind: MovementKind) =>
   kind === "new" || kind === "reactivation" ? 1 : kind === "churn" ? -1 : 0;
 
-/** Per token: the grouped rows by period start (unix s), and the MRR and customers before `since`. */
-function accumulate(rows: GroupRow[], since: number) {
-  const out = new Map<string, { periods: Map<number, PeriodAcc>; before: { mrr: bigint; customers: number } }>();
+/**
+ * Per token: the daily rows folded into periods (unix starts) from `since` on, with each period's churned customers
+ * (a churn counts unless the customer's previous churn lies in the same period), and the MRR and customers before.
+ */
+function accumulate(rows: DailyRow[], interval: StatsInterval, since: number) {
+  const out = new Map<
+    string,
+    { periods: Map<number, PeriodAcc & { churned: number }>; before: { mrr: bigint; customers: number } }
+  >();
+  const periodOf = new Map<number, number>();
   for (const row of rows) {
     let t = out.get(row.token);
     if (!t) out.set(row.token, (t = { periods: new Map(), before: { mrr: 0n, customers: 0 } }));
-    const p = Number(row.p);
+    const day = Number(row.day);
+    const p = periodOf.get(day) ?? periodOf.set(day, periodOfDay(day, interval)).get(day)!;
     const count = Number(row.count);
     const amount = BigInt(row.amount);
     if (p < since) {
@@ -137,21 +121,24 @@ function accumulate(rows: GroupRow[], since: number) {
       t.before.customers += customerStep(row.kind) * count;
       continue;
     }
-    const f = t.periods.get(p) ?? t.periods.set(p, emptyPeriod()).get(p)!;
+    const f = t.periods.get(p) ?? t.periods.set(p, { ...emptyPeriod(), churned: 0 }).get(p)!;
     const k = f.movements[row.kind];
     k.count += count;
     k.amount += amount;
+    const pDay = Math.round(p / 86_400);
     if (row.kind === "churn") {
-      const c = f.churnByReason.get(row.reason ?? "") ?? { count: 0, amount: 0n };
+      const c = f.churnByReason.get(row.reason) ?? { count: 0, amount: 0n };
       c.count += count;
       c.amount += amount;
-      f.churnByReason.set(row.reason ?? "", c);
+      f.churnByReason.set(row.reason, c);
+      if (Number(row.prev_churn_day) < pDay) f.churned += count;
     }
     if (row.recovered) {
       f.recovered.count += count;
       f.recovered.amount += amount;
     }
-    if (row.held && (row.kind === "expansion" || row.kind === "contraction" || row.kind === "churn")) {
+    const held = Number(row.stretch_day) < pDay;
+    if (held && (row.kind === "expansion" || row.kind === "contraction" || row.kind === "churn")) {
       f.held[row.kind] += amount;
     }
   }
@@ -160,18 +147,17 @@ function accumulate(rows: GroupRow[], since: number) {
 
 /** The figures of consecutive periods (unix starts) of one token, from the MRR and customers at the first's start. */
 function periodFigures(
-  acc: Map<number, PeriodAcc> | undefined,
-  churned: Map<number, number>,
+  acc: Map<number, PeriodAcc & { churned: number }> | undefined,
   periods: number[],
   start: { mrr: bigint; customers: number },
 ): MrrPeriod[] {
   let mrr = start.mrr;
   let customers = start.customers;
   return periods.map((p) => {
-    const f = acc?.get(p) ?? emptyPeriod();
+    const f = acc?.get(p) ?? { ...emptyPeriod(), churned: 0 };
     const mv = f.movements;
     const total = MOVEMENT_KINDS.reduce((s, k) => s + mv[k].amount, 0n);
-    const churnedCustomers = churned.get(p) ?? 0;
+    const churnedCustomers = f.churned;
     const newCustomers = mv.new.count;
     const lost = -mv.contraction.amount - mv.churn.amount;
     const retained = mrr + f.held.contraction + f.held.churn;
@@ -237,15 +223,9 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
       const last = [-3, -2, -1].map((n) => secs(addPeriods(current, req.interval, n)));
       const periods = range.periods.map(secs);
       const since = periods[0]!;
-      const [tokens, grouped, churned] = await Promise.all([
-        tokensOf(tx, req),
-        groupedMovements(tx, req),
-        churnedPerPeriod(tx, req, Math.min(since, last[0]!)),
-      ]);
-      const acc = accumulate(grouped, since);
-      const accLast = accumulate(grouped, last[0]!);
-      const churnOf = (token: string) =>
-        new Map(churned.filter((x) => x.token === token).map((x) => [Number(x.p), Number(x.churned)]));
+      const [tokens, grouped] = await Promise.all([tokensOf(tx, req), dailyRows(tx, req)]);
+      const acc = accumulate(grouped, req.interval, since);
+      const accLast = accumulate(grouped, req.interval, last[0]!);
       return {
         merchant: req.merchant,
         chain_id: req.chainId,
@@ -265,7 +245,6 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
           const arpa = customers > 0 ? mrr / BigInt(customers) : 0n;
           const a = acc.get(tk.token);
           const l = accLast.get(tk.token);
-          const churns = churnOf(tk.token);
           return {
             token: tk.token,
             currency: tk.symbol,
@@ -274,8 +253,8 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
             arr: (12n * mrr).toString(),
             arpa: arpa.toString(),
             customers,
-            ltv: ltv(arpa, periodFigures(l?.periods, churns, last, l?.before ?? { mrr: 0n, customers: 0 })),
-            periods: periodFigures(a?.periods, churns, periods, a?.before ?? { mrr: 0n, customers: 0 }),
+            ltv: ltv(arpa, periodFigures(l?.periods, last, l?.before ?? { mrr: 0n, customers: 0 })),
+            periods: periodFigures(a?.periods, periods, a?.before ?? { mrr: 0n, customers: 0 }),
           };
         }),
       };
@@ -284,21 +263,13 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
   );
 }
 
-/**
- * Per token, cohort (the period of the customer's first movement) and period: the sums of the movements' amounts and
- * customer steps, and the cohort's size (its `new` movements). Cumulated over periods, they are the cohort's MRR and
- * customers with MRR > 0 at each period's end.
- */
+/** The cohort rollup rows (migration 0045) of cohorts starting at or after `since`, for periods before `until`. */
 function cohortRows(sql: Sql, r: MrrRequest, since: number, until: number) {
   return sql<{ token: string; c: string; p: string; dm: string; dc: string; size: string }[]>`
-    select m.token, ${periodOfDay(sql, r.interval, dayOf(sql, sql`m.first_at`))} as c,
-      ${periodOfDay(sql, r.interval, dayOf(sql, sql`m.at`))} as p, sum(m.mrr_after - m.mrr_before) as dm,
-      sum(case when m.kind in ('new', 'reactivation') then 1 when m.kind = 'churn' then -1 else 0 end) as dc,
-      count(*) filter (where m.kind = 'new') as size
-    from mrr_movements m
-    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.first_at > ${since} and m.at <= ${until}
-      ${tokenFilter(sql, r.chainId, r.token)}
-    group by 1, 2, 3`;
+    select m.token, m.cohort_start as c, m.period_start as p, m.amount as dm, m.customers as dc, m.size
+    from mrr_cohorts m
+    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.interval = ${r.interval}
+      and m.cohort_start >= ${since} and m.period_start < ${until} ${tokenFilter(sql, r.chainId, r.token)}`;
 }
 
 /** The cohorts response of one merchant. */

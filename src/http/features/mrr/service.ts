@@ -6,7 +6,7 @@
  */
 import type { Sql } from "../../../db/client";
 import { chainNow } from "../../../domain/status";
-import { CHURN_REASONS, MOVEMENT_KINDS, rate, type MovementKind } from "../../../domain/mrr";
+import { CHURN_REASONS, MOVEMENT_KINDS, periodOfDaySql, rate, type MovementKind } from "../../../domain/mrr";
 import { DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { InvalidParameterError } from "../../errors";
 import { addPeriods, periodStart, resolvePeriods, type PeriodRange } from "../stats/service";
@@ -36,11 +36,11 @@ function tokenFilter(sql: Sql, chainId: number, token: string | undefined) {
     : sql``;
 }
 
-/** Tokens the merchant has movements in, with their metadata, in address order. */
+/** Tokens the merchant has movements in (from the daily rollup), with their metadata, in address order. */
 function tokensOf(sql: Sql, r: MrrRequest) {
   return sql<TokenRow[]>`
     select m.token, t.symbol, t.decimals
-    from (select distinct m.token from mrr_movements m
+    from (select distinct m.token from mrr_daily m
       where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} ${tokenFilter(sql, r.chainId, r.token)}) m
     left join tokens t on t.chain_id = ${r.chainId} and t.address = m.token
     order by m.token`;
@@ -54,29 +54,32 @@ export async function mrrAt(sql: Sql, merchant: string, chainId: number, token: 
   return BigInt(row!.mrr);
 }
 
-type DailyRow = {
+type PeriodRow = {
   token: string;
-  day: number;
+  p: string;
   kind: MovementKind;
   reason: string;
   recovered: boolean;
-  stretch_day: number;
-  prev_churn_day: number;
+  /** The customers had MRR > 0 since the period's start (their stretch began before its first day). */
+  held: boolean;
+  /** Their previous churn lies before the period: churned customers count once per period. */
+  first: boolean;
   count: string;
   amount: string;
 };
 
-/** The merchant's daily rollup rows (migration 0045): every day, a few rows per kind. */
-function dailyRows(sql: Sql, r: MrrRequest) {
-  return sql<DailyRow[]>`
-    select m.token, m.day, m.kind, m.reason, m.recovered, m.stretch_day, m.prev_churn_day, m.count, m.amount
+/**
+ * The merchant's daily rollup rows (migration 0045) summed per period of the request's interval (unix start `p`),
+ * kind, reason, and whether the customers were held since the period's start or churned in it before.
+ */
+function periodRows(sql: Sql, r: MrrRequest) {
+  const p = periodOfDaySql(sql, r.interval, sql`m.day`);
+  return sql<PeriodRow[]>`
+    select m.token, ${p} as p, m.kind, m.reason, m.recovered, m.stretch_day::bigint * 86400 < ${p} as held,
+      m.prev_churn_day::bigint * 86400 < ${p} as first, sum(m.count) as count, sum(m.amount) as amount
     from mrr_daily m
-    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} ${tokenFilter(sql, r.chainId, r.token)}`;
-}
-
-/** Unix start of the UTC period holding day `d` (days since 1970-01-01). */
-function periodOfDay(d: number, interval: StatsInterval): number {
-  return secs(periodStart(new Date(d * 86_400_000), interval));
+    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} ${tokenFilter(sql, r.chainId, r.token)}
+    group by 1, 2, 3, 4, 5, 6, 7`;
 }
 
 const zeroFigure = () => ({ count: 0, amount: "0" });
@@ -103,17 +106,15 @@ const customerStep = (kind: MovementKind) =>
  * Per token: the daily rows folded into periods (unix starts) from `since` on, with each period's churned customers
  * (a churn counts unless the customer's previous churn lies in the same period), and the MRR and customers before.
  */
-function accumulate(rows: DailyRow[], interval: StatsInterval, since: number) {
+function accumulate(rows: PeriodRow[], since: number) {
   const out = new Map<
     string,
     { periods: Map<number, PeriodAcc & { churned: number }>; before: { mrr: bigint; customers: number } }
   >();
-  const periodOf = new Map<number, number>();
   for (const row of rows) {
     let t = out.get(row.token);
     if (!t) out.set(row.token, (t = { periods: new Map(), before: { mrr: 0n, customers: 0 } }));
-    const day = Number(row.day);
-    const p = periodOf.get(day) ?? periodOf.set(day, periodOfDay(day, interval)).get(day)!;
+    const p = Number(row.p);
     const count = Number(row.count);
     const amount = BigInt(row.amount);
     if (p < since) {
@@ -125,20 +126,18 @@ function accumulate(rows: DailyRow[], interval: StatsInterval, since: number) {
     const k = f.movements[row.kind];
     k.count += count;
     k.amount += amount;
-    const pDay = Math.round(p / 86_400);
     if (row.kind === "churn") {
       const c = f.churnByReason.get(row.reason) ?? { count: 0, amount: 0n };
       c.count += count;
       c.amount += amount;
       f.churnByReason.set(row.reason, c);
-      if (Number(row.prev_churn_day) < pDay) f.churned += count;
+      if (row.first) f.churned += count;
     }
     if (row.recovered) {
       f.recovered.count += count;
       f.recovered.amount += amount;
     }
-    const held = Number(row.stretch_day) < pDay;
-    if (held && (row.kind === "expansion" || row.kind === "contraction" || row.kind === "churn")) {
+    if (row.held && (row.kind === "expansion" || row.kind === "contraction" || row.kind === "churn")) {
       f.held[row.kind] += amount;
     }
   }
@@ -223,9 +222,9 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
       const last = [-3, -2, -1].map((n) => secs(addPeriods(current, req.interval, n)));
       const periods = range.periods.map(secs);
       const since = periods[0]!;
-      const [tokens, grouped] = await Promise.all([tokensOf(tx, req), dailyRows(tx, req)]);
-      const acc = accumulate(grouped, req.interval, since);
-      const accLast = accumulate(grouped, req.interval, last[0]!);
+      const [tokens, grouped] = await Promise.all([tokensOf(tx, req), periodRows(tx, req)]);
+      const acc = accumulate(grouped, since);
+      const accLast = accumulate(grouped, last[0]!);
       return {
         merchant: req.merchant,
         chain_id: req.chainId,

@@ -118,16 +118,19 @@ export function mrrAnalytics() {
     for (const ev of batch?.rows.batch.events ?? []) {
       if (ev.name === "SubscriptionCancelled") cancels.set(`${ev.blockNumber}:${ev.logIndex}`, String(ev.args.by));
     }
-    // Expiries that end an ACTIVE allocation: named by the allocation's last charge attempt before the instant.
+    // Expiries that end an ACTIVE allocation: named by its last failed charge since its last successful one.
     const asks = status
       .filter((e) => e.snapshot!.status === "EXPIRED" && e.snapshot!.previous === "ACTIVE")
-      .map((e) => ({ id: e.snapshot!.state.subscriptionId, at: e.ts }));
+      .map((e) => ({ id: e.snapshot!.state.subscriptionId, at: e.ts, paidAt: e.snapshot!.state.lastPaidAt }));
     const failures = await loadLastFailures(tx, chainId, asks);
-    for (const r of inFlight) {
+    // The batches in flight may not have committed: their failures are laid over.
+    const asksOf = new Map<string, typeof asks>();
+    for (const ask of asks) (asksOf.get(ask.id) ?? asksOf.set(ask.id, []).get(ask.id)!).push(ask);
+    for (const r of asks.length > 0 ? inFlight : []) {
       for (const a of r.derived.activity) {
-        if (a.type === "REFILL") continue;
-        for (const ask of asks) {
-          if (ask.id !== a.subscriptionId || a.blockTime >= ask.at) continue;
+        if (a.type !== "FAIL") continue;
+        for (const ask of asksOf.get(a.subscriptionId) ?? []) {
+          if (a.blockTime >= ask.at || a.blockTime <= ask.paidAt) continue;
           const key = `${ask.id}:${ask.at}`;
           const prev = failures.get(key);
           const later =
@@ -136,9 +139,10 @@ export function mrrAnalytics() {
             (a.blockNumber === prev.blockNumber && a.logIndex > prev.logIndex);
           if (later) {
             failures.set(key, {
-              reason: a.type === "FAIL" ? a.reason : null,
+              reason: a.reason,
               blockNumber: a.blockNumber,
               logIndex: a.logIndex,
+              time: a.blockTime,
             });
           }
         }

@@ -66,36 +66,31 @@ export async function loadPlanAmounts(q: Q, chainId: number, keys: [string, stri
 }
 
 /**
- * The last charge attempt of each allocation before an instant (unix s): a FAIL's reason, or null when the last
- * attempt succeeded or none was made. Keyed `<subscriptionId>:<instant>`.
+ * The last failed charge of each allocation after its last successful one (`paidAt`, unix s) and before an instant
+ * (`at`): its reason and position, or absent. Keyed `<subscriptionId>:<at>`. Reads the failures' partial index
+ * (migration 0046), which a backfill keeps.
  */
-export async function loadLastFailures(q: Q, chainId: number, asks: { id: string; at: number }[]) {
-  const out = new Map<string, { reason: string | null; blockNumber: bigint; logIndex: number } | null>();
+export async function loadLastFailures(q: Q, chainId: number, asks: { id: string; at: number; paidAt: number }[]) {
+  const out = new Map<string, { reason: string | null; blockNumber: bigint; logIndex: number; time: number }>();
   if (asks.length === 0) return out;
   const rows = await q<
-    {
-      id: string;
-      at: string;
-      type: string | null;
-      reason: string | null;
-      block_number: string | null;
-      log_index: number | null;
-    }[]
+    { id: string; at: string; reason: string | null; block_number: string; log_index: number; t: string }[]
   >`
-    select u.id, u.at, l.type, l.reason, l.block_number, l.log_index
-    from unnest(${asks.map((a) => a.id)}::text[], ${asks.map((a) => a.at)}::bigint[]) as u(id, at)
-    left join lateral (
-      select a.type, a.reason, a.block_number, a.log_index from activity a
-      where a.chain_id = ${chainId} and a.subscription_id = u.id::numeric and a.type in ('CHARGE', 'FAIL')
-        and a.block_time < to_timestamp(u.at)
-      order by a.block_number desc, a.log_index desc limit 1) l on true`;
+    select u.id, u.at, l.reason, l.block_number, l.log_index, l.t
+    from unnest(${asks.map((a) => a.id)}::text[], ${asks.map((a) => a.at)}::bigint[],
+      ${asks.map((a) => a.paidAt)}::bigint[]) as u(id, at, paid)
+    cross join lateral (
+      select a.reason, a.block_number, a.log_index, extract(epoch from a.block_time)::bigint as t from activity a
+      where a.chain_id = ${chainId} and a.subscription_id = u.id::numeric and a.type = 'FAIL'
+        and a.block_time > to_timestamp(u.paid) and a.block_time < to_timestamp(u.at)
+      order by a.block_number desc, a.log_index desc limit 1) l`;
   for (const r of rows) {
-    out.set(
-      `${r.id}:${r.at}`,
-      r.type === null
-        ? null
-        : { reason: r.type === "FAIL" ? r.reason : null, blockNumber: BigInt(r.block_number!), logIndex: r.log_index! },
-    );
+    out.set(`${r.id}:${r.at}`, {
+      reason: r.reason,
+      blockNumber: BigInt(r.block_number),
+      logIndex: r.log_index,
+      time: Number(r.t),
+    });
   }
   return out;
 }

@@ -57,6 +57,13 @@ export function movementRecord(
 
 const STATUS_TYPES = new Set(["subscription.created", "subscription.status_changed"]);
 
+/** Adds movements just written to the rollups. */
+async function rollUp(tx: Q, chainId: number, stored: StoredMovement[]) {
+  if (stored.length === 0) return;
+  const ids = stored.map((m) => m.id);
+  await addToRollups(tx, tx`m.chain_id = ${chainId} and m.id = any(${ids}::text[])`, 1);
+}
+
 /** The MRR analytics: `derive` for the events hook, and `hook` for rollbacks (registered after the events hook). */
 export function mrrAnalytics() {
   /**
@@ -222,15 +229,17 @@ export function mrrAnalytics() {
       });
     }
     await insertMovements(tx, chainId, stored);
-    if (stored.length > 0) {
-      const ids = stored.map((m) => m.id);
-      await addToRollups(tx, tx`m.chain_id = ${chainId} and m.id = any(${ids}::text[])`, 1);
-    }
+    // A batch's rollups are added by `onBatch`, once the batch before it committed (their rows are shared: adding
+    // them here would wait on that batch's locks); an idle poll's here.
+    if (!batch) await rollUp(tx, chainId, stored);
     return { movements: stored, events: out };
   };
 
   const hook: IndexerHook = {
     name: "mrr-movements",
+    async onBatch(tx, ctx) {
+      await rollUp(tx, ctx.chainId, (await written.get(ctx.rows)?.promise) ?? []);
+    },
     async beforeBulk(_tx, ctx) {
       promise(ctx.rows);
     },

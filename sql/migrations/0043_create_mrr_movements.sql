@@ -21,8 +21,6 @@ create table mrr_movements (
   allocation_ids text[] not null,
   primary key (chain_id, id)
 );
--- Periods, MRR at an instant, cohorts: a merchant's movements in one token by time.
-create index mrr_movements_merchant_idx on mrr_movements (merchant, chain_id, token, at, block_number);
 -- The customer's latest movement (its MRR now, whether it ever had MRR, its last churn).
 create index mrr_movements_customer_idx on mrr_movements (chain_id, merchant, customer, token, block_number, at);
 -- A rollback deletes the rows of the removed blocks.

@@ -14,6 +14,7 @@ import { planKey } from "../domain/subscription";
 import { allocationMrr } from "../domain/mrr";
 import { customerKey, foldMovements, type CustomerState, type Movement, type StatusChange } from "./movements";
 import {
+  addToRollups,
   deleteMovementsAbove,
   insertMovements,
   loadCustomers,
@@ -55,6 +56,13 @@ export function movementRecord(
 }
 
 const STATUS_TYPES = new Set(["subscription.created", "subscription.status_changed"]);
+
+/** Adds movements just written to the rollups. */
+async function rollUp(tx: Q, chainId: number, stored: StoredMovement[]) {
+  if (stored.length === 0) return;
+  const ids = stored.map((m) => m.id);
+  await addToRollups(tx, tx`m.chain_id = ${chainId} and m.id = any(${ids}::text[])`, 1);
+}
 
 /** The MRR analytics: `derive` for the events hook, and `hook` for rollbacks (registered after the events hook). */
 export function mrrAnalytics() {
@@ -117,16 +125,19 @@ export function mrrAnalytics() {
     for (const ev of batch?.rows.batch.events ?? []) {
       if (ev.name === "SubscriptionCancelled") cancels.set(`${ev.blockNumber}:${ev.logIndex}`, String(ev.args.by));
     }
-    // Expiries that end an ACTIVE allocation: named by the allocation's last charge attempt before the instant.
+    // Expiries that end an ACTIVE allocation: named by its last failed charge since its last successful one.
     const asks = status
       .filter((e) => e.snapshot!.status === "EXPIRED" && e.snapshot!.previous === "ACTIVE")
-      .map((e) => ({ id: e.snapshot!.state.subscriptionId, at: e.ts }));
+      .map((e) => ({ id: e.snapshot!.state.subscriptionId, at: e.ts, paidAt: e.snapshot!.state.lastPaidAt }));
     const failures = await loadLastFailures(tx, chainId, asks);
-    for (const r of inFlight) {
+    // The batches in flight may not have committed: their failures are laid over.
+    const asksOf = new Map<string, typeof asks>();
+    for (const ask of asks) (asksOf.get(ask.id) ?? asksOf.set(ask.id, []).get(ask.id)!).push(ask);
+    for (const r of asks.length > 0 ? inFlight : []) {
       for (const a of r.derived.activity) {
-        if (a.type === "REFILL") continue;
-        for (const ask of asks) {
-          if (ask.id !== a.subscriptionId || a.blockTime >= ask.at) continue;
+        if (a.type !== "FAIL") continue;
+        for (const ask of asksOf.get(a.subscriptionId) ?? []) {
+          if (a.blockTime >= ask.at || a.blockTime <= ask.paidAt) continue;
           const key = `${ask.id}:${ask.at}`;
           const prev = failures.get(key);
           const later =
@@ -135,9 +146,10 @@ export function mrrAnalytics() {
             (a.blockNumber === prev.blockNumber && a.logIndex > prev.logIndex);
           if (later) {
             failures.set(key, {
-              reason: a.type === "FAIL" ? a.reason : null,
+              reason: a.reason,
               blockNumber: a.blockNumber,
               logIndex: a.logIndex,
+              time: a.blockTime,
             });
           }
         }
@@ -184,7 +196,11 @@ export function mrrAnalytics() {
     for (const r of inFlight) {
       for (const m of (await written.get(r)?.promise) ?? []) {
         const key = customerKey(m.merchant, m.customer, m.token);
-        if (keys.has(key)) customers.set(key, { mrr: m.mrrAfter, kind: m.kind, reason: m.reason, at: m.at });
+        if (keys.has(key)) {
+          const { kind, reason, at, firstAt, activeSince } = m;
+          const lastChurnAt = kind === "churn" ? at : m.prevChurnAt;
+          customers.set(key, { mrr: m.mrrAfter, kind, reason, at, firstAt, activeSince, lastChurnAt });
+        }
       }
     }
     const after = new Map<string, CustomerState>();
@@ -213,15 +229,23 @@ export function mrrAnalytics() {
       });
     }
     await insertMovements(tx, chainId, stored);
+    // A batch's rollups are added by `onBatch`, once the batch before it committed (their rows are shared: adding
+    // them here would wait on that batch's locks); an idle poll's here.
+    if (!batch) await rollUp(tx, chainId, stored);
     return { movements: stored, events: out };
   };
 
   const hook: IndexerHook = {
     name: "mrr-movements",
+    async onBatch(tx, ctx) {
+      await rollUp(tx, ctx.chainId, (await written.get(ctx.rows)?.promise) ?? []);
+    },
     async beforeBulk(_tx, ctx) {
       promise(ctx.rows);
     },
     async onRollback(tx, ctx) {
+      const above = (ctx.ancestor ?? -1n).toString();
+      await addToRollups(tx, tx`m.chain_id = ${ctx.chainId} and m.block_number > ${above}`, -1);
       await deleteMovementsAbove(tx, ctx.chainId, ctx.ancestor);
     },
   };

@@ -26,8 +26,20 @@ export type StatusChange = {
   reason: string | null;
 };
 
-/** What a customer's next movement depends on: its latest movement (undefined: it never had MRR). */
-export type CustomerState = { mrr: bigint; kind: MovementKind; reason: string | null; at: number };
+/**
+ * What a customer's next movement depends on: its latest movement (undefined: it never had MRR), the instant of its
+ * first movement, and the instant its current stretch of MRR > 0 began.
+ */
+export type CustomerState = {
+  mrr: bigint;
+  kind: MovementKind;
+  reason: string | null;
+  at: number;
+  firstAt: number;
+  activeSince: number;
+  /** The instant of its latest churn (0: none). */
+  lastChurnAt: number;
+};
 
 /** A movement, before its id. */
 export type Movement = {
@@ -43,6 +55,12 @@ export type Movement = {
   recovered: boolean;
   /** The allocations that entered or left ACTIVE at this instant. */
   allocationIds: string[];
+  /** The instant of the customer's first movement (its cohort). */
+  firstAt: number;
+  /** The instant of the `new` or `reactivation` movement that began the customer's current stretch of MRR > 0. */
+  activeSince: number;
+  /** The instant of the customer's churn before this movement (0: none). */
+  prevChurnAt: number;
 };
 
 /** Key of a customer. */
@@ -115,6 +133,9 @@ export function foldMovements(
       state!.kind === "churn" &&
       isInvoluntary(state!.reason) &&
       at - state!.at <= RECOVERY_S;
+    const firstAt = state?.firstAt ?? at;
+    const activeSince = kind === "new" || kind === "reactivation" ? at : state!.activeSince;
+    const prevChurnAt = state?.lastChurnAt ?? 0;
     out.push({
       merchant,
       customer,
@@ -127,8 +148,12 @@ export function foldMovements(
       reason,
       recovered,
       allocationIds: moved,
+      firstAt,
+      activeSince,
+      prevChurnAt,
     });
-    after.set(key, { mrr: mrrAfter, kind, reason, at });
+    const lastChurnAt = kind === "churn" ? at : prevChurnAt;
+    after.set(key, { mrr: mrrAfter, kind, reason, at, firstAt, activeSince, lastChurnAt });
   }
   return out;
 }

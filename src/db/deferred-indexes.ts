@@ -28,10 +28,12 @@ export const DEFERRABLE_INDEXES = [
   "merchant_events_block_idx",
   "subscriptions_merchant_idx",
   "activity_event_seq_idx",
+  "mrr_movements_page_idx",
+  "mrr_movements_block_idx",
 ] as const;
 
 /** The tables those indexes belong to: all empty means nothing was ever indexed here. */
-const FILLED_TABLES = ["activity", "events", "merchant_events", "subscriptions"] as const;
+const FILLED_TABLES = ["activity", "events", "merchant_events", "subscriptions", "mrr_movements"] as const;
 
 // Arbitrary constant: deferring and building serialize on it (several chains' indexers share the tables).
 const DEFERRAL_LOCK = 7_413_902_377;

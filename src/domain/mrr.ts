@@ -86,3 +86,16 @@ export function rate(num: bigint, den: bigint): string | null {
   const out = `${s.slice(0, -6)}.${s.slice(-6)}`;
   return neg && q !== 0n ? `-${out}` : out;
 }
+
+/** The UTC day (days since 1970-01-01) whose period holds instant `at` (unix s): periods are (start, end]. */
+export const dayOfInstant = (at: number) => Math.floor((at - 1) / 86_400);
+
+/**
+ * SQL of the unix start of the period (`day`, ISO `week` from Monday, calendar `month`, UTC) of the day numbered by
+ * the integer expression `d`.
+ */
+export function periodOfDaySql(sql: Sql, interval: "day" | "week" | "month", d: ReturnType<Sql>) {
+  if (interval === "day") return sql`((${d})::bigint * 86400)`;
+  if (interval === "week") return sql`((((${d}) + 3) / 7 * 7 - 3)::bigint * 86400)`;
+  return sql`extract(epoch from date_trunc('month', (date '1970-01-01' + (${d})::int)::timestamp))::bigint`;
+}

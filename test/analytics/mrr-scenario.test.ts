@@ -295,7 +295,13 @@ function oraclePeriod(o: Oracle, token: string, s: number, e: number) {
   const kinds = ["new", "expansion", "contraction", "churn", "reactivation"];
   const sum = (xs: OracleMovement[]) => xs.reduce((a, m) => a + BigInt(m.mrr_after) - BigInt(m.mrr_before), 0n);
   const of = (k: string) => ms.filter((m) => m.kind === k);
-  const held = (k: string) => sum(of(k).filter((m) => start.customers.has(m.customer)));
+  // NRR and GRR count a customer's movements while its MRR has stayed > 0 since the period's start: held at the
+  // start, and no churn of it earlier in the period.
+  const before = (x: OracleMovement, m: OracleMovement) =>
+    x.at < m.at || (x.at === m.at && BigInt(x.block_number) < BigInt(m.block_number));
+  const stayed = (m: OracleMovement) =>
+    start.customers.has(m.customer) && !ms.some((x) => x.customer === m.customer && x.kind === "churn" && before(x, m));
+  const held = (k: string) => sum(of(k).filter(stayed));
   const churned = new Set(of("churn").map((m) => m.customer)).size;
   const reasons = [
     "cancelled_by_subscriber",

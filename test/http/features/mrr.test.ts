@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startSeededApp, type SeededApp } from "../../../testkit/app";
 import { CHAIN_A } from "../../../testkit/seed";
+import { addToRollups } from "../../../src/analytics/queries";
 
 let s: SeededApp;
 const M = "0x00000000000000000000000000000000000000aa";
@@ -23,11 +24,17 @@ async function move(
   reason: string | null = null,
   recovered = false,
 ) {
+  // The customer's first instant and the start of its current stretch, as the indexer carries them.
+  const first = (firsts[customer] ??= at);
+  if (kind === "new" || kind === "reactivation") stretch[customer] = at;
   await s.db.sql`insert into mrr_movements (chain_id, id, merchant, customer, token, block_number, at, kind,
-      mrr_before, mrr_after, reason, recovered, allocation_ids)
+      mrr_before, mrr_after, reason, recovered, allocation_ids, first_at, active_since)
     values (${CHAIN_A}, ${"mov_" + n.toString(16).padStart(40, "0")}, ${M}, ${customer}, ${USDC}, ${n}, ${at}, ${kind},
-      ${before.toString()}, ${after.toString()}, ${reason}, ${recovered}, ${[`${CHAIN_A}:${W(99)}:${n}`]})`;
+      ${before.toString()}, ${after.toString()}, ${reason}, ${recovered}, ${[`${CHAIN_A}:${W(99)}:${n}`]}, ${first},
+      ${stretch[customer]!})`;
 }
+const firsts: Record<string, number> = {};
+const stretch: Record<string, number> = {};
 
 beforeAll(async () => {
   s = await startSeededApp();
@@ -39,6 +46,8 @@ beforeAll(async () => {
   await move(3, W(1), t("2026-01-02T10:00:00Z"), "expansion", 100n, 130n);
   await move(4, W(2), t("2026-01-02T12:00:00Z"), "churn", 50n, 0n, "InsufficientBalance");
   await move(5, W(2), t("2026-01-03T00:00:00Z"), "reactivation", 0n, 50n, null, true);
+  // The rollups, as the indexer keeps them.
+  await addToRollups(s.db.sql, s.db.sql`m.chain_id = ${CHAIN_A}`, 1);
 }, 60_000);
 afterAll(() => s?.close());
 

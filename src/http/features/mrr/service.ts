@@ -6,7 +6,7 @@
  */
 import type { Sql } from "../../../db/client";
 import { chainNow } from "../../../domain/status";
-import { CHURN_REASONS, MOVEMENT_KINDS, rate, type MovementKind } from "../../../domain/mrr";
+import { CHURN_REASONS, MOVEMENT_KINDS, periodOfDaySql, rate, type MovementKind } from "../../../domain/mrr";
 import { DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { InvalidParameterError } from "../../errors";
 import { addPeriods, periodStart, resolvePeriods, type PeriodRange } from "../stats/service";
@@ -36,26 +36,14 @@ function tokenFilter(sql: Sql, chainId: number, token: string | undefined) {
     : sql``;
 }
 
-/** Tokens the merchant has movements in, with their metadata, in address order. */
+/** Tokens the merchant has movements in (from the daily rollup), with their metadata, in address order. */
 function tokensOf(sql: Sql, r: MrrRequest) {
   return sql<TokenRow[]>`
     select m.token, t.symbol, t.decimals
-    from (select distinct m.token from mrr_movements m
+    from (select distinct m.token from mrr_daily m
       where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} ${tokenFilter(sql, r.chainId, r.token)}) m
     left join tokens t on t.chain_id = ${r.chainId} and t.address = m.token
     order by m.token`;
-}
-
-/** Per token: MRR and customers with MRR > 0 at instant `at` (unix s): the movements at or before it. */
-function stateAt(sql: Sql, r: MrrRequest, at: number) {
-  return sql<{ token: string; mrr: string; customers: string }[]>`
-    select m.token, coalesce(sum(m.mrr_after - m.mrr_before), 0) as mrr,
-      coalesce(sum(case when m.kind in ('new', 'reactivation') then 1 when m.kind = 'churn' then -1 else 0 end), 0)
-        as customers
-    from mrr_movements m
-    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.at <= ${at}
-      ${tokenFilter(sql, r.chainId, r.token)}
-    group by m.token`;
 }
 
 /** The MRR of one token of a merchant at instant `at` (unix s), base units: the movements at or before it. */
@@ -66,47 +54,39 @@ export async function mrrAt(sql: Sql, merchant: string, chainId: number, token: 
   return BigInt(row!.mrr);
 }
 
-/** The period (as `to_char` renders it) of instant column `at`: the one whose (start, end] holds it. */
-const bucket = (sql: Sql, interval: StatsInterval, col: ReturnType<Sql>) =>
-  sql`to_char(date_trunc(${interval}, to_timestamp(${col} - 1) at time zone 'UTC'), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
 type PeriodRow = {
   token: string;
   p: string;
   kind: MovementKind;
-  reason: string | null;
+  reason: string;
   recovered: boolean;
+  /** The customers had MRR > 0 since the period's start (their stretch began before its first day). */
+  held: boolean;
+  /** Their previous churn lies before the period: churned customers count once per period. */
+  first: boolean;
   count: string;
   amount: string;
-  held: string;
 };
 
 /**
- * Movements in (since, until] grouped by token, period, kind, reason and recovered: count, amount, and the amount of customers that had MRR > 0 at their period's start (the mrr_before of their first
- * movement in it).
+ * The merchant's daily rollup rows (migration 0045) summed per period of the request's interval (unix start `p`),
+ * kind, reason, and whether the customers were held since the period's start or churned in it before.
  */
-function periodRows(sql: Sql, r: MrrRequest, since: number, until: number) {
+function periodRows(sql: Sql, r: MrrRequest) {
+  const p = periodOfDaySql(sql, r.interval, sql`m.day`);
   return sql<PeriodRow[]>`
-    with m as (
-      select m.token, m.customer, m.kind, m.reason, m.recovered, m.mrr_after - m.mrr_before as amount,
-        ${bucket(sql, r.interval, sql`m.at`)} as p,
-        first_value(m.mrr_before) over (partition by m.token, m.customer, ${bucket(sql, r.interval, sql`m.at`)}
-          order by m.at, m.block_number, m.id) > 0 as held
-      from mrr_movements m
-      where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.at > ${since} and m.at <= ${until}
-        ${tokenFilter(sql, r.chainId, r.token)}
-    )
-    select token, p, kind, reason, recovered, count(*) as count, sum(amount) as amount,
-      coalesce(sum(amount) filter (where held), 0) as held
-    from m group by token, p, kind, reason, recovered`;
+    select m.token, ${p} as p, m.kind, m.reason, m.recovered, m.stretch_day::bigint * 86400 < ${p} as held,
+      m.prev_churn_day::bigint * 86400 < ${p} as first, sum(m.count) as count, sum(m.amount) as amount
+    from mrr_daily m
+    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} ${tokenFilter(sql, r.chainId, r.token)}
+    group by 1, 2, 3, 4, 5, 6, 7`;
 }
 
 const zeroFigure = () => ({ count: 0, amount: "0" });
 
-/** Empty figures of one period. */
-function emptyPeriod(p: string) {
+/** What one period of one token accumulates from the grouped rows. */
+function emptyPeriod() {
   return {
-    p,
     movements: Object.fromEntries(MOVEMENT_KINDS.map((k) => [k, { count: 0, amount: 0n }])) as Record<
       MovementKind,
       { count: number; amount: bigint }
@@ -116,67 +96,72 @@ function emptyPeriod(p: string) {
     held: { expansion: 0n, contraction: 0n, churn: 0n },
   };
 }
+type PeriodAcc = ReturnType<typeof emptyPeriod>;
 
-/** Rows of {@link periodRows} folded over the periods of a range, per token. */
-function foldPeriods(rows: PeriodRow[], periods: string[]) {
-  const out = new Map<string, Map<string, ReturnType<typeof emptyPeriod>>>();
+/** The customer count change of a movement kind. */
+const customerStep = (kind: MovementKind) =>
+  kind === "new" || kind === "reactivation" ? 1 : kind === "churn" ? -1 : 0;
+
+/**
+ * Per token: the daily rows folded into periods (unix starts) from `since` on, with each period's churned customers
+ * (a churn counts unless the customer's previous churn lies in the same period), and the MRR and customers before.
+ */
+function accumulate(rows: PeriodRow[], since: number) {
+  const out = new Map<
+    string,
+    { periods: Map<number, PeriodAcc & { churned: number }>; before: { mrr: bigint; customers: number } }
+  >();
   for (const row of rows) {
-    let byP = out.get(row.token);
-    if (!byP) out.set(row.token, (byP = new Map(periods.map((p) => [p, emptyPeriod(p)]))));
-    const f = byP.get(row.p);
-    if (!f) continue;
+    let t = out.get(row.token);
+    if (!t) out.set(row.token, (t = { periods: new Map(), before: { mrr: 0n, customers: 0 } }));
+    const p = Number(row.p);
     const count = Number(row.count);
     const amount = BigInt(row.amount);
+    if (p < since) {
+      t.before.mrr += amount;
+      t.before.customers += customerStep(row.kind) * count;
+      continue;
+    }
+    const f = t.periods.get(p) ?? t.periods.set(p, { ...emptyPeriod(), churned: 0 }).get(p)!;
     const k = f.movements[row.kind];
     k.count += count;
     k.amount += amount;
     if (row.kind === "churn") {
-      const reason = row.reason ?? "";
-      const c = f.churnByReason.get(reason) ?? { count: 0, amount: 0n };
+      const c = f.churnByReason.get(row.reason) ?? { count: 0, amount: 0n };
       c.count += count;
       c.amount += amount;
-      f.churnByReason.set(reason, c);
+      f.churnByReason.set(row.reason, c);
+      if (row.first) f.churned += count;
     }
     if (row.recovered) {
       f.recovered.count += count;
       f.recovered.amount += amount;
     }
-    if (row.kind === "expansion" || row.kind === "contraction" || row.kind === "churn") {
-      f.held[row.kind] += BigInt(row.held);
+    if (row.held && (row.kind === "expansion" || row.kind === "contraction" || row.kind === "churn")) {
+      f.held[row.kind] += amount;
     }
   }
   return out;
 }
 
-/** Customers that churned in each period, counted once per period, per token. */
-function churnedPerPeriod(sql: Sql, r: MrrRequest, since: number, until: number) {
-  return sql<{ token: string; p: string; churned: string }[]>`
-    select m.token, ${bucket(sql, r.interval, sql`m.at`)} as p, count(distinct m.customer) as churned
-    from mrr_movements m
-    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.at > ${since} and m.at <= ${until}
-      and m.kind = 'churn' ${tokenFilter(sql, r.chainId, r.token)}
-    group by 1, 2`;
-}
-
-/** The figures of every period of a range for one token, from the state at its start. */
+/** The figures of consecutive periods (unix starts) of one token, from the MRR and customers at the first's start. */
 function periodFigures(
-  folded: Map<string, ReturnType<typeof emptyPeriod>> | undefined,
-  churned: Map<string, number>,
-  periods: string[],
+  acc: Map<number, PeriodAcc & { churned: number }> | undefined,
+  periods: number[],
   start: { mrr: bigint; customers: number },
 ): MrrPeriod[] {
   let mrr = start.mrr;
   let customers = start.customers;
   return periods.map((p) => {
-    const f = folded?.get(p) ?? emptyPeriod(p);
+    const f = acc?.get(p) ?? { ...emptyPeriod(), churned: 0 };
     const mv = f.movements;
     const total = MOVEMENT_KINDS.reduce((s, k) => s + mv[k].amount, 0n);
-    const churnedCustomers = churned.get(p) ?? 0;
+    const churnedCustomers = f.churned;
     const newCustomers = mv.new.count;
     const lost = -mv.contraction.amount - mv.churn.amount;
     const retained = mrr + f.held.contraction + f.held.churn;
     const period: MrrPeriod = {
-      period_start: p,
+      period_start: new Date(p * 1000).toISOString(),
       mrr_start: mrr.toString(),
       mrr_end: (mrr + total).toString(),
       movements: Object.fromEntries(
@@ -198,13 +183,10 @@ function periodFigures(
       grr: rate(retained, mrr),
     };
     mrr += total;
-    customers += mv.new.count + mv.reactivation.count - mv.churn.count;
+    for (const k of MOVEMENT_KINDS) customers += customerStep(k) * mv[k].count;
     return period;
   });
 }
-
-/** The periods of a range as `to_char` renders them. */
-const iso = (range: PeriodRange) => range.periods.map((p) => p.toISOString());
 
 /**
  * LTV: arpa ÷ the mean subscriber churn rate of `last` (complete periods), floor; null when that mean is 0. A
@@ -221,45 +203,28 @@ function ltv(arpa: bigint, last: MrrPeriod[]): string | null {
   return ((arpa * BigInt(last.length) * D) / sum).toString();
 }
 
+/** "Now" of a request (the status rule's) and the range it resolves to. */
+async function requestNow(tx: Sql, req: MrrRequest) {
+  const [{ now_s }] = await tx<{ now_s: string }[]>`select n.now_s from ${chainNow(tx, req.chainId)}`;
+  const nowS = Number(now_s);
+  const now = new Date(nowS * 1000);
+  return { nowS, now, range: resolvePeriods(req.interval, now, req.since, req.until) };
+}
+
 /** The MRR response of one merchant. */
 export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrResponse> {
   return withDeadline(
     sql.begin("isolation level repeatable read read only", async (t) => {
       const tx = t as unknown as Sql;
-      const [{ now_s }] = await tx<{ now_s: string }[]>`select n.now_s from ${chainNow(tx, req.chainId)}`;
-      const nowS = Number(now_s);
-      const now = new Date(nowS * 1000);
-      const range = resolvePeriods(req.interval, now, req.since, req.until);
+      const { now, range } = await requestNow(tx, req);
       // The three complete periods before the current one, for LTV.
       const current = periodStart(now, req.interval);
-      const lastRange: PeriodRange = {
-        since: addPeriods(current, req.interval, -3),
-        until: current,
-        periods: [-3, -2, -1].map((n) => addPeriods(current, req.interval, n)),
-      };
-      const [since, until, lSince, lUntil] = [range.since, range.until, lastRange.since, lastRange.until].map(secs);
-      const [tokens, nowState, startState, rows, churned, lStartState, lRows, lChurned] = await Promise.all([
-        tokensOf(tx, req),
-        stateAt(tx, req, nowS),
-        stateAt(tx, req, since!),
-        periodRows(tx, req, since!, until!),
-        churnedPerPeriod(tx, req, since!, until!),
-        stateAt(tx, req, lSince!),
-        periodRows(tx, req, lSince!, lUntil!),
-        churnedPerPeriod(tx, req, lSince!, lUntil!),
-      ]);
-      const periods = iso(range);
-      const lPeriods = iso(lastRange);
-      const folded = foldPeriods(rows, periods);
-      const lFolded = foldPeriods(lRows, lPeriods);
-      const byToken = <T extends { token: string }>(xs: T[]) => new Map(xs.map((x) => [x.token, x]));
-      const churnMap = (xs: { token: string; p: string; churned: string }[], token: string) =>
-        new Map(xs.filter((x) => x.token === token).map((x) => [x.p, Number(x.churned)]));
-      const [nowBy, startBy, lStartBy] = [nowState, startState, lStartState].map(byToken);
-      const state = (m: Map<string, { mrr: string; customers: string }>, token: string) => {
-        const s = m.get(token);
-        return { mrr: BigInt(s?.mrr ?? 0), customers: Number(s?.customers ?? 0) };
-      };
+      const last = [-3, -2, -1].map((n) => secs(addPeriods(current, req.interval, n)));
+      const periods = range.periods.map(secs);
+      const since = periods[0]!;
+      const [tokens, grouped] = await Promise.all([tokensOf(tx, req), periodRows(tx, req)]);
+      const acc = accumulate(grouped, since);
+      const accLast = accumulate(grouped, last[0]!);
       return {
         merchant: req.merchant,
         chain_id: req.chainId,
@@ -268,14 +233,17 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
         until: range.until.toISOString(),
         now: now.toISOString(),
         tokens: tokens.map((tk) => {
-          const { mrr, customers } = state(nowBy!, tk.token);
+          // Movements are never ahead of "now" (an expiry is recorded once final): all of them make the MRR now.
+          let mrr = 0n;
+          let customers = 0;
+          for (const row of grouped) {
+            if (row.token !== tk.token) continue;
+            mrr += BigInt(row.amount);
+            customers += customerStep(row.kind) * Number(row.count);
+          }
           const arpa = customers > 0 ? mrr / BigInt(customers) : 0n;
-          const last = periodFigures(
-            lFolded.get(tk.token),
-            churnMap(lChurned, tk.token),
-            lPeriods,
-            state(lStartBy!, tk.token),
-          );
+          const a = acc.get(tk.token);
+          const l = accLast.get(tk.token);
           return {
             token: tk.token,
             currency: tk.symbol,
@@ -284,13 +252,8 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
             arr: (12n * mrr).toString(),
             arpa: arpa.toString(),
             customers,
-            ltv: ltv(arpa, last),
-            periods: periodFigures(
-              folded.get(tk.token),
-              churnMap(churned, tk.token),
-              periods,
-              state(startBy!, tk.token),
-            ),
+            ltv: ltv(arpa, periodFigures(l?.periods, last, l?.before ?? { mrr: 0n, customers: 0 })),
+            periods: periodFigures(a?.periods, periods, a?.before ?? { mrr: 0n, customers: 0 }),
           };
         }),
       };
@@ -299,27 +262,13 @@ export async function merchantMrr(sql: Sql, req: MrrRequest): Promise<MrrRespons
   );
 }
 
-/** Per token, cohort and period: changes of the cohort's MRR and customer count at the period's end. */
-function cohortRows(sql: Sql, r: MrrRequest, until: number) {
-  return sql<{ token: string; cohort: string; p: string; dm: string; dc: string; size: string }[]>`
-    with m as (
-      select m.token, m.customer, m.mrr_after, ${bucket(sql, r.interval, sql`m.at`)} as p,
-        row_number() over (partition by m.token, m.customer, ${bucket(sql, r.interval, sql`m.at`)}
-          order by m.at desc, m.block_number desc, m.id desc) as rn
-      from mrr_movements m
-      where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.at <= ${until}
-        ${tokenFilter(sql, r.chainId, r.token)}
-    ), e as (
-      select token, customer, p, mrr_after as mrr,
-        coalesce(lag(mrr_after) over w, 0) as prev,
-        min(p) over (partition by token, customer) as cohort
-      from m where rn = 1
-      window w as (partition by token, customer order by p)
-    )
-    select token, cohort, p, sum(mrr - prev) as dm,
-      sum((mrr > 0)::int - (prev > 0)::int) as dc,
-      count(*) filter (where p = cohort) as size
-    from e group by token, cohort, p`;
+/** The cohort rollup rows (migration 0045) of cohorts starting at or after `since`, for periods before `until`. */
+function cohortRows(sql: Sql, r: MrrRequest, since: number, until: number) {
+  return sql<{ token: string; c: string; p: string; dm: string; dc: string; size: string }[]>`
+    select m.token, m.cohort_start as c, m.period_start as p, m.amount as dm, m.customers as dc, m.size
+    from mrr_cohorts m
+    where m.merchant = ${r.merchant} and m.chain_id = ${r.chainId} and m.interval = ${r.interval}
+      and m.cohort_start >= ${since} and m.period_start < ${until} ${tokenFilter(sql, r.chainId, r.token)}`;
 }
 
 /** The cohorts response of one merchant. */
@@ -327,16 +276,11 @@ export async function merchantCohorts(sql: Sql, req: MrrRequest): Promise<Cohort
   return withDeadline(
     sql.begin("isolation level repeatable read read only", async (t) => {
       const tx = t as unknown as Sql;
-      const [{ now_s }] = await tx<{ now_s: string }[]>`select n.now_s from ${chainNow(tx, req.chainId)}`;
-      const now = new Date(Number(now_s) * 1000);
-      const range = resolvePeriods(req.interval, now, req.since, req.until);
+      const { now, range } = await requestNow(tx, req);
       // Periods after the one holding "now" have no figures yet.
-      const end = Math.min(
-        range.until.getTime(),
-        addPeriods(periodStart(now, req.interval), req.interval, 1).getTime(),
-      );
-      const periods = iso(range).filter((p) => Date.parse(p) < end);
-      const [tokens, rows] = await Promise.all([tokensOf(tx, req), cohortRows(tx, req, Math.floor(end / 1000))]);
+      const end = Math.min(secs(range.until), secs(addPeriods(periodStart(now, req.interval), req.interval, 1)));
+      const periods = range.periods.map(secs).filter((p) => p < end);
+      const [tokens, rows] = await Promise.all([tokensOf(tx, req), cohortRows(tx, req, secs(range.since), end)]);
       const index = new Map(periods.map((p, i) => [p, i]));
       return {
         merchant: req.merchant,
@@ -347,32 +291,30 @@ export async function merchantCohorts(sql: Sql, req: MrrRequest): Promise<Cohort
         now: now.toISOString(),
         tokens: tokens.map((tk) => {
           // Cohort → per period index: Δmrr, Δcustomers; and its size.
-          const cohorts = new Map<string, { size: number; dm: bigint[]; dc: number[] }>();
+          const cohorts = new Map<number, { size: number; dm: bigint[]; dc: number[] }>();
           for (const row of rows) {
-            if (row.token !== tk.token || !index.has(row.cohort)) continue;
-            const c =
-              cohorts.get(row.cohort) ??
-              cohorts
-                .set(row.cohort, { size: 0, dm: periods.map(() => 0n), dc: periods.map(() => 0) })
-                .get(row.cohort)!;
-            const i = index.get(row.p);
-            if (i === undefined) continue;
-            c.size += Number(row.size);
-            c.dm[i]! += BigInt(row.dm);
-            c.dc[i]! += Number(row.dc);
+            const c = Number(row.c);
+            const i = index.get(Number(row.p));
+            if (row.token !== tk.token || !index.has(c) || i === undefined) continue;
+            const e =
+              cohorts.get(c) ??
+              cohorts.set(c, { size: 0, dm: periods.map(() => 0n), dc: periods.map(() => 0) }).get(c)!;
+            e.size += Number(row.size);
+            e.dm[i]! += BigInt(row.dm);
+            e.dc[i]! += Number(row.dc);
           }
           return {
             token: tk.token,
             currency: tk.symbol,
             token_decimals: tk.decimals,
             cohorts: [...cohorts.entries()]
-              .sort(([a], [b]) => (a < b ? -1 : 1))
+              .sort(([a], [b]) => a - b)
               .map(([start, c]) => {
                 const first = index.get(start)!;
                 let mrr = 0n;
                 let customers = 0;
-                const out: CohortsResponse["tokens"][number]["cohorts"][number]["periods"] = [];
                 let mrrStart = 0n;
+                const out: CohortsResponse["tokens"][number]["cohorts"][number]["periods"] = [];
                 for (let i = first; i < periods.length; i++) {
                   mrr += c.dm[i]!;
                   customers += c.dc[i]!;
@@ -386,7 +328,12 @@ export async function merchantCohorts(sql: Sql, req: MrrRequest): Promise<Cohort
                   });
                 }
                 for (const p of out) p.revenue_retention = rate(BigInt(p.mrr), mrrStart);
-                return { cohort_start: start, size: c.size, mrr_start: mrrStart.toString(), periods: out };
+                return {
+                  cohort_start: new Date(start * 1000).toISOString(),
+                  size: c.size,
+                  mrr_start: mrrStart.toString(),
+                  periods: out,
+                };
               }),
           };
         }),

@@ -2,7 +2,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type { RequestHandler } from "express";
 import type { Elysia } from "elysia";
-import { GateUnavailableError, type CheckResult } from "./check.js";
+import { GateRequestError, GateUnavailableError, type CheckResult } from "./check.js";
 
 /** A wallet source's answer: an address, or nothing when the request carries no signed-in wallet. */
 export type MaybeWallet = string | null | undefined | Promise<string | null | undefined>;
@@ -14,10 +14,56 @@ export type Verdict =
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 
+/** One way to pay for access, in the 402 body (`x402`-style payment requirements, scheme `subscription`). */
+export type PaymentOption = {
+  scheme: "subscription";
+  /** CAIP-2 chain id, `eip155:<chain_id>`. */
+  network: string;
+  chain_id: number;
+  /** The subscription module (lowercase). */
+  module: string;
+  /** The on-chain plan id (decimal). */
+  plan_id: string;
+  /** The token charged (lowercase address). */
+  asset: string;
+  /** Its symbol and decimals as the chain reports them (null when unknown). */
+  symbol: string | null;
+  decimals: number | null;
+  /** Charged each interval, in the token's smallest unit (decimal string). */
+  amount: string;
+  /** Seconds between charges. */
+  interval_s: number;
+  /** Where a user subscribes (the `subscribeUrl` option), when given. */
+  subscribe_url?: string;
+};
+
+/** The body of a 402: what is missing and how to get it. */
+export type PaymentRequiredBody = {
+  error: "subscription_required";
+  message: string;
+  wallet: string;
+  module: string;
+  plans: string[];
+  chain_id?: number;
+  /** The plans' prices, token and interval; absent when the service could not describe them just now. */
+  accepts?: PaymentOption[];
+  subscribe_url?: string;
+};
+
+/** What a 402 says about the gate's plans. */
+export type Describe = {
+  module: string;
+  plans: string[];
+  chainId?: number;
+  subscribeUrl?: string;
+  /** The plans as the service describes them (undefined when it cannot now); rejects when misconfigured. */
+  options: () => Promise<PaymentOption[] | undefined>;
+};
+
 /** Decides a request from the wallet it carries (shared by every adapter). */
 export async function decide(
   check: (wallet: string) => Promise<CheckResult>,
-  describe: { module: string; plans: string[]; chainId?: number },
+  describe: Describe,
   wallet: string | null | undefined,
 ): Promise<Verdict> {
   if (!wallet || !ADDRESS.test(wallet)) {
@@ -31,19 +77,18 @@ export async function decide(
   try {
     const subscription = await check(wallet);
     if (subscription.authorized) return { ok: true, subscription };
-    return {
-      ok: false,
-      status: 402,
-      body: {
-        error: "subscription_required",
-        message: "an active subscription to one of these plans is required",
-        wallet: wallet.toLowerCase(),
-        module: describe.module,
-        plans: describe.plans,
-        ...(describe.chainId === undefined ? {} : { chain_id: describe.chainId }),
-      },
-      headers: {},
+    const accepts = await describe.options();
+    const body: PaymentRequiredBody = {
+      error: "subscription_required",
+      message: "an active subscription to one of these plans is required",
+      wallet: wallet.toLowerCase(),
+      module: describe.module,
+      plans: describe.plans,
+      ...(describe.chainId === undefined ? {} : { chain_id: describe.chainId }),
+      ...(accepts ? { accepts } : {}),
+      ...(describe.subscribeUrl === undefined ? {} : { subscribe_url: describe.subscribeUrl }),
     };
+    return { ok: false, status: 402, body, headers: {} };
   } catch (err) {
     if (err instanceof GateUnavailableError) {
       return {
@@ -51,6 +96,15 @@ export async function decide(
         status: 503,
         body: { error: "subscription_check_unavailable", message: "the subscription status cannot be checked now" },
         headers: { "retry-after": "5" },
+      };
+    }
+    if (err instanceof GateRequestError) {
+      // The gate's own options are wrong (module, plans, chain): no user can fix that, and none is told "pay".
+      return {
+        ok: false,
+        status: 500,
+        body: { error: "gate_misconfigured", message: "the subscription gate is misconfigured" },
+        headers: {},
       };
     }
     throw err;

@@ -151,7 +151,10 @@ export function createChecker(opts: CheckerOptions): Checker {
       const res = await doFetch(`${new URL(path, base)}?${q}`, { signal, headers });
       if (res.status >= 400 && res.status < 500 && res.status !== 429) {
         const body = (await res.json().catch(() => ({}))) as { error?: { message?: string } };
-        throw new GateRequestError(body.error?.message ?? `the subscription service answered ${res.status}`, res.status);
+        throw new GateRequestError(
+          body.error?.message ?? `the subscription service answered ${res.status}`,
+          res.status,
+        );
       }
       if (!res.ok) {
         await res.body?.cancel().catch(() => {});

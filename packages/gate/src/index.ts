@@ -4,7 +4,13 @@
  * (no wallet), 402 (not paid up), 503 (the service cannot answer and `failOpen` is false), or pass the result on.
  */
 import type { Context } from "hono";
-import { createChecker, GateRequestError, GateUnavailableError, type CheckerOptions, type CheckResult } from "./check.js";
+import {
+  createChecker,
+  GateRequestError,
+  GateUnavailableError,
+  type CheckerOptions,
+  type CheckResult,
+} from "./check.js";
 import {
   elysiaAdapter,
   expressAdapter,
@@ -97,21 +103,19 @@ export function createGate(opts: GateOptions): Gate {
     const p = checker.getJson("v0/auth/plans", q).then((raw) => {
       const body = raw as PlansBody;
       if (!body || !Array.isArray(body.plans)) throw new GateUnavailableError("the service did not describe the plans");
-      return body.plans.map(
-        (p): PaymentOption => ({
-          scheme: "subscription",
-          network: `eip155:${body.chain_id}`,
-          chain_id: body.chain_id,
-          module: body.module_address,
-          plan_id: p.plan_id,
-          asset: p.token,
-          symbol: p.symbol,
-          decimals: p.decimals,
-          amount: p.amount,
-          interval_s: p.interval_s,
-          ...(opts.subscribeUrl === undefined ? {} : { subscribe_url: opts.subscribeUrl }),
-        }),
-      );
+      return body.plans.map((p): PaymentOption => ({
+        scheme: "subscription",
+        network: `eip155:${body.chain_id}`,
+        chain_id: body.chain_id,
+        module: body.module_address,
+        plan_id: p.plan_id,
+        asset: p.token,
+        symbol: p.symbol,
+        decimals: p.decimals,
+        amount: p.amount,
+        interval_s: p.interval_s,
+        ...(opts.subscribeUrl === undefined ? {} : { subscribe_url: opts.subscribeUrl }),
+      }));
     });
     described = p;
     p.catch((err: Error) => {

@@ -1,7 +1,4 @@
 /** Framework adapters: the same decision (401, 402, 503 or pass with the result) for Hono, Express, Elysia and fetch. */
-import type { Context, MiddlewareHandler } from "hono";
-import type { RequestHandler } from "express";
-import type { Elysia } from "elysia";
 import { GateRequestError, GateUnavailableError, type CheckResult } from "./check.js";
 
 /** A wallet source's answer: an address, or nothing when the request carries no signed-in wallet. */
@@ -113,6 +110,18 @@ export async function decide(
 
 type Decide = (wallet: string | null | undefined) => Promise<Verdict>;
 
+// The framework types below are written here, not imported: the published declarations must type-check in a
+// project that has none of hono, express or elysia installed. Each is what that framework accepts.
+
+/** A Hono middleware (`app.use(path, gate.hono(...))`); type the app `new Hono<{ Variables: GateVariables }>()`. */
+export type HonoMiddleware = (c: any, next: () => Promise<void>) => Promise<Response | void>;
+
+/** The Hono context variables the gate sets: `c.get("subscription")`. */
+export type GateVariables = { subscription: CheckResult };
+
+/** An Express middleware; the route reads `req.subscription` (typed by the gate's `Express.Request` augmentation). */
+export type ExpressMiddleware = (req: any, res: any, next: (err?: unknown) => void) => void;
+
 /** The synchronous cached answer of a wallet, when there is one (no promise on the hot path). */
 export type Peek = (wallet: string) => CheckResult | undefined;
 
@@ -123,7 +132,7 @@ const json = (v: Extract<Verdict, { ok: false }>) =>
   });
 
 /** Hono middleware: `c.get("subscription")` in the route. */
-export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWallet): MiddlewareHandler {
+export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWallet): HonoMiddleware {
   return (c, next) => {
     const w = wallet(c);
     // Hot path: a cached positive answer passes with no promise of ours.
@@ -145,7 +154,7 @@ export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWa
  * A Hono route handler gated as a whole: `handler(c)` runs only for a paid-up wallet, with `c.get("subscription")`.
  * One handler instead of a middleware and a handler: a cached answer keeps Hono's synchronous single-handler path.
  */
-export function honoRouteAdapter<C extends Context>(
+export function honoRouteAdapter<C = any>(
   run: Decide,
   peek: Peek,
   wallet: (c: C) => MaybeWallet,
@@ -155,20 +164,20 @@ export function honoRouteAdapter<C extends Context>(
     const w = wallet(c);
     const hit = typeof w === "string" ? peek(w) : undefined;
     if (hit?.authorized) {
-      c.set("subscription", hit);
+      (c as any).set("subscription", hit);
       return handler(c);
     }
     return (async () => {
       const v = await run(await w);
       if (!v.ok) return json(v);
-      c.set("subscription", v.subscription);
+      (c as any).set("subscription", v.subscription);
       return handler(c);
     })();
   };
 }
 
 /** Express middleware: `req.subscription` in the route. */
-export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => MaybeWallet): RequestHandler {
+export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => MaybeWallet): ExpressMiddleware {
   return (req, res, next) => {
     const w = wallet(req);
     const hit = typeof w === "string" ? peek(w) : undefined;
@@ -189,14 +198,17 @@ export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => Ma
   };
 }
 
-/** An Elysia plugin (`app.use(...)`): routes registered after it get `subscription` in their context. */
-export function elysiaAdapter(run: Decide, wallet: (ctx: any) => MaybeWallet) {
-  return (app: Elysia) =>
-    app.resolve(async (ctx) => {
+/**
+ * An Elysia plugin (`app.use(...)`): routes registered after it get `subscription` in their context. Typed loosely
+ * here (so that the main entry needs no elysia types); `@subscription-indexer/gate/elysia` types the context.
+ */
+export function elysiaAdapter(run: Decide, wallet: (ctx: any) => MaybeWallet): (app: any) => any {
+  return (app: any) =>
+    app.resolve(async (ctx: any) => {
       const v = await run(await wallet(ctx));
       if (!v.ok) {
         Object.assign(ctx.set.headers, v.headers);
-        return ctx.status(v.status as 402, v.body);
+        return ctx.status(v.status, v.body);
       }
       return { subscription: v.subscription };
     });

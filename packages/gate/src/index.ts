@@ -3,7 +3,6 @@
  * Payments Indexer's `GET /v0/auth/check`. Adapters for Hono, Express, Elysia and plain fetch handlers answer 401
  * (no wallet), 402 (not paid up), 503 (the service cannot answer and `failOpen` is false), or pass the result on.
  */
-import type { Context } from "hono";
 import {
   createChecker,
   GateRequestError,
@@ -25,7 +24,15 @@ import { webhookReceiver, type WebhookOptions } from "./webhooks.js";
 import { webhookHandler, type WebhookHandler } from "./webhook-handler.js";
 
 export { GateRequestError, GateUnavailableError, type CheckMode, type CheckResult } from "./check.js";
-export type { MaybeWallet, PaymentOption, PaymentRequiredBody, Verdict } from "./adapters.js";
+export type {
+  ExpressMiddleware,
+  GateVariables,
+  HonoMiddleware,
+  MaybeWallet,
+  PaymentOption,
+  PaymentRequiredBody,
+  Verdict,
+} from "./adapters.js";
 export type { GateEvent, WebhookOptions } from "./webhooks.js";
 export { memoryStore, type GateStore, type StoredAnswer, type StoredEntry } from "./store.js";
 export type { WebhookHandler } from "./webhook-handler.js";
@@ -73,7 +80,7 @@ export type Gate = {
    * A gated Hono route handler (`app.get("/premium", gate.honoRoute({ wallet }, (c) => …))`): the same answers as
    * `hono()`, without a middleware in front of the route (Hono keeps its synchronous path for a cached answer).
    */
-  honoRoute: <C extends Context>(
+  honoRoute: <C = any>(
     o: { wallet: (c: C) => MaybeWallet },
     handler: (c: C) => Response | Promise<Response>,
   ) => (c: C) => Response | Promise<Response>;
@@ -148,4 +155,15 @@ export function createGate(opts: GateOptions): Gate {
     fetch: (o, handler) => fetchAdapter(run, checker.peek, o.wallet, handler),
     webhooks: (o) => webhookHandler(webhookReceiver(checker, o)),
   };
+}
+
+declare global {
+  // Express's own declarations merge their Request with this interface: `req.subscription` after `gate.express()`.
+  // Without express installed it is an empty namespace of no consequence.
+  namespace Express {
+    interface Request {
+      /** The gate's answer, set by `gate.express()` for a request it passed. */
+      subscription?: CheckResult;
+    }
+  }
 }

@@ -38,13 +38,18 @@ async function readBounded(chunks: AsyncIterable<Uint8Array | string>, stop: () 
     }
     parts.push(bytes);
   }
+  return { raw: decode(parts, size) };
+}
+
+/** The UTF-8 text of `parts` (`size` bytes in all). */
+function decode(parts: Uint8Array[], size: number): string {
   const all = new Uint8Array(size);
   let at = 0;
   for (const p of parts) {
     all.set(p, at);
     at += p.byteLength;
   }
-  return { raw: new TextDecoder().decode(all) };
+  return new TextDecoder().decode(all);
 }
 
 async function fetchBody(req: Request): Promise<Body> {
@@ -92,7 +97,7 @@ async function expressBody(req: any): Promise<Body> {
       }
       parts.push(bytes);
     };
-    const onEnd = () => done({ raw: new TextDecoder().decode(Buffer.concat(parts)) });
+    const onEnd = () => done({ raw: decode(parts, size) });
     req.on("data", onData);
     req.on("end", onEnd);
     req.on("error", reject);

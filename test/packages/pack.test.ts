@@ -28,8 +28,6 @@ const FRAMEWORKS = [
   "openapi-types@12.1.3",
 ];
 
-let seeded: SeededApp;
-let url: string;
 let work: string;
 let tarballs: string[] = [];
 /** Each package's packed file list. */
@@ -55,6 +53,22 @@ async function project(name: string, type: "module" | "commonjs", extra: string[
   );
   for (const [file, text] of Object.entries(files)) writeFileSync(join(dir, file), text);
   return dir;
+}
+
+/**
+ * Runs `node main.js <api url> …args` in `dir` against the seeded API, started only now: installs and type-checks
+ * load the machine, and the API's queries have deadlines.
+ */
+async function runMain(dir: string, args: string[], after?: (seeded: SeededApp) => Promise<unknown>) {
+  const seeded = await startSeededApp();
+  try {
+    seeded.app.listen({ port: 0, hostname: "127.0.0.1" });
+    const out = await run(["node", "main.js", `http://127.0.0.1:${seeded.app.server!.port}`, ...args], dir);
+    return { out: JSON.parse(out), after: await after?.(seeded) };
+  } finally {
+    seeded.app.server?.stop(true);
+    await seeded.close();
+  }
 }
 
 /** A strict NodeNext tsconfig over `files`, checking every declaration file (no skipLibCheck). */
@@ -84,9 +98,6 @@ async function typecheck(dir: string, file: string, from: string, to: string, co
 }
 
 beforeAll(async () => {
-  seeded = await startSeededApp();
-  seeded.app.listen({ port: 0, hostname: "127.0.0.1" });
-  url = `http://127.0.0.1:${seeded.app.server!.port}`;
   work = mkdtempSync(join(tmpdir(), "sdk-pack-"));
   for (const name of ["client", "gate"]) {
     const dir = join(ROOT, "packages", name);
@@ -102,8 +113,6 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  seeded?.app.server?.stop(true);
-  await seeded?.close();
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
@@ -207,10 +216,14 @@ export { until, r, e, body };
     "tsconfig.json": tsconfig(["typed.ts"], []),
   });
   await typecheck(dir, "typed.ts", "string | null | undefined", "number | undefined");
-  const out = await run(["node", "main.js", url, MOD.a1, W.alice, W.bob, secret, event, JSON.stringify(headers)], dir);
-  const validUntil = (await seeded.get(`/v0/auth/check?module_address=${MOD.a1}&wallet=${W.alice}&plan_ids=1`, {})).body
-    .indexed.valid_until;
-  expect(JSON.parse(out)).toEqual({
+  const { out, after: validUntil } = await runMain(
+    dir,
+    [MOD.a1, W.alice, W.bob, secret, event, JSON.stringify(headers)],
+    async (seeded) =>
+      (await seeded.get(`/v0/auth/check?module_address=${MOD.a1}&wallet=${W.alice}&plan_ids=1`, {})).body.indexed
+        .valid_until,
+  );
+  expect(out).toEqual({
     check: { authorized: true, valid_until: validUntil },
     error: { isApiError: true, status: 401, code: "unauthenticated" },
     sources: ["api", "cache", "api"],
@@ -255,7 +268,7 @@ export async function main(): Promise<CheckResult> {
     "tsconfig.json": tsconfig(["typed.ts"], []),
   });
   await typecheck(dir, "typed.ts", "boolean | undefined", "string | undefined");
-  const out = JSON.parse(await run(["node", "main.js", url, MOD.a1, W.alice, W.bob], dir));
+  const { out } = await runMain(dir, [MOD.a1, W.alice, W.bob]);
   expect(out).toEqual({
     authorized: true,
     passed: { status: 200, authorized: true },
@@ -366,7 +379,7 @@ for (const type of ["module", "commonjs"] as const) {
         ? 'import { apps } from "./out/typed.js";\nimport { ely } from "./out/typed-elysia.js";'
         : 'const { apps } = require("./out/typed.js");\nconst { ely } = require("./out/typed-elysia.js");';
     writeFileSync(join(dir, "main.js"), frameworkMain(load));
-    const out = JSON.parse(await run(["node", "main.js", url, MOD.a1, W.alice, W.bob], dir));
+    const { out } = await runMain(dir, [MOD.a1, W.alice, W.bob]);
     const expected = [200, true, 402, "subscription_required"];
     expect(out).toEqual({ express: expected, hono: expected, elysia: expected });
   }, 240_000);

@@ -4,12 +4,9 @@
  * those plans cost (the gate's 402 body and its start-up validation).
  */
 import { Elysia } from "elysia";
-import type { Server } from "bun";
 import { ChainUnavailableError, InvalidParameterError } from "../../errors";
 import { freshnessHeaders, isConfiguredChain } from "../../chain-state";
-import { createAuthenticator } from "../../plugins/auth";
-import { principalId } from "../../../auth/principal";
-import { clientAddress, clientKey } from "../../rate-limit";
+import { createCheckAdmission } from "./admit";
 import { parseAddress, parseChainId, parsePlanIds, type RawParams } from "../../params";
 import type { RouteDeps } from "../../deps";
 import type { ResponseCache } from "../../cache";
@@ -57,17 +54,8 @@ const reached = (p: ParsedCheck, e: CheckEntry) =>
 
 type Ctx = { request: Request; query: unknown; server: unknown; set: { headers: Record<string, unknown> } };
 
-/** The check routes; indexed answers go through `cache` when given (after the rate limit, like every request). */
-export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
-  const { config } = deps;
-  const onchain = createOnchainChecker({
-    chains: deps.chains,
-    concurrency: config.ONCHAIN_CHECK_CONCURRENCY,
-    timeoutMs: config.RPC_TIMEOUT_MS,
-  });
-  const memo = createParseMemo(deps.chains.defaultChainId);
-  const authenticate = createAuthenticator(deps);
-  const addressOpts = { trustedProxyHops: config.TRUSTED_PROXY_HOPS, clientIpHeader: config.CLIENT_IP_HEADER };
+/** Indexed answers: from `cache` when given, of a chain this service may answer for, waited for to `min_block`. */
+function indexedAnswers(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
   const load = async (p: ParsedCheck) => {
     const answer = await indexedCheck(deps.readSql, p.q);
     return { value: checkEntry(p.q, answer), ttlMs: answer.validForMs };
@@ -77,26 +65,41 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
     if (servable(p, e)) return e;
     throw new InvalidParameterError("chain_id", `chain ${p.q.chainId} is not indexed by this service`);
   };
-
-  /**
-   * Spends the request's rate limit and names its client: with an Authorization header the credential's bucket (a
-   * bad credential spends the address's), else the client address's. The per-merchant limit belongs here too.
-   */
-  const admit = async (ctx: Ctx): Promise<string> => {
-    const server = ctx.server as Server<unknown> | null;
-    if (ctx.request.headers.has("authorization")) return principalId(await authenticate(ctx, false));
-    deps.limiter.hit(ctx.request, server);
-    return clientKey(clientAddress(ctx.request, server, addressOpts));
+  /** A cache hit that has reached `min_block`, synchronously; undefined otherwise. */
+  const hit = (p: ParsedCheck): CheckEntry | undefined => {
+    const e = cache?.hit(p.key, p.q.chainId, () => load(p));
+    return e && reached(p, e) ? served(p, e) : undefined;
   };
-
-  /** The indexed entry, from the cache while it has reached `min_block`, else waited for (up to 2 s). */
-  const indexed = async (p: ParsedCheck): Promise<CheckEntry> => {
+  /** The entry, from the cache while it has reached `min_block`, else waited for (up to 2 s). */
+  const get = async (p: ParsedCheck): Promise<CheckEntry> => {
     const e = cache ? await cache.get(p.key, p.q.chainId, () => load(p)) : (await load(p)).value;
     if (reached(p, e)) return served(p, e);
     return served(p, checkEntry(p.q, await indexedCheckAt(deps.readSql, p.q, p.minBlock!, e.answer)));
   };
+  return { load, servable, hit, get };
+}
 
-  const send = (e: CheckEntry, set: Ctx["set"]) => (Object.assign(set.headers, e.headers), e.body);
+/** `GET /v0/auth/plans`: the plans as indexed (a 400 on plan_ids names those that are not). */
+function plansHandler(deps: RouteDeps, admit: ReturnType<typeof createCheckAdmission>) {
+  return async (ctx: Ctx) => {
+    await admit(ctx);
+    const raw = ctx.query as RawParams;
+    const module = parseAddress(raw, "module_address");
+    const planIds = parsePlanIds(raw);
+    const chainId = parseChainId(raw, deps.chains.defaultChainId);
+    return { chain_id: chainId, module_address: module, plans: await plansOf(deps.readSql, chainId, module, planIds) };
+  };
+}
+
+const send = (e: CheckEntry, set: Ctx["set"]) => (Object.assign(set.headers, e.headers), e.body);
+
+/** The check routes; indexed answers go through `cache` when given (after the rate limit, like every request). */
+export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
+  const { ONCHAIN_CHECK_CONCURRENCY: concurrency, RPC_TIMEOUT_MS: timeoutMs } = deps.config;
+  const onchain = createOnchainChecker({ chains: deps.chains, concurrency, timeoutMs });
+  const memo = createParseMemo(deps.chains.defaultChainId);
+  const admit = createCheckAdmission(deps);
+  const indexed = indexedAnswers(deps, cache);
 
   /** Modes onchain and both (the contract decides), within the client's share of the chain's RPC budget. */
   const withChain = async (p: ParsedCheck, client: string, set: Ctx["set"]) => {
@@ -106,7 +109,7 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
       throw new InvalidParameterError("chain_id", why);
     }
     if (mode === "onchain") return checkResult(mode, q, undefined, await onchain.check(q, client));
-    const [ix, oc] = await Promise.allSettled([indexed(p), onchain.check(q, client)]);
+    const [ix, oc] = await Promise.allSettled([indexed.get(p), onchain.check(q, client)]);
     if (ix.status === "rejected") throw ix.reason;
     freshnessHeaders(set.headers as Record<string, string>, ix.value.answer);
     if (oc.status === "fulfilled") return checkResult(mode, q, ix.value.answer.result, oc.value);
@@ -114,29 +117,21 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
     throw new ChainUnavailableError(oc.reason.message, { indexed: ix.value.answer.result });
   };
 
-  const check = async (ctx: Ctx) => {
-    const client = await admit(ctx);
+  /** One request of an admitted client: a cache hit is answered with no promise (the entry holds the response). */
+  const answer = (ctx: Ctx, client: string): string | Promise<string | CheckResult> => {
     const p = memo.parse(ctx.request, ctx.query);
     if (p.mode !== "indexed") return withChain(p, client, ctx.set);
-    // A cache hit that has reached min_block is answered with no further promise: the entry holds the response.
-    const hit = cache?.hit(p.key, p.q.chainId, () => load(p));
-    return send(hit && reached(p, hit) ? served(p, hit) : await indexed(p), ctx.set);
+    const hit = indexed.hit(p);
+    return hit ? send(hit, ctx.set) : indexed.get(p).then((e) => send(e, ctx.set));
   };
-
-  const plans = async (ctx: Ctx) => {
-    await admit(ctx);
-    const raw = ctx.query as RawParams;
-    const module = parseAddress(raw, "module_address");
-    const planIds = parsePlanIds(raw);
-    const chainId = parseChainId(raw, deps.chains.defaultChainId);
-    const found = await plansOf(deps.readSql, chainId, module, planIds);
-    return { chain_id: chainId, module_address: module, plans: found };
+  const check = (ctx: Ctx) => {
+    const client = admit(ctx);
+    return typeof client === "string" ? answer(ctx, client) : client.then((c) => answer(ctx, c));
   };
 
   const routes = new Elysia({ prefix: "/v0/auth", name: "check" })
     .get("/check", check, { query: CheckQueryDoc, detail: checkDetail })
-    .get("/plans", plans, { query: PlansQueryDoc, detail: plansDetail });
-  return cache && deps.hotCheck !== false
-    ? new Elysia().use(hotCheckPlugin(deps, cache, memo, load, servable)).use(routes)
-    : routes;
+    .get("/plans", plansHandler(deps, admit), { query: PlansQueryDoc, detail: plansDetail });
+  if (!cache || deps.hotCheck === false) return routes;
+  return new Elysia().use(hotCheckPlugin(deps, cache, memo, indexed.load, indexed.servable)).use(routes);
 }

@@ -132,6 +132,8 @@ export function createChecker(opts: CheckerOptions): Checker {
   // An entry is kept for the stale fallback, and a floor long enough for any answer in flight to meet it.
   const keepMs = Math.max(maxStale, maxAge, 600_000);
   const flights = new Map<string, Promise<CheckResult>>();
+  /** Whether the store answered `get` with a promise once (then `peek` stops asking it). */
+  let asyncStore = false;
   const headers: Record<string, string> = opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : {};
 
   const base = new URL(opts.baseUrl.replace(/\/*$/, "/"));
@@ -256,12 +258,22 @@ export function createChecker(opts: CheckerOptions): Checker {
       if (!ADDRESS.test(wallet)) {
         return Promise.reject(new GateRequestError("wallet must be an address (0x and 40 hex digits)", 400));
       }
-      return lookup(wallet);
+      return lookup(wallet).catch((err) => {
+        if (err instanceof GateUnavailableError || err instanceof GateRequestError) throw err;
+        // The store failed (a shared one can be down): no answer can be trusted to meet the wallet's floor.
+        throw new GateUnavailableError(`the gate's store failed: ${(err as Error).message}`);
+      });
     },
     peek: (raw) => {
+      if (asyncStore) return undefined;
       const wallet = raw.toLowerCase();
       const e = store.get(keyOf(wallet));
-      if (isPromise(e)) return undefined;
+      if (isPromise(e)) {
+        // An asynchronous store: no synchronous answer, now or later; `check` reads it (and reports its failure).
+        asyncStore = true;
+        e.catch(() => {});
+        return undefined;
+      }
       const a = servable(e);
       return a ? serve(wallet, e!, a) : undefined;
     },

@@ -89,9 +89,14 @@ export function webhookReceiver(
     if (typeof event.type !== "string" || typeof event.data !== "object" || event.data === null) {
       return { status: 400, body: { error: "invalid_event", message: "the event has no type or data" } };
     }
-    seen.set(id, true);
+    seen.set(id, true); // before any await: a copy delivered meanwhile is a duplicate
     const t = target(event);
-    if (t) await gate.invalidate(t.wallet, t.block);
+    try {
+      if (t) await gate.invalidate(t.wallet, t.block);
+    } catch {
+      seen.delete(id); // the store failed: the service's retry must invalidate again
+      return { status: 503, body: { error: "store_unavailable", message: "the gate's store failed" } };
+    }
     if (opts.onEvent) {
       try {
         await opts.onEvent(event);

@@ -175,6 +175,35 @@ describe("a yes is bounded", () => {
   });
 });
 
+describe("a shared store that fails", () => {
+  test("a check is an outage (503), a delivery is a 503 the service retries, not a duplicate", async () => {
+    const healthy = memoryStore();
+    const state = { down: true };
+    const guard = <T>(f: () => T) => {
+      if (state.down) return Promise.reject(new Error("store connection refused"));
+      return Promise.resolve(f());
+    };
+    const store = {
+      get: (k: string) => guard(() => healthy.get(k)),
+      set: (k: string, v: Parameters<typeof healthy.set>[1], ttl: number) => guard(() => healthy.set(k, v, ttl)),
+      delete: (k: string) => guard(() => healthy.delete(k)),
+    };
+    const secret = newSecret();
+    const gate = gateOf(stack.url, { store });
+    await expect(gate.check(addr(PAID))).rejects.toBeInstanceOf(GateUnavailableError);
+    const premium = gate.fetch({ wallet: (req) => req.headers.get("x-wallet") }, () => new Response("ok"));
+    const res = await premium(new Request("http://app/premium", { headers: { "x-wallet": addr(PAID) } }));
+    expect(res.status).toBe(503);
+    const event = statusChanged(addr(PAID), await indexedBlock());
+    const hook = gate.webhooks({ secret });
+    expect((await hook.fetch(delivery(secret, event))).status).toBe(503);
+    state.down = false;
+    const retried = await hook.fetch(delivery(secret, event));
+    expect(await retried.json()).toEqual({ received: true, evicted: [addr(PAID)] });
+    expect((await gate.check(addr(PAID))).authorized).toBe(true);
+  });
+});
+
 describe("invalidation is monotonic", () => {
   test("after a webhook of block B no answer below B is served: the gate asks with min_block, stale included", async () => {
     const p = proxy();

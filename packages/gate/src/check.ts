@@ -221,10 +221,17 @@ export function createChecker(opts: CheckerOptions): Checker {
     }
   };
 
+  /** What a failure is to the caller: a store's own error (a shared one can be down) is an outage. */
+  const asGateError = (err: unknown): Error =>
+    err instanceof GateUnavailableError || err instanceof GateRequestError
+      ? err
+      : new GateUnavailableError(`the gate's store failed: ${(err as Error).message}`);
+
   const load = (wallet: string, entry: StoredEntry | undefined): Promise<CheckResult> => {
     const flight: Promise<CheckResult> = fetchAndStore(wallet, entry, () => flight)
       .then((a) => toResult(a, "api"))
-      .catch((err) => {
+      .catch((raw) => {
+        const err = asGateError(raw);
         const last = entry?.answer;
         if (err instanceof GateUnavailableError && opts.failOpen && last && now() < last.at + maxStale) {
           if (meets(last, entry!.floor)) return toResult(last, "stale");
@@ -239,13 +246,20 @@ export function createChecker(opts: CheckerOptions): Checker {
   };
 
   /** Serves a stored answer, refreshing it in the background once past half its age (one flight per wallet). */
-  const serve = (wallet: string, e: StoredEntry, a: StoredAnswer): CheckResult => {
-    if (a.authorized && now() >= a.at + maxAge / 2 && !flights.has(wallet)) load(wallet, e).catch(() => {});
-    return toResult(a, "cache");
+  /** Results served from the store, one per stored answer (the in-memory store hands back the same object). */
+  const cachedResults = new WeakMap<StoredAnswer, CheckResult>();
+  const cachedResult = (a: StoredAnswer) => {
+    let r = cachedResults.get(a);
+    if (!r) cachedResults.set(a, (r = Object.freeze(toResult(a, "cache"))));
+    return r;
   };
 
-  const lookup = async (wallet: string): Promise<CheckResult> => {
-    const e = await store.get(keyOf(wallet));
+  const serve = (wallet: string, e: StoredEntry, a: StoredAnswer): CheckResult => {
+    if (a.authorized && now() >= a.at + maxAge / 2 && !flights.has(wallet)) load(wallet, e).catch(() => {});
+    return cachedResult(a);
+  };
+
+  const fromEntry = (wallet: string, e: StoredEntry | undefined): CheckResult | Promise<CheckResult> => {
     const a = servable(e);
     if (a) return serve(wallet, e!, a);
     return flights.get(wallet) ?? load(wallet, e);
@@ -258,11 +272,17 @@ export function createChecker(opts: CheckerOptions): Checker {
       if (!ADDRESS.test(wallet)) {
         return Promise.reject(new GateRequestError("wallet must be an address (0x and 40 hex digits)", 400));
       }
-      return lookup(wallet).catch((err) => {
-        if (err instanceof GateUnavailableError || err instanceof GateRequestError) throw err;
-        // The store failed (a shared one can be down): no answer can be trusted to meet the wallet's floor.
-        throw new GateUnavailableError(`the gate's store failed: ${(err as Error).message}`);
-      });
+      try {
+        const e = store.get(keyOf(wallet));
+        // A synchronous store (the default): a cached answer costs one resolved promise.
+        if (!isPromise(e)) return Promise.resolve(fromEntry(wallet, e));
+        return e.then(
+          (entry) => fromEntry(wallet, entry),
+          (err) => Promise.reject(asGateError(err)),
+        );
+      } catch (err) {
+        return Promise.reject(asGateError(err));
+      }
     },
     peek: (raw) => {
       if (asyncStore) return undefined;

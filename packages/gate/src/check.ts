@@ -194,10 +194,31 @@ export function createChecker(opts: CheckerOptions): Checker {
     return Math.min(a.at + maxAge, Date.parse(a.validUntil));
   };
 
-  /** The stored entry's answer when it may be served now. */
-  const servable = (e: StoredEntry | undefined): StoredAnswer | undefined => {
+  /** What a stored answer gives, computed once per answer object (the in-memory store hands back the same one). */
+  type Derived = { result: CheckResult; freshUntil: number; refreshAt: number };
+  const derived = new WeakMap<StoredAnswer, Derived>();
+  const derive = (a: StoredAnswer): Derived => {
+    let d = derived.get(a);
+    if (!d) {
+      const result = Object.freeze(toResult(a, "cache"));
+      d = { result, freshUntil: freshUntil(a), refreshAt: a.authorized ? a.at + maxAge / 2 : Infinity };
+      derived.set(a, d);
+    }
+    return d;
+  };
+
+  /**
+   * The entry's answer as served now, or undefined when it may not be (too old, or below the wallet's floor); from
+   * half a positive answer's age on, one background refresh of the wallet is started.
+   */
+  const served = (wallet: string, e: StoredEntry | undefined): CheckResult | undefined => {
     const a = e?.answer;
-    return a && now() < freshUntil(a) && meets(a, e!.floor) ? a : undefined;
+    if (!a) return undefined;
+    const d = derive(a);
+    const t = now();
+    if (t >= d.freshUntil || (e!.floor !== undefined && !meets(a, e!.floor))) return undefined;
+    if (t >= d.refreshAt && !flights.has(wallet)) load(wallet, e).catch(() => {});
+    return d.result;
   };
 
   /**
@@ -247,35 +268,25 @@ export function createChecker(opts: CheckerOptions): Checker {
 
   /** Serves a stored answer, refreshing it in the background once past half its age (one flight per wallet). */
   /** Results served from the store, one per stored answer (the in-memory store hands back the same object). */
-  const cachedResults = new WeakMap<StoredAnswer, CheckResult>();
-  const cachedResult = (a: StoredAnswer) => {
-    let r = cachedResults.get(a);
-    if (!r) cachedResults.set(a, (r = Object.freeze(toResult(a, "cache"))));
-    return r;
-  };
-
-  const serve = (wallet: string, e: StoredEntry, a: StoredAnswer): CheckResult => {
-    if (a.authorized && now() >= a.at + maxAge / 2 && !flights.has(wallet)) load(wallet, e).catch(() => {});
-    return cachedResult(a);
-  };
-
-  const fromEntry = (wallet: string, e: StoredEntry | undefined): CheckResult | Promise<CheckResult> => {
-    const a = servable(e);
-    if (a) return serve(wallet, e!, a);
-    return flights.get(wallet) ?? load(wallet, e);
-  };
+  const fromEntry = (wallet: string, e: StoredEntry | undefined): CheckResult | Promise<CheckResult> =>
+    served(wallet, e) ?? flights.get(wallet) ?? load(wallet, e);
 
   return {
     check: (raw) => {
       const wallet = raw.toLowerCase();
-      // Only addresses reach the URL: a crafted string must not add or override query parameters.
-      if (!ADDRESS.test(wallet)) {
-        return Promise.reject(new GateRequestError("wallet must be an address (0x and 40 hex digits)", 400));
-      }
       try {
         const e = store.get(keyOf(wallet));
-        // A synchronous store (the default): a cached answer costs one resolved promise.
-        if (!isPromise(e)) return Promise.resolve(fromEntry(wallet, e));
+        if (!isPromise(e)) {
+          // A synchronous store (the default): a cached answer costs one resolved promise. Only addresses are
+          // stored, so a hit needs no validation.
+          const hit = served(wallet, e);
+          if (hit) return Promise.resolve(hit);
+        }
+        // Only addresses reach the URL: a crafted string must not add or override query parameters.
+        if (!ADDRESS.test(wallet)) {
+          return Promise.reject(new GateRequestError("wallet must be an address (0x and 40 hex digits)", 400));
+        }
+        if (!isPromise(e)) return flights.get(wallet) ?? load(wallet, e);
         return e.then(
           (entry) => fromEntry(wallet, entry),
           (err) => Promise.reject(asGateError(err)),
@@ -294,8 +305,7 @@ export function createChecker(opts: CheckerOptions): Checker {
         e.catch(() => {});
         return undefined;
       }
-      const a = servable(e);
-      return a ? serve(wallet, e!, a) : undefined;
+      return served(wallet, e);
     },
     evict: async (raw) => {
       const wallet = raw.toLowerCase();

@@ -1,8 +1,5 @@
 /** Framework adapters: the same decision (401, 402, 503 or pass with the result) for Hono, Express, Elysia and fetch. */
-import type { Context, MiddlewareHandler } from "hono";
-import type { RequestHandler } from "express";
-import type { Elysia } from "elysia";
-import { GateUnavailableError, type CheckResult } from "./check.js";
+import { GateRequestError, GateUnavailableError, type CheckResult } from "./check.js";
 
 /** A wallet source's answer: an address, or nothing when the request carries no signed-in wallet. */
 export type MaybeWallet = string | null | undefined | Promise<string | null | undefined>;
@@ -14,10 +11,56 @@ export type Verdict =
 
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 
+/** One way to pay for access, in the 402 body (`x402`-style payment requirements, scheme `subscription`). */
+export type PaymentOption = {
+  scheme: "subscription";
+  /** CAIP-2 chain id, `eip155:<chain_id>`. */
+  network: string;
+  chain_id: number;
+  /** The subscription module (lowercase). */
+  module: string;
+  /** The on-chain plan id (decimal). */
+  plan_id: string;
+  /** The token charged (lowercase address). */
+  asset: string;
+  /** Its symbol and decimals as the chain reports them (null when unknown). */
+  symbol: string | null;
+  decimals: number | null;
+  /** Charged each interval, in the token's smallest unit (decimal string). */
+  amount: string;
+  /** Seconds between charges. */
+  interval_s: number;
+  /** Where a user subscribes (the `subscribeUrl` option), when given. */
+  subscribe_url?: string;
+};
+
+/** The body of a 402: what is missing and how to get it. */
+export type PaymentRequiredBody = {
+  error: "subscription_required";
+  message: string;
+  wallet: string;
+  module: string;
+  plans: string[];
+  chain_id?: number;
+  /** The plans' prices, token and interval; absent when the service could not describe them just now. */
+  accepts?: PaymentOption[];
+  subscribe_url?: string;
+};
+
+/** What a 402 says about the gate's plans. */
+export type Describe = {
+  module: string;
+  plans: string[];
+  chainId?: number;
+  subscribeUrl?: string;
+  /** The plans as the service describes them (undefined when it cannot now); rejects when misconfigured. */
+  options: () => Promise<PaymentOption[] | undefined>;
+};
+
 /** Decides a request from the wallet it carries (shared by every adapter). */
 export async function decide(
   check: (wallet: string) => Promise<CheckResult>,
-  describe: { module: string; plans: string[]; chainId?: number },
+  describe: Describe,
   wallet: string | null | undefined,
 ): Promise<Verdict> {
   if (!wallet || !ADDRESS.test(wallet)) {
@@ -31,19 +74,18 @@ export async function decide(
   try {
     const subscription = await check(wallet);
     if (subscription.authorized) return { ok: true, subscription };
-    return {
-      ok: false,
-      status: 402,
-      body: {
-        error: "subscription_required",
-        message: "an active subscription to one of these plans is required",
-        wallet: wallet.toLowerCase(),
-        module: describe.module,
-        plans: describe.plans,
-        ...(describe.chainId === undefined ? {} : { chain_id: describe.chainId }),
-      },
-      headers: {},
+    const accepts = await describe.options();
+    const body: PaymentRequiredBody = {
+      error: "subscription_required",
+      message: "an active subscription to one of these plans is required",
+      wallet: wallet.toLowerCase(),
+      module: describe.module,
+      plans: describe.plans,
+      ...(describe.chainId === undefined ? {} : { chain_id: describe.chainId }),
+      ...(accepts ? { accepts } : {}),
+      ...(describe.subscribeUrl === undefined ? {} : { subscribe_url: describe.subscribeUrl }),
     };
+    return { ok: false, status: 402, body, headers: {} };
   } catch (err) {
     if (err instanceof GateUnavailableError) {
       return {
@@ -53,11 +95,32 @@ export async function decide(
         headers: { "retry-after": "5" },
       };
     }
+    if (err instanceof GateRequestError) {
+      // The gate's own options are wrong (module, plans, chain): no user can fix that, and none is told "pay".
+      return {
+        ok: false,
+        status: 500,
+        body: { error: "gate_misconfigured", message: "the subscription gate is misconfigured" },
+        headers: {},
+      };
+    }
     throw err;
   }
 }
 
 type Decide = (wallet: string | null | undefined) => Promise<Verdict>;
+
+// The framework types below are written here, not imported: the published declarations must type-check in a
+// project that has none of hono, express or elysia installed. Each is what that framework accepts.
+
+/** A Hono middleware (`app.use(path, gate.hono(...))`); type the app `new Hono<{ Variables: GateVariables }>()`. */
+export type HonoMiddleware = (c: any, next: () => Promise<void>) => Promise<Response | void>;
+
+/** The Hono context variables the gate sets: `c.get("subscription")`. */
+export type GateVariables = { subscription: CheckResult };
+
+/** An Express middleware; the route reads `req.subscription` (typed by the gate's `Express.Request` augmentation). */
+export type ExpressMiddleware = (req: any, res: any, next: (err?: unknown) => void) => void;
 
 /** The synchronous cached answer of a wallet, when there is one (no promise on the hot path). */
 export type Peek = (wallet: string) => CheckResult | undefined;
@@ -69,7 +132,7 @@ const json = (v: Extract<Verdict, { ok: false }>) =>
   });
 
 /** Hono middleware: `c.get("subscription")` in the route. */
-export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWallet): MiddlewareHandler {
+export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWallet): HonoMiddleware {
   return (c, next) => {
     const w = wallet(c);
     // Hot path: a cached positive answer passes with no promise of ours.
@@ -91,7 +154,7 @@ export function honoAdapter(run: Decide, peek: Peek, wallet: (c: any) => MaybeWa
  * A Hono route handler gated as a whole: `handler(c)` runs only for a paid-up wallet, with `c.get("subscription")`.
  * One handler instead of a middleware and a handler: a cached answer keeps Hono's synchronous single-handler path.
  */
-export function honoRouteAdapter<C extends Context>(
+export function honoRouteAdapter<C = any>(
   run: Decide,
   peek: Peek,
   wallet: (c: C) => MaybeWallet,
@@ -101,20 +164,20 @@ export function honoRouteAdapter<C extends Context>(
     const w = wallet(c);
     const hit = typeof w === "string" ? peek(w) : undefined;
     if (hit?.authorized) {
-      c.set("subscription", hit);
+      (c as any).set("subscription", hit);
       return handler(c);
     }
     return (async () => {
       const v = await run(await w);
       if (!v.ok) return json(v);
-      c.set("subscription", v.subscription);
+      (c as any).set("subscription", v.subscription);
       return handler(c);
     })();
   };
 }
 
 /** Express middleware: `req.subscription` in the route. */
-export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => MaybeWallet): RequestHandler {
+export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => MaybeWallet): ExpressMiddleware {
   return (req, res, next) => {
     const w = wallet(req);
     const hit = typeof w === "string" ? peek(w) : undefined;
@@ -135,14 +198,17 @@ export function expressAdapter(run: Decide, peek: Peek, wallet: (req: any) => Ma
   };
 }
 
-/** An Elysia plugin (`app.use(...)`): routes registered after it get `subscription` in their context. */
-export function elysiaAdapter(run: Decide, wallet: (ctx: any) => MaybeWallet) {
-  return (app: Elysia) =>
-    app.resolve(async (ctx) => {
+/**
+ * An Elysia plugin (`app.use(...)`): routes registered after it get `subscription` in their context. Typed loosely
+ * here (so that the main entry needs no elysia types); `@subscription-indexer/gate/elysia` types the context.
+ */
+export function elysiaAdapter(run: Decide, wallet: (ctx: any) => MaybeWallet): (app: any) => any {
+  return (app: any) =>
+    app.resolve(async (ctx: any) => {
       const v = await run(await wallet(ctx));
       if (!v.ok) {
         Object.assign(ctx.set.headers, v.headers);
-        return ctx.status(v.status as 402, v.body);
+        return ctx.status(v.status, v.body);
       }
       return { subscription: v.subscription };
     });

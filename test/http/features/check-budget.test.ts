@@ -1,7 +1,8 @@
 /**
  * The RPC budget of public on-chain checks (`mode=onchain|both`) against a real anvil behind a counting proxy that
  * can hold `eth_call`s: identical checks in flight share one call, and distinct calls beyond
- * ONCHAIN_CHECK_CONCURRENCY get a 503 `chain_busy` envelope with `Retry-After: 1` instead of a queue.
+ * ONCHAIN_CHECK_CONCURRENCY get a 503 `chain_busy` envelope with `Retry-After: 1` instead of a queue, and one
+ * client (an address behind the trusted proxy) cannot take every slot.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Address } from "viem";
@@ -68,7 +69,12 @@ beforeAll(async () => {
   await chain.fund("alice", token, 100_000_000n);
   await chain.charge(module, await chain.subscribe("alice", module, 1));
   proxy = countingProxy(chain.rpcUrl);
-  const config = testConfig({ RPC_URL: proxy.url, CHAIN_ID: String(chain.chainId), ONCHAIN_CHECK_CONCURRENCY: "2" });
+  const config = testConfig({
+    RPC_URL: proxy.url,
+    CHAIN_ID: String(chain.chainId),
+    ONCHAIN_CHECK_CONCURRENCY: "2",
+    TRUSTED_PROXY_HOPS: "1",
+  });
   app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config) });
 }, 60_000);
 
@@ -78,8 +84,10 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-const check = (wallet: WalletName, mode = "onchain"): Promise<Res> =>
-  request(app, `/v0/auth/check?module_address=${module}&wallet=${chain.address(wallet)}&plan_ids=1&mode=${mode}`, {});
+const check = (wallet: WalletName, mode = "onchain", client = "203.0.113.1"): Promise<Res> =>
+  request(app, `/v0/auth/check?module_address=${module}&wallet=${chain.address(wallet)}&plan_ids=1&mode=${mode}`, {
+    "x-forwarded-for": client,
+  });
 
 /** Waits until the proxy holds `n` calls (the checks have reached the chain). */
 async function untilHeld(n: number): Promise<void> {
@@ -112,7 +120,7 @@ describe("on-chain check budget", () => {
   test("distinct calls beyond ONCHAIN_CHECK_CONCURRENCY get a 503 chain_busy envelope with Retry-After: 1", async () => {
     const before = proxy.calls("eth_call");
     proxy.hold();
-    const first = [check("alice"), check("bob")];
+    const first = [check("alice"), check("bob", "onchain", "203.0.113.2")];
     await untilHeld(2);
     const busy = await check("carol");
     expect(busy.status).toBe(503);
@@ -121,7 +129,7 @@ describe("on-chain check budget", () => {
     expect(busy.body.error.request_id).toMatch(/^req_/);
     expect((await check("carol", "both")).status).toBe(503);
     // A check identical to one in flight joins it: no slot needed.
-    const joined = check("bob");
+    const joined = check("bob", "onchain", "203.0.113.3");
     proxy.release();
     const answers = await Promise.all([...first, joined]);
     expect(answers.map((a) => [a.status, a.body.authorized])).toEqual([
@@ -132,6 +140,23 @@ describe("on-chain check budget", () => {
     expect(proxy.calls("eth_call") - before).toBe(2);
     // The slots are free again.
     expect((await check("carol")).status).toBe(200);
+  });
+
+  test("one client holds at most its share of the slots: another client's check still gets a slot", async () => {
+    proxy.hold();
+    const greedy = check("alice", "onchain", "198.51.100.1");
+    await untilHeld(1);
+    // Half of ONCHAIN_CHECK_CONCURRENCY (2) is in this client's hands: its next distinct check is refused…
+    const refused = await check("bob", "onchain", "198.51.100.1");
+    expect(refused.status).toBe(503);
+    expect(refused.body.error.code).toBe("chain_busy");
+    expect(refused.body.error.message).toContain("share");
+    // …and another client's takes the slot left.
+    const other = check("carol", "onchain", "198.51.100.2");
+    await untilHeld(2);
+    proxy.release();
+    expect((await greedy).status).toBe(200);
+    expect((await other).status).toBe(200);
   });
 
   test("the checks use their own client, not the registry's shared one (the indexer's)", async () => {

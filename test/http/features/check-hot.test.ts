@@ -266,8 +266,9 @@ for (const overHttp of [true, false]) {
       // answer is true for one more second of the chain's frozen clock, so its entry ends after 1 s of real time,
       // which a slow machine may reach on one side first; nor are stores, which background refreshes race.)
       expect(f.hits + f.misses).toBe(s.hits + s.misses);
-      // The fast path did answer (most hits), the reference side never did.
-      expect(f.admitted).toBeGreaterThan(20);
+      // The fast path did answer (most hits without a credential: a credential's check is counted by the route),
+      // the reference side never did.
+      expect(f.admitted).toBeGreaterThan(10);
       expect(s.admitted).toBe(0);
     }, 60_000);
 

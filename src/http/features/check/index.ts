@@ -1,50 +1,31 @@
-/** `GET /v0/auth/check`: is a wallet authorized for any of some plans on a module? Public, rate limited. */
+/**
+ * `GET /v0/auth/check`: is a wallet authorized for any of some plans on a module? Public, rate limited per client
+ * address; with `Authorization: Bearer <key>` counted against the credential instead. `GET /v0/auth/plans`: what
+ * those plans cost (the gate's 402 body and its start-up validation).
+ */
 import { Elysia } from "elysia";
-import type { Server } from "bun";
 import { ChainUnavailableError, InvalidParameterError } from "../../errors";
-import { rateLimitPlugin } from "../../plugins/rate-limit";
-import { newRequestId } from "../../plugins/error-handler";
-import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } from "../../params";
 import { freshnessHeaders, isConfiguredChain } from "../../chain-state";
-import { type RouteDeps } from "../../deps";
-import {
-  CHECK_MODES,
-  CheckQueryDoc,
-  checkDetail,
-  type CheckResult,
-  type IndexedResult,
-  type OnchainResult,
-} from "./model";
-import { createOnchainChecker, indexedCheck, type CheckEntry, type CheckQuery, type IndexedAnswer } from "./service";
+import { createCheckAdmission } from "./admit";
+import { parseAddress, parseChainId, parsePlanIds, type RawParams } from "../../params";
+import type { RouteDeps } from "../../deps";
 import type { ResponseCache } from "../../cache";
-
-/** A mode of the check. */
-type CheckMode = (typeof CHECK_MODES)[number];
-
-/** A parsed request: the question, the mode and the cache key of its indexed answer. */
-type ParsedCheck = { q: CheckQuery; mode: CheckMode; key: string };
-
-/** The route's path (its template: the label the request metrics give it). */
-const CHECK_PATH = "/v0/auth/check";
-
-/** Parsed requests kept by raw query string (parsing is a pure function of it): at most this many… */
-const PARSED_MAX_ENTRIES = 10_000;
-/** …of at most this many characters each. */
-const PARSED_MAX_QUERY_LENGTH = 512;
-
-/** Where the path of an absolute request URL starts: the first `/` after `scheme://host` (as Elysia finds it). */
-const pathStart = (url: string) => url.indexOf("/", 11);
-
-/** Where the query string of `url` starts (its `?`), or -1: the first `?` after the path's start, as Elysia's. */
-const queryStart = (url: string, pathAt: number) => url.indexOf("?", pathAt + 1);
+import { CheckQueryDoc, checkDetail, plansDetail, PlansQueryDoc, type CheckResult } from "./model";
+import type { IndexedResult, OnchainResult } from "./model";
+import { createParseMemo, type CheckMode, type ParsedCheck } from "./parse";
+import { hotCheckPlugin } from "./hot";
+import {
+  createOnchainChecker,
+  indexedCheck,
+  indexedCheckAt,
+  plansOf,
+  type CheckEntry,
+  type CheckQuery,
+  type IndexedAnswer,
+} from "./service";
 
 /** The check result (the one place its fields are put together, in this order). */
-function checkResult(
-  mode: CheckMode,
-  q: CheckQuery,
-  indexed: IndexedResult | undefined,
-  onchain: OnchainResult | undefined,
-): CheckResult {
+function checkResult(mode: CheckMode, q: CheckQuery, indexed?: IndexedResult, onchain?: OnchainResult): CheckResult {
   const result: CheckResult = {
     authorized: onchain ? onchain.authorized : indexed!.authorized,
     mode,
@@ -58,169 +39,99 @@ function checkResult(
   return result;
 }
 
-/**
- * The answer with its mode-indexed response rendered once: an entry is only served for its own key, which fixes
- * every other input of the body (chain, module, wallet, plan ids), so every hit sends these bytes.
- */
+/** The answer with its mode-indexed response rendered once (an entry is only served for its own key). */
 function checkEntry(q: CheckQuery, answer: IndexedAnswer): CheckEntry {
   const headers: Record<string, string> = {};
   freshnessHeaders(headers, answer);
   headers["content-type"] = "application/json;charset=utf-8";
-  const body = JSON.stringify(checkResult("indexed", q, answer.result, undefined));
+  const body = JSON.stringify(checkResult("indexed", q, answer.result));
   return { answer, body, headers, init: new Headers(headers) };
 }
 
-/** Parses the query (a 400 on any bad value). */
-function parseCheck(raw: RawParams, defaultChainId: number): ParsedCheck {
-  const q: CheckQuery = {
-    module: parseAddress(raw, "module_address"),
-    wallet: parseAddress(raw, "wallet"),
-    planIds: parsePlanIds(raw),
-    chainId: parseChainId(raw, defaultChainId),
+/** Whether an entry's index has reached the request's `min_block` (always, without one). */
+const reached = (p: ParsedCheck, e: CheckEntry) =>
+  p.minBlock === undefined || (e.answer.indexedBlock !== null && BigInt(e.answer.indexedBlock) >= p.minBlock);
+
+type Ctx = { request: Request; query: unknown; server: unknown; set: { headers: Record<string, unknown> } };
+
+/** Indexed answers: from `cache` when given, of a chain this service may answer for, waited for to `min_block`. */
+function indexedAnswers(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
+  const load = async (p: ParsedCheck) => {
+    const answer = await indexedCheck(deps.readSql, p.q);
+    return { value: checkEntry(p.q, answer), ttlMs: answer.validForMs };
   };
-  const mode = parseEnum(raw, "mode", CHECK_MODES, "indexed");
-  return { q, mode, key: `${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}` };
+  const servable = (p: ParsedCheck, e: CheckEntry) => e.answer.chainIndexed || isConfiguredChain(deps, p.q.chainId);
+  const served = (p: ParsedCheck, e: CheckEntry): CheckEntry => {
+    if (servable(p, e)) return e;
+    throw new InvalidParameterError("chain_id", `chain ${p.q.chainId} is not indexed by this service`);
+  };
+  /** A cache hit that has reached `min_block`, synchronously; undefined otherwise. */
+  const hit = (p: ParsedCheck): CheckEntry | undefined => {
+    const e = cache?.hit(p.key, p.q.chainId, () => load(p));
+    return e && reached(p, e) ? served(p, e) : undefined;
+  };
+  /** The entry, from the cache while it has reached `min_block`, else waited for (up to 2 s). */
+  const get = async (p: ParsedCheck): Promise<CheckEntry> => {
+    const e = cache ? await cache.get(p.key, p.q.chainId, () => load(p)) : (await load(p)).value;
+    if (reached(p, e)) return served(p, e);
+    return served(p, checkEntry(p.q, await indexedCheckAt(deps.readSql, p.q, p.minBlock!, e.answer)));
+  };
+  return { load, servable, hit, get };
 }
 
-/** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
+/** `GET /v0/auth/plans`: the plans as indexed (a 400 on plan_ids names those that are not). */
+function plansHandler(deps: RouteDeps, admit: ReturnType<typeof createCheckAdmission>) {
+  return async (ctx: Ctx) => {
+    await admit(ctx);
+    const raw = ctx.query as RawParams;
+    const module = parseAddress(raw, "module_address");
+    const planIds = parsePlanIds(raw);
+    const chainId = parseChainId(raw, deps.chains.defaultChainId);
+    return { chain_id: chainId, module_address: module, plans: await plansOf(deps.readSql, chainId, module, planIds) };
+  };
+}
+
+const send = (e: CheckEntry, set: Ctx["set"]) => (Object.assign(set.headers, e.headers), e.body);
+
+/** The check routes; indexed answers go through `cache` when given (after the rate limit, like every request). */
 export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
-  const checker = createOnchainChecker({
-    chains: deps.chains,
-    concurrency: deps.config.ONCHAIN_CHECK_CONCURRENCY,
-    timeoutMs: deps.config.RPC_TIMEOUT_MS,
-  });
-  const parsed = new Map<string, ParsedCheck>();
+  const { ONCHAIN_CHECK_CONCURRENCY: concurrency, RPC_TIMEOUT_MS: timeoutMs } = deps.config;
+  const onchain = createOnchainChecker({ chains: deps.chains, concurrency, timeoutMs });
+  const memo = createParseMemo(deps.chains.defaultChainId);
+  const admit = createCheckAdmission(deps);
+  const indexed = indexedAnswers(deps, cache);
 
-  /** The parsed request, from `parsed` when this exact query string was parsed before. */
-  const parse = (request: Request, query: unknown): ParsedCheck => {
-    const url = request.url;
-    const raw = url.slice(queryStart(url, pathStart(url)) + 1);
-    let p = parsed.get(raw);
-    if (!p) {
-      p = parseCheck(query as RawParams, deps.chains.defaultChainId);
-      if (raw.length <= PARSED_MAX_QUERY_LENGTH) {
-        if (parsed.size >= PARSED_MAX_ENTRIES) parsed.clear();
-        parsed.set(raw, p);
-      }
-    }
-    return p;
-  };
-
-  const load = async (q: CheckQuery) => {
-    const answer = await indexedCheck(deps.readSql, q);
-    return { value: checkEntry(q, answer), ttlMs: answer.validForMs };
-  };
-
-  /** Whether this service may answer for the entry's chain (else the request is a 400 on chain_id). */
-  const servable = (q: CheckQuery, entry: CheckEntry): boolean =>
-    entry.answer.chainIndexed || isConfiguredChain(deps, q.chainId);
-
-  /** The entry of a chain this service may answer for (else a 400 on chain_id). */
-  const served = (q: CheckQuery, entry: CheckEntry): CheckEntry => {
-    if (!servable(q, entry)) {
-      throw new InvalidParameterError("chain_id", `chain ${q.chainId} is not indexed by this service`);
-    }
-    return entry;
-  };
-
-  const indexed = async (p: ParsedCheck): Promise<CheckEntry> =>
-    served(p.q, cache ? await cache.get(p.key, p.q.chainId, () => load(p.q)) : (await load(p.q)).value);
-
-  const send = (entry: CheckEntry, set: { headers: Record<string, unknown> }) => {
-    Object.assign(set.headers, entry.headers);
-    return entry.body;
-  };
-
-  /** Every mode, answered after whatever the database or the chain takes. */
-  const answer = async (p: ParsedCheck, set: { headers: Record<string, unknown> }) => {
+  /** Modes onchain and both (the contract decides), within the client's share of the chain's RPC budget. */
+  const withChain = async (p: ParsedCheck, client: string, set: Ctx["set"]) => {
     const { q, mode } = p;
-    if (mode === "indexed") return send(await indexed(p), set);
-
-    const client = deps.chains.get(q.chainId);
-    if (!client) {
-      throw new InvalidParameterError(
-        "chain_id",
-        `no RPC endpoint is configured for chain ${q.chainId} (needed by mode ${mode})`,
-      );
+    if (!deps.chains.get(q.chainId)) {
+      const why = `no RPC endpoint is configured for chain ${q.chainId} (needed by mode ${mode})`;
+      throw new InvalidParameterError("chain_id", why);
     }
-    if (mode === "onchain") return checkResult(mode, q, undefined, await checker.check(q));
-
-    const [ix, oc] = await Promise.allSettled([indexed(p), checker.check(q)]);
+    if (mode === "onchain") return checkResult(mode, q, undefined, await onchain.check(q, client));
+    const [ix, oc] = await Promise.allSettled([indexed.get(p), onchain.check(q, client)]);
     if (ix.status === "rejected") throw ix.reason;
     freshnessHeaders(set.headers as Record<string, string>, ix.value.answer);
-    if (oc.status === "rejected") {
-      const err = oc.reason;
-      if (err instanceof ChainUnavailableError) {
-        throw new ChainUnavailableError(err.message, { indexed: ix.value.answer.result });
-      }
-      throw err;
-    }
-    return checkResult(mode, q, ix.value.answer.result, oc.value);
+    if (oc.status === "fulfilled") return checkResult(mode, q, ix.value.answer.result, oc.value);
+    if (!(oc.reason instanceof ChainUnavailableError)) throw oc.reason;
+    throw new ChainUnavailableError(oc.reason.message, { indexed: ix.value.answer.result });
   };
 
-  /**
-   * The route's response to a request it would answer from the cache (same status, headers and body); undefined
-   * for anything else, which the route then handles in full. Only a query string the route has already parsed and
-   * accepted qualifies (the memo holds nothing else), in mode indexed, on a servable chain, with a valid entry; then
-   * the client's rate limit is spent exactly as the route's `rateLimit` would (a refusal falls through: the route
-   * refuses it again, which spends nothing more), and the hit is counted.
-   */
-  const hot = (request: Request, path: string): Response | undefined => {
-    if (path !== CHECK_PATH || !cache || request.method !== "GET") return undefined;
-    const url = request.url;
-    const qi = queryStart(url, pathStart(url));
-    if (qi < 0) return undefined;
-    const t0 = deps.observeRequest ? performance.now() : 0;
-    const p = parsed.get(url.slice(qi + 1));
-    if (!p || p.mode !== "indexed") return undefined;
-    const entry = cache.hit(
-      p.key,
-      p.q.chainId,
-      () => load(p.q),
-      (e) => servable(p.q, e) && deps.limiter.take(request, server),
-    );
-    if (!entry) return undefined;
-    // The route's response: the entry's body and headers, and the request id its after-handle hook adds.
-    const response = new Response(entry.body, { headers: entry.init });
-    response.headers.set("x-request-id", newRequestId());
-    // An answer from here skips Elysia's after-response hooks: it is counted here, as the metrics plugin would.
-    deps.observeRequest?.(CHECK_PATH, "GET", 200, (performance.now() - t0) / 1000);
-    return response;
+  /** One request of an admitted client: a cache hit is answered with no promise (the entry holds the response). */
+  const answer = (ctx: Ctx, client: string): string | Promise<string | CheckResult> => {
+    const p = memo.parse(ctx.request, ctx.query);
+    if (p.mode !== "indexed") return withChain(p, client, ctx.set);
+    const hit = indexed.hit(p);
+    return hit ? send(hit, ctx.set) : indexed.get(p).then((e) => send(e, ctx.set));
+  };
+  const check = (ctx: Ctx) => {
+    const client = admit(ctx);
+    return typeof client === "string" ? answer(ctx, client) : client.then((c) => answer(ctx, c));
   };
 
-  // Written so that Elysia's source heuristics see a sync hook with a return value (an arrow returning a call
-  // would read as async, and every request of the app would then go through an extra promise).
-  function hotHook(c: { request: Request }) {
-    const response = hot(c.request, (c as unknown as { path: string }).path);
-    if (response !== undefined) return response;
-  }
-
-  // The listening server (the one `requestIP` asks), as Elysia's context getter would return it.
-  let server: Server<unknown> | null = null;
-
-  const plugin = new Elysia({ prefix: "/v0/auth", name: "check" });
-  if (cache && deps.hotCheck !== false) {
-    plugin
-      .onStart((app) => {
-        server = app.server as Server<unknown> | null;
-      })
-      .onStop(() => {
-        server = null;
-      })
-      // Cache hits are answered before routing (an onRequest hook runs for every request, after the body limit's):
-      // none of the per-request hooks, query parsing and validation of the route changes what a hit sends. A hook
-      // added later that does (a header on every response) fails test/http/features/check-hot.test.ts.
-      .onRequest(hotHook);
-  }
-  return plugin.use(rateLimitPlugin(deps.limiter)).get(
-    "/check",
-    ({ request, query, set }) => {
-      const p = parse(request, query);
-      // A cache hit is answered here, with no promise: the entry holds the rendered response.
-      const hit = p.mode === "indexed" ? cache?.hit(p.key, p.q.chainId, () => load(p.q)) : undefined;
-      if (hit) return send(served(p.q, hit), set);
-      return answer(p, set);
-    },
-    { rateLimit: true, query: CheckQueryDoc, detail: checkDetail },
-  );
+  const routes = new Elysia({ prefix: "/v0/auth", name: "check" })
+    .get("/check", check, { query: CheckQueryDoc, detail: checkDetail })
+    .get("/plans", plansHandler(deps, admit), { query: PlansQueryDoc, detail: plansDetail });
+  if (!cache || deps.hotCheck === false) return routes;
+  return new Elysia().use(hotCheckPlugin(deps, cache, memo, indexed.load, indexed.servable)).use(routes);
 }

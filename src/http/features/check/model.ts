@@ -114,7 +114,93 @@ export const CheckQueryDoc = t.Object({
     ),
   ),
   chain_id: t.Optional(ParamDocs.chainId),
+  min_block: t.Optional(
+    documented(
+      t.String({
+        pattern: "^[0-9]{1,20}$",
+        description:
+          "Mode indexed or both: answer only from an index that has reached this block (decimal). The service " +
+          "waits up to 2 s for it, then answers 503 `index_behind` with Retry-After. A webhook receiver passes the " +
+          "event's `block_number`, so no answer older than the event it just received can replace it.",
+        examples: ["1042"],
+      }),
+    ),
+  ),
 });
+
+/** Query of `GET /v0/auth/plans` (documentation only; parsed in index.ts). */
+export const PlansQueryDoc = t.Object({
+  module_address: CheckQueryDoc.properties.module_address,
+  plan_ids: CheckQueryDoc.properties.plan_ids,
+  chain_id: t.Optional(ParamDocs.chainId),
+});
+
+/** One plan as `GET /v0/auth/plans` describes it. */
+export const PlanInfoSchema = t.Object({
+  plan_id: t.String({ description: "On-chain uint32 plan id (decimal)" }),
+  token: t.String({ description: "The token charged (lowercase address)" }),
+  symbol: t.Union([t.String(), t.Null()], { description: "The token's symbol (null when the chain did not say)" }),
+  decimals: t.Union([t.Integer(), t.Null()], { description: "The token's decimals (null when unknown)" }),
+  amount: t.String({ description: "Charged each interval, in the token's smallest unit (decimal)" }),
+  interval_s: t.Integer({ description: "Seconds between charges" }),
+  grace_s: t.Integer({ description: "Seconds after a missed charge during which the subscription stays ACTIVE" }),
+});
+
+/** The answer of `GET /v0/auth/plans`. */
+export const PlansResult = t.Object({
+  chain_id: t.Integer(),
+  module_address: t.String({ description: "The module, lowercase" }),
+  plans: t.Array(PlanInfoSchema, { description: "The requested plans, in request order" }),
+});
+
+/** The rate-limit rule both routes follow, as their OpenAPI text says it. */
+const RATE_LIMIT_TEXT =
+  "Public: no credential needed. Rate limited per client address (RATE_LIMIT_PER_MINUTE): the socket's peer " +
+  "address by default, or the address a trusted proxy reports (the CLIENT_IP_HEADER header, or the " +
+  "TRUSTED_PROXY_HOPS-th address from the right of X-Forwarded-For); IPv6 clients are keyed by their /64. " +
+  "With `Authorization: Bearer <API key or session>` the request is counted against that credential " +
+  "(RATE_LIMIT_PER_KEY_PER_MINUTE) instead of the address, so servers behind one NAT or serverless egress do " +
+  "not share a bucket; an invalid credential is a 401 and spends the address's bucket.";
+
+/** OpenAPI detail of `GET /v0/auth/plans`. */
+export const plansDetail = {
+  tags: ["authorization"],
+  summary: "Describe plans",
+  description:
+    "The price, token and interval of each of `plan_ids` on `module_address`, as indexed: what a paywall shows " +
+    "(the gate package's 402 body). A plan the index does not know is a 400 on plan_ids. " +
+    RATE_LIMIT_TEXT,
+  security: [],
+  responses: responses(
+    {
+      description: "The plans",
+      schema: PlansResult,
+      example: {
+        chain_id: 31337,
+        module_address: "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+        plans: [
+          {
+            plan_id: "1",
+            token: "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+            symbol: "USDC",
+            decimals: 6,
+            amount: "10000000",
+            interval_s: 2592000,
+            grace_s: 259200,
+          },
+        ],
+      },
+    },
+    [400, 401, 429, 503],
+    {
+      400: {
+        code: "invalid_parameter",
+        message: "plan 9 of module 0xa16e02e87b7454126e5e10d957a927a7f5b5d2be is not indexed on chain 31337",
+        param: "plan_ids",
+      },
+    },
+  ),
+};
 
 const example: CheckResult = {
   authorized: true,
@@ -154,11 +240,14 @@ export const checkDetail = {
   summary: "Check authorization",
   description:
     "Whether `wallet` is currently authorized (has an ACTIVE subscription) for any of `plan_ids` on " +
-    "`module_address`. Public: no credential needed; rate limited per client address (X-Forwarded-For first hop, " +
-    "else the socket address). `chain_id` must be a chain this service indexes or has an RPC endpoint for " +
-    "(`onchain`/`both` need an RPC endpoint).",
+    "`module_address`. `chain_id` must be a chain this service indexes or has an RPC endpoint for " +
+    "(`onchain`/`both` need an RPC endpoint). " +
+    RATE_LIMIT_TEXT +
+    " On-chain checks are shared fairly: a client (its address, or its credential) holds at most its share of " +
+    "the chain's ONCHAIN_CHECK_CONCURRENCY calls in flight (the cap divided by the clients holding calls, at most " +
+    "half of it); beyond it, 503 `chain_busy`.",
   security: [],
-  responses: responses({ description: "The check result", schema: CheckResult, example }, [400, 429, 502, 503], {
+  responses: responses({ description: "The check result", schema: CheckResult, example }, [400, 401, 429, 502, 503], {
     400: {
       code: "invalid_parameter",
       message: "plan_ids must be comma-separated decimal uint32 plan ids, e.g. 1,2",
@@ -166,8 +255,9 @@ export const checkDetail = {
     },
     503: {
       description:
-        "The database is unreachable (`unavailable`), or in mode onchain/both the chain already has " +
-        "ONCHAIN_CHECK_CONCURRENCY distinct on-chain checks in flight (`chain_busy`); retry after Retry-After.",
+        "The database is unreachable (`unavailable`); the index has not reached `min_block` within 2 s " +
+        "(`index_behind`); or in mode onchain/both the chain already has ONCHAIN_CHECK_CONCURRENCY distinct " +
+        "on-chain checks in flight, or this client its share of them (`chain_busy`). Retry after Retry-After.",
     },
     502: {
       description:

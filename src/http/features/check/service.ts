@@ -157,24 +157,107 @@ export async function onchainCheck(client: PublicClient, q: CheckQuery): Promise
   }
 }
 
-/** 503: the chain's on-chain checks in flight are at ONCHAIN_CHECK_CONCURRENCY; `Retry-After: 1`. */
+/**
+ * 503: the chain's on-chain checks in flight are at ONCHAIN_CHECK_CONCURRENCY, or this client already holds its
+ * share of them; `Retry-After: 1`.
+ */
 export class ChainBusyError extends ApiError {
-  constructor(chainId: number) {
+  constructor(chainId: number, share?: number) {
     super(
       503,
       "api_error",
       "chain_busy",
-      `too many on-chain checks in flight on chain ${chainId}, retry shortly`,
+      share === undefined
+        ? `too many on-chain checks in flight on chain ${chainId}, retry shortly`
+        : `this client already has ${share} on-chain checks in flight on chain ${chainId} (its share), retry shortly`,
       undefined,
       { "retry-after": "1" },
     );
   }
 }
 
+/** How long a check with `min_block` waits for the index to reach that block. */
+export const MIN_BLOCK_WAIT_MS = 2_000;
+/** How often the index's block is read while waiting. */
+const MIN_BLOCK_POLL_MS = 50;
+
+/** 503: the index has not reached `min_block` within MIN_BLOCK_WAIT_MS; `Retry-After: 1`. */
+export class IndexBehindError extends ApiError {
+  constructor(minBlock: string, indexedBlock: string | null) {
+    super(
+      503,
+      "api_error",
+      "index_behind",
+      `the index is at block ${indexedBlock ?? "none"}, behind min_block ${minBlock}; retry shortly`,
+      "min_block",
+      { "retry-after": "1" },
+    );
+  }
+}
+
+/**
+ * The indexed answer once the index has reached `minBlock`: asked again every MIN_BLOCK_POLL_MS for up to
+ * MIN_BLOCK_WAIT_MS (the chain row is read by the same statement, so the answer is of that block or a newer one).
+ */
+export async function indexedCheckAt(
+  sql: Sql,
+  q: CheckQuery,
+  minBlock: bigint,
+  first?: IndexedAnswer,
+): Promise<IndexedAnswer> {
+  const reached = (a: IndexedAnswer) => a.indexedBlock !== null && BigInt(a.indexedBlock) >= minBlock;
+  const end = Date.now() + MIN_BLOCK_WAIT_MS;
+  let answer = first ?? (await indexedCheck(sql, q));
+  while (!reached(answer)) {
+    if (Date.now() + MIN_BLOCK_POLL_MS > end) throw new IndexBehindError(String(minBlock), answer.indexedBlock);
+    await Bun.sleep(MIN_BLOCK_POLL_MS);
+    answer = await indexedCheck(sql, q);
+  }
+  return answer;
+}
+
+/** One plan as `GET /v0/auth/plans` describes it. */
+export type PlanInfo = {
+  plan_id: string;
+  token: string;
+  symbol: string | null;
+  decimals: number | null;
+  amount: string;
+  interval_s: number;
+  grace_s: number;
+};
+
+/** The indexed plans among `planIds` of a module, in request order; a 400 on plan_ids names those not indexed. */
+export async function plansOf(sql: Sql, chainId: number, module: string, planIds: string[]): Promise<PlanInfo[]> {
+  const rows = await withDeadline(
+    sql<(Omit<PlanInfo, "interval_s" | "grace_s"> & { interval_s: string; grace_s: string })[]>`
+      select p.plan_id::text as plan_id, p.token, t.symbol, t.decimals, p.amount::text as amount,
+        p.interval_s::text as interval_s, p.grace_s::text as grace_s
+      from plans p left join tokens t on t.chain_id = p.chain_id and t.address = p.token
+      where p.chain_id = ${chainId} and p.module = ${module} and p.plan_id = any(${planIds}::bigint[])`,
+    DEADLINE_FAST_MS,
+  );
+  const byId = new Map(rows.map((r) => [r.plan_id, r]));
+  const missing = planIds.filter((id) => !byId.has(id));
+  if (missing.length) {
+    throw new InvalidParameterError(
+      "plan_ids",
+      `plan ${missing.join(", ")} of module ${module} is not indexed on chain ${chainId}`,
+    );
+  }
+  return planIds.map((id) => {
+    const r = byId.get(id)!;
+    return { ...r, interval_s: Number(r.interval_s), grace_s: Number(r.grace_s) };
+  });
+}
+
 /** On-chain checks with their own RPC budget. */
 export type OnchainChecker = {
-  /** The contract's answer (see {@link onchainCheck}); ChainBusyError when the chain's cap is reached. */
-  check: (q: CheckQuery) => Promise<OnchainResult>;
+  /**
+   * The contract's answer (see {@link onchainCheck}) for `client` (its rate-limit key); ChainBusyError when the
+   * chain's cap is reached or the client holds its share of it.
+   */
+  check: (q: CheckQuery, client?: string) => Promise<OnchainResult>;
   /** Distinct RPC calls in flight on `chainId` (identical checks share one). */
   inFlight: (chainId: number) => number;
 };
@@ -183,7 +266,10 @@ export type OnchainChecker = {
  * The on-chain half of the public check, kept off the indexer's RPC budget: one viem client per chain of its own
  * (built from the registry's URL; the registry's client only where it has no URL), at most `concurrency` distinct
  * calls in flight per chain (one more is a 503 chain_busy, never a queue), and single flight: checks identical in
- * (chain, module, wallet, plan ids) while one is in flight share its call and its answer (or error).
+ * (chain, module, wallet, plan ids) while one is in flight share its call and its answer (or error). Fair: one
+ * client (a rate-limit key) starts a call only while it holds fewer than its share of the chain's calls — the cap
+ * divided by the clients holding calls (itself included), and never more than half of it — so a caller flooding
+ * the route gets its own 503s and leaves room for everyone else.
  */
 export function createOnchainChecker(opts: {
   chains: ChainRegistry;
@@ -193,6 +279,14 @@ export function createOnchainChecker(opts: {
   const clients = new Map<number, PublicClient>();
   const flights = new Map<string, Promise<OnchainResult>>();
   const active = new Map<number, number>();
+  /** Calls in flight per chain and client. */
+  const held = new Map<number, Map<string, number>>();
+
+  /** The share of `client` on a chain whose holders are `holders` (a map of client → calls). */
+  const shareOf = (holders: Map<string, number>, client: string) => {
+    const clients = holders.size + (holders.has(client) ? 0 : 1);
+    return Math.max(1, Math.floor(opts.concurrency / Math.max(2, clients)));
+  };
 
   const clientOf = (chainId: number): PublicClient | undefined => {
     let client = clients.get(chainId);
@@ -205,7 +299,7 @@ export function createOnchainChecker(opts: {
   };
 
   return {
-    check: (q) => {
+    check: (q, who = "") => {
       const key = `${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}`;
       const joined = flights.get(key);
       if (joined) return joined;
@@ -217,10 +311,19 @@ export function createOnchainChecker(opts: {
       }
       const running = active.get(q.chainId) ?? 0;
       if (running >= opts.concurrency) return Promise.reject(new ChainBusyError(q.chainId));
+      let holders = held.get(q.chainId);
+      if (!holders) held.set(q.chainId, (holders = new Map()));
+      const mine = holders.get(who) ?? 0;
+      const share = shareOf(holders, who);
+      if (mine >= share) return Promise.reject(new ChainBusyError(q.chainId, share));
+      holders.set(who, mine + 1);
       active.set(q.chainId, running + 1);
       const flight = onchainCheck(client, q).finally(() => {
         flights.delete(key);
         active.set(q.chainId, (active.get(q.chainId) ?? 1) - 1);
+        const left = (holders.get(who) ?? 1) - 1;
+        if (left > 0) holders.set(who, left);
+        else holders.delete(who);
       });
       flights.set(key, flight);
       return flight;

@@ -39,6 +39,8 @@ const EnvSchema = {
       description: "a host name with an optional port, e.g. api.example.com or 127.0.0.1:3000 (no scheme, no path)",
     }),
   ),
+  /** `1`: a production API may take SIWE messages' domain from the request's Host (behind a proxy that sets it). */
+  SIWE_TRUST_HOST: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
   SESSION_TTL_S: Uint(60),
   PORT: T.Integer({ minimum: 0, maximum: 65535, description: "a port number" }),
   HOST: T.String({ default: "0.0.0.0" }),
@@ -81,6 +83,7 @@ const defaults: Record<string, string> = {
   START_BLOCK: "0",
   CONFIRMATIONS: "0",
   POLL_INTERVAL_MS: "1000",
+  SIWE_TRUST_HOST: "0",
   SESSION_TTL_S: "86400",
   PORT: "3000",
   // Loopback: metrics are for the operator's scraper, never the public; fly.toml binds the private network.
@@ -262,6 +265,20 @@ export function requireChain(cfg: Config): void {
 /** Checks what the configured roles need beyond the schema (the indexer and keeper roles: a chain to index). */
 export function requireRoleSettings(cfg: Config): void {
   if (cfg.ROLES.includes("indexer") || cfg.ROLES.includes("keeper")) requireChain(cfg);
+  if (cfg.ROLES.includes("api")) requireSiweDomain(cfg);
+}
+
+/**
+ * In production (NODE_ENV=production) an api role needs SIWE_DOMAIN, unless SIWE_TRUST_HOST=1 says the Host header
+ * is set by a trusted proxy (Auth.js's AUTH_TRUST_HOST rule): otherwise a message signed for another site, relayed
+ * with that site's Host, would open a session here.
+ */
+export function requireSiweDomain(cfg: Pick<Config, "NODE_ENV" | "SIWE_DOMAIN" | "SIWE_TRUST_HOST">): void {
+  if (cfg.NODE_ENV !== "production" || cfg.SIWE_DOMAIN || cfg.SIWE_TRUST_HOST === "1") return;
+  throw new ConfigError(
+    "SIWE_DOMAIN is required in production (NODE_ENV=production): set it to the public host of this API, or set " +
+      "SIWE_TRUST_HOST=1 when a trusted proxy sets the Host header",
+  );
 }
 
 /**

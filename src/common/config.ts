@@ -50,6 +50,8 @@ const EnvSchema = {
   READY_MAX_LAG_BLOCKS: Uint(0),
   RATE_LIMIT_PER_MINUTE: Uint(1),
   RATE_LIMIT_PER_KEY_PER_MINUTE: Uint(1),
+  /** One bucket per merchant over all its keys and sessions, shared by the API processes (src/http/merchant-limit.ts). */
+  RATE_LIMIT_PER_MERCHANT_PER_MINUTE: Uint(1),
   TRUSTED_PROXY_HOPS: T.Integer({ minimum: 0, maximum: 16, description: "an integer from 0 to 16" }),
   CLIENT_IP_HEADER: T.Optional(
     T.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", description: "an HTTP header name, e.g. Fly-Client-IP" }),
@@ -92,6 +94,7 @@ const defaults: Record<string, string> = {
   READY_MAX_LAG_BLOCKS: "20",
   RATE_LIMIT_PER_MINUTE: "6000",
   RATE_LIMIT_PER_KEY_PER_MINUTE: "6000",
+  RATE_LIMIT_PER_MERCHANT_PER_MINUTE: "30000",
   TRUSTED_PROXY_HOPS: "0",
   RPC_TIMEOUT_MS: "5000",
   LOG_LEVEL: "info",

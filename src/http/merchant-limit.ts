@@ -148,3 +148,13 @@ export async function leaseTokens(
     return { granted, level: level - granted };
   });
 }
+
+/**
+ * Spends one token of `merchant`'s bucket: resolves when admitted, rejects with RateLimitedError (429 with
+ * Retry-After) when the bucket is empty. For a hot path, `limiter.hit` answers a request from tokens in hand
+ * without a promise.
+ */
+export async function spendMerchantToken(limiter: MerchantLimiter, merchant: string): Promise<void> {
+  const leasing = limiter.hit(merchant);
+  if (leasing) await leasing;
+}

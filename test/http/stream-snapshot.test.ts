@@ -6,13 +6,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { CHAIN_A, INDEXED_BLOCK_A } from "../../testkit/seed";
 import { BIG, seedBigMerchant } from "../../testkit/bulk";
 import { admin, startSeededApp, type SeededApp } from "../../testkit/app";
+import { testDbKind } from "../../testkit/db";
 
 const RECORDS = 50_000;
+const ALLOCATIONS = 3_000;
 
 let s: SeededApp;
 beforeAll(async () => {
   s = await startSeededApp();
-  await seedBigMerchant(s.db.sql, { activity: RECORDS, subscriptions: 10 });
+  await seedBigMerchant(s.db.sql, { activity: RECORDS, subscriptions: ALLOCATIONS });
 }, 60_000);
 afterAll(async () => {
   await s?.close();
@@ -34,9 +36,9 @@ async function drain(reader: ReadableStreamDefaultReader<Uint8Array>, text = "")
 }
 
 /** Starts the streamed export of `format`, reads its first chunk, runs `between`, then reads the rest. */
-async function exportWith(format: "json" | "csv", between: () => Promise<void>) {
+async function exportWith(format: "json" | "csv", between: () => Promise<void>, list = "activity") {
   const res = await s.app.handle(
-    new Request(`http://localhost/v0/activity/${BIG}?format=${format}`, { headers: admin }),
+    new Request(`http://localhost/v0/${list}/${BIG}?format=${format}`, { headers: admin }),
   );
   expect(res.status).toBe(200);
   expect(res.headers.get("x-indexed-block")).toBe(String(INDEXED_BLOCK_A));
@@ -73,6 +75,42 @@ describe("streamed exports are one snapshot", () => {
       expect(out.failed).toBe(false);
       expect((JSON.parse(out.text) as unknown[]).length).toBe(RECORDS);
     } finally {
+      await setCursor(INDEXED_BLOCK_A);
+    }
+  });
+
+  test("the subscriptions export reads one REPEATABLE READ snapshot over a pool (PGlite's one session: current rows)", async () => {
+    const last = `${1_000_000 + ALLOCATIONS - 1}`;
+    const spent = async () =>
+      (
+        await s.db.sql<{ total_spent: string }[]>`
+          select total_spent::text from subscriptions where chain_id = ${CHAIN_A} and subscription_id = ${last}`
+      )[0]!.total_spent;
+    const before = await spent();
+    try {
+      const out = await exportWith(
+        "json",
+        async () => {
+          // A batch charges the last allocation after the export started (its headers name the block before).
+          await s.db.sql.begin(async (tx) => {
+            await tx`update subscriptions set total_spent = total_spent + 777
+              where chain_id = ${CHAIN_A} and subscription_id = ${last}`;
+            await tx`update chains set indexed_block = ${INDEXED_BLOCK_A + 1} where chain_id = ${CHAIN_A}`;
+          });
+        },
+        "subscriptions",
+      );
+      expect(out.failed).toBe(false);
+      const rows = JSON.parse(out.text) as { on_chain_id: string; total_spent: string }[];
+      expect(rows.length).toBe(ALLOCATIONS);
+      const row = rows.find((r) => r.on_chain_id === last)!;
+      const after = await spent();
+      expect(after).not.toBe(before);
+      // As of X-Indexed-Block over a pool; PGlite reads the current row (a transaction would hold its one session).
+      expect(row.total_spent).toBe(testDbKind === "postgres" ? before : after);
+    } finally {
+      await s.db.sql`update subscriptions set total_spent = ${before}::numeric
+        where chain_id = ${CHAIN_A} and subscription_id = ${last}`;
       await setCursor(INDEXED_BLOCK_A);
     }
   });

@@ -15,6 +15,9 @@
  * table ends the output, with the cache hit ratio of every run and which targets are met. The database is dropped
  * at the end. Env: BENCH_POOL (postgres.js pool of the server, default 4), BENCH_DURATION (seconds, 10),
  * BENCH_CONNECTIONS (64), BENCH_MAX_LOAD (0.7), BENCH_REUSE=<database> / BENCH_KEEP=1 (see main), BENCH_ONLY=stream
+ * (only the whole-log lines, no wrk runs) or BENCH_ONLY=merchant (only the repeated activity page with the admin key
+ * and with a merchant API key: the authenticated hot path with and without a merchant's rate-limit bucket),
+ * BENCH_SERVER_DIR (serve another checkout of the repository, e.g. the code before a change).
  * (only the whole-log lines, no wrk runs).
  */
 import postgres from "postgres";
@@ -28,6 +31,7 @@ import { createNotifier } from "../src/db/notify";
 import { loadConfig } from "../src/common/config";
 import { createChainRegistry } from "../src/chain/clients";
 import { createApp } from "../src/http/app";
+import { createApiKey } from "../src/auth/api-keys";
 import { createApiCaches } from "../src/http/caches";
 import { rebuildStatsRollups } from "../src/indexer/rollups";
 import { checkPathLua, loadAverage, rssMb, serveCheckout, wrkScript, type ApiServer } from "./proc";
@@ -60,13 +64,16 @@ async function serve(url: string, port: number): Promise<void> {
     RATE_LIMIT_PER_MINUTE: "1000000000",
     // The admin key's own bucket too: the authenticated lines (activity pages, stats) would otherwise measure 429s.
     RATE_LIMIT_PER_KEY_PER_MINUTE: "1000000000",
+    // The merchant key's lines measure the per-merchant bucket's hot path (leased from Postgres), not its 429s.
+    RATE_LIMIT_PER_MERCHANT_PER_MINUTE: "1000000000",
     SIWE_DOMAIN: "localhost",
     LOG_LEVEL: "error",
   });
   const notifier = createNotifier(db);
   const caches = createApiCaches({ notifier, sql: db.sql });
   await caches.generations.ready;
-  const app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config), notifier, caches });
+  const chains = await createChainRegistry(config);
+  const app = createApp({ sql: db.sql, config, chains, notifier, caches, sharedLimits: true });
   // Counters for the report (not part of the API).
   app.get("/__bench/cache", () => ({ check: caches.check.stats(), activity: caches.activity.stats() }));
   app.listen({ port, hostname: "127.0.0.1" });
@@ -269,7 +276,7 @@ async function main(): Promise<void> {
     await warm.end();
     console.log(`prewarmed in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
-    server = await serveCheckout(join(import.meta.dir, ".."), url.toString());
+    server = await serveCheckout(process.env.BENCH_SERVER_DIR ?? join(import.meta.dir, ".."), url.toString());
     const origin = server.origin;
     const stats = async () => (await (await fetch(`${origin}/__bench/cache`)).json()) as ServerStats;
 
@@ -306,6 +313,29 @@ async function main(): Promise<void> {
         `${((await cursorPage.json()) as unknown[]).length} records`,
     );
 
+    // A merchant's own API key: its requests spend the key's and the merchant's buckets (the admin key has none).
+    const keySql = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    const merchantKey = (await createApiKey(keySql, { merchant: BIG_MERCHANT, label: "bench" })).key;
+    await keySql.end();
+    const keyed = { cache: "activity" as const, stats, headers: [`Authorization: Bearer ${merchantKey}`] };
+    if (process.env.BENCH_ONLY === "merchant") {
+      const url1000 = `${origin}/v0/activity/${BIG_MERCHANT}?limit=1000`;
+      const admin1000 = { cache: "activity" as const, stats, headers: [`Authorization: Bearer ${ADMIN_KEY}`] };
+      await wrk("warm-up", url1000, { ...keyed, seconds: 2, quiet: false });
+      for (const connections of [64, 4]) {
+        for (const [label, opts] of [
+          ["activity 1000, repeated (admin key)", admin1000],
+          ["activity 1000, repeated (merchant key)", keyed],
+        ] as const) {
+          const r = await wrk(label, url1000, { ...opts, connections });
+          console.log(
+            `    ${r.rps.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx} ${r.errors}`.trimEnd(),
+          );
+        }
+      }
+      return;
+    }
+
     if (process.env.BENCH_ONLY === "stream") {
       for (const format of ["json", "csv"] as const) {
         printStream(await streamRun(origin, server.pid, format, ADMIN_KEY));
@@ -334,6 +364,7 @@ async function main(): Promise<void> {
     results.push(await wrk("auth check, hot (1k wallets)", origin, { script: hotCheck, connections: 4, ...check }));
     results.push(await wrk("activity 1000, cold (distinct pages)", origin, { script: coldPage, ...activity }));
     results.push(await wrk("activity 1000, repeated", activityUrl, activity));
+    results.push(await wrk("activity 1000, repeated (merchant key)", activityUrl, keyed));
     results.push(
       await wrk("activity 1000, cold (distinct pages)", origin, { script: coldPage, connections: 1, ...activity }),
     );

@@ -107,9 +107,10 @@ export async function revokeApiKey(sql: Sql, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** Lists keys (all, or one merchant's), oldest first. */
-export async function listApiKeys(sql: Sql, merchant?: string): Promise<ApiKeyInfo[]> {
-  const filter = merchant === undefined ? sql`` : sql`where merchant = ${normalizeMerchant(merchant)}`;
+/** Lists keys (all, or one merchant's; with `chainId`, only the keys of that chain), oldest first. */
+export async function listApiKeys(sql: Sql, merchant?: string, chainId?: number): Promise<ApiKeyInfo[]> {
+  const ofChain = chainId === undefined ? sql`` : sql`and chain_id = ${chainId}`;
+  const filter = merchant === undefined ? sql`` : sql`where merchant = ${normalizeMerchant(merchant)} ${ofChain}`;
   const rows = await sql<
     (Omit<ApiKeyInfo, "chain_id" | "created_at" | "last_used_at" | "revoked_at"> & {
       chain_id: string | null;
@@ -157,11 +158,13 @@ export async function findApiKey(sql: Sql, key: string): Promise<ApiKeyMatch | n
 /**
  * Revokes a key of `merchant` (a merchant revoking its own key); true when the merchant owns a key with that id
  * (revoking one already revoked keeps its first revocation time), false for an unknown id or another merchant's key.
+ * With `chainId`, only a key of that chain (a chain-scoped session never revokes an all-chain or another chain's key).
  */
-export async function revokeMerchantApiKey(sql: Sql, merchant: string, id: string): Promise<boolean> {
+export async function revokeMerchantApiKey(sql: Sql, merchant: string, id: string, chainId?: number): Promise<boolean> {
+  const ofChain = chainId === undefined ? sql`` : sql`and chain_id = ${chainId}`;
   const rows = await sql`
     update api_keys set revoked_at = coalesce(revoked_at, now())
-    where id = ${id} and merchant = ${normalizeMerchant(merchant)}
+    where id = ${id} and merchant = ${normalizeMerchant(merchant)} ${ofChain}
     returning id`;
   return rows.length > 0;
 }

@@ -11,7 +11,7 @@ import { findSession, readCookie, SECURE_SESSION_COOKIE, SESSION_COOKIE, SESSION
  */
 export type Principal =
   | { kind: "api_key"; merchant: string; keyId: string; chainId: number | null }
-  | { kind: "session"; merchant: string; sessionId: string; chainId: number; expiresAt: string }
+  | { kind: "session"; merchant: string; sessionId: string; chainId: number; expiresAt: string; createdAt: string }
   | { kind: "admin"; merchant: null };
 
 /** The one message for unknown, revoked and expired credentials, so a caller cannot tell which. */
@@ -51,8 +51,10 @@ export async function authenticate(
       if (key) return { kind: "api_key", merchant: key.merchant, keyId: key.id, chainId: key.chainId };
     } else if (token.startsWith(SESSION_PREFIX)) {
       const s = await findSession(sql, token);
-      if (s)
-        return { kind: "session", merchant: s.address, sessionId: s.id, chainId: s.chainId, expiresAt: s.expiresAt };
+      if (s) {
+        const { address, id, chainId, expiresAt, createdAt } = s;
+        return { kind: "session", merchant: address, sessionId: id, chainId, expiresAt, createdAt };
+      }
     }
   }
   throw new InvalidCredentialError(INVALID_CREDENTIAL);
@@ -81,6 +83,24 @@ export function assertCanRead(principal: Principal, merchant: string, chainId?: 
       `${what} for chain ${scope} and cannot read chain ${chainId}: sign in on that chain`,
     );
   }
+}
+
+/**
+ * Throws ForbiddenCredentialError unless the principal may change (update, rotate, test, delete, replay, revoke) a
+ * resource of `resourceChainId` (null: an all-chain resource). A chain-scoped credential (a SIWE session, a key it
+ * minted) changes only its own chain's resources; all-chain ones need an all-chain credential (a CLI key). Reading
+ * is assertCanRead's rule: a chain-scoped credential may read all-chain resources.
+ */
+export function assertCanChange(principal: Principal, resourceChainId: number | null): void {
+  if (principal.kind === "admin") throw new ReadOnlyCredentialError(ADMIN_READ_ONLY);
+  const scope = chainScope(principal);
+  if (scope === null || scope === resourceChainId) return;
+  const what = principal.kind === "session" ? "this session was signed" : "this API key was made by a session";
+  const target =
+    resourceChainId === null
+      ? "an all-chain resource (use an all-chain API key)"
+      : `chain ${resourceChainId}'s resources`;
+  throw new ForbiddenCredentialError(`${what} for chain ${scope} and cannot change ${target}`);
 }
 
 /** The identity a credential's rate limit is kept under: the key's or session's id, never the secret. */

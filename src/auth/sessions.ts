@@ -16,7 +16,7 @@ export const SESSION_COOKIE = "siwe_session";
 export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 
 /** An active session. */
-export type Session = { id: string; address: string; chainId: number; expiresAt: string };
+export type Session = { id: string; address: string; chainId: number; expiresAt: string; createdAt: string };
 
 /** Creates a session for `address` (lowercased) expiring after `ttlSeconds` or at `notAfter`, whichever is first. */
 export async function createSession(
@@ -26,13 +26,13 @@ export async function createSession(
   const id = randomId("ses_");
   const token = randomSecret(SESSION_PREFIX);
   const ttl = positiveSeconds(opts.ttlSeconds);
-  const [row] = await tx<{ expires_at: Date }[]>`
+  const [row] = await tx<{ expires_at: Date; created_at: Date }[]>`
     insert into sessions (id, token_hash, address, chain_id, expires_at)
     values (
       ${id}, ${hashSecret(token)}, ${opts.address.toLowerCase()}, ${opts.chainId},
       least(now() + make_interval(secs => ${ttl}), coalesce(${opts.notAfter ?? null}::timestamptz, 'infinity'))
     )
-    returning expires_at`;
+    returning expires_at, created_at`;
   return {
     token,
     session: {
@@ -40,6 +40,7 @@ export async function createSession(
       address: opts.address.toLowerCase(),
       chainId: opts.chainId,
       expiresAt: row!.expires_at.toISOString(),
+      createdAt: row!.created_at.toISOString(),
     },
   };
 }
@@ -52,12 +53,18 @@ function positiveSeconds(seconds: number): number {
 
 /** The active (not revoked, not expired) session of a token, or null. One indexed lookup. */
 export async function findSession(sql: Sql, token: string): Promise<Session | null> {
-  const [row] = await sql<{ id: string; address: string; chain_id: string; expires_at: Date }[]>`
-    select id, address, chain_id, expires_at
+  const [row] = await sql<{ id: string; address: string; chain_id: string; expires_at: Date; created_at: Date }[]>`
+    select id, address, chain_id, expires_at, created_at
     from sessions
     where token_hash = ${hashSecret(token)} and revoked_at is null and expires_at > now()`;
   if (!row) return null;
-  return { id: row.id, address: row.address, chainId: Number(row.chain_id), expiresAt: row.expires_at.toISOString() };
+  return {
+    id: row.id,
+    address: row.address,
+    chainId: Number(row.chain_id),
+    expiresAt: row.expires_at.toISOString(),
+    createdAt: row.created_at.toISOString(),
+  };
 }
 
 /** Revokes a session; true when it was active. */

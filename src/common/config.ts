@@ -39,6 +39,8 @@ const EnvSchema = {
       description: "a host name with an optional port, e.g. api.example.com or 127.0.0.1:3000 (no scheme, no path)",
     }),
   ),
+  /** `1`: a production API may take SIWE messages' domain from the request's Host (behind a proxy that sets it). */
+  SIWE_TRUST_HOST: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
   SESSION_TTL_S: Uint(60),
   PORT: T.Integer({ minimum: 0, maximum: 65535, description: "a port number" }),
   HOST: T.String({ default: "0.0.0.0" }),
@@ -48,6 +50,8 @@ const EnvSchema = {
   READY_MAX_LAG_BLOCKS: Uint(0),
   RATE_LIMIT_PER_MINUTE: Uint(1),
   RATE_LIMIT_PER_KEY_PER_MINUTE: Uint(1),
+  /** One bucket per merchant over all its keys and sessions, shared by the API processes (src/http/merchant-limit.ts). */
+  RATE_LIMIT_PER_MERCHANT_PER_MINUTE: Uint(1),
   TRUSTED_PROXY_HOPS: T.Integer({ minimum: 0, maximum: 16, description: "an integer from 0 to 16" }),
   CLIENT_IP_HEADER: T.Optional(
     T.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", description: "an HTTP header name, e.g. Fly-Client-IP" }),
@@ -81,6 +85,7 @@ const defaults: Record<string, string> = {
   START_BLOCK: "0",
   CONFIRMATIONS: "0",
   POLL_INTERVAL_MS: "1000",
+  SIWE_TRUST_HOST: "0",
   SESSION_TTL_S: "86400",
   PORT: "3000",
   // Loopback: metrics are for the operator's scraper, never the public; fly.toml binds the private network.
@@ -89,6 +94,7 @@ const defaults: Record<string, string> = {
   READY_MAX_LAG_BLOCKS: "20",
   RATE_LIMIT_PER_MINUTE: "6000",
   RATE_LIMIT_PER_KEY_PER_MINUTE: "6000",
+  RATE_LIMIT_PER_MERCHANT_PER_MINUTE: "30000",
   TRUSTED_PROXY_HOPS: "0",
   RPC_TIMEOUT_MS: "5000",
   LOG_LEVEL: "info",
@@ -262,6 +268,20 @@ export function requireChain(cfg: Config): void {
 /** Checks what the configured roles need beyond the schema (the indexer and keeper roles: a chain to index). */
 export function requireRoleSettings(cfg: Config): void {
   if (cfg.ROLES.includes("indexer") || cfg.ROLES.includes("keeper")) requireChain(cfg);
+  if (cfg.ROLES.includes("api")) requireSiweDomain(cfg);
+}
+
+/**
+ * In production (NODE_ENV=production) an api role needs SIWE_DOMAIN, unless SIWE_TRUST_HOST=1 says the Host header
+ * is set by a trusted proxy (Auth.js's AUTH_TRUST_HOST rule): otherwise a message signed for another site, relayed
+ * with that site's Host, would open a session here.
+ */
+export function requireSiweDomain(cfg: Pick<Config, "NODE_ENV" | "SIWE_DOMAIN" | "SIWE_TRUST_HOST">): void {
+  if (cfg.NODE_ENV !== "production" || cfg.SIWE_DOMAIN || cfg.SIWE_TRUST_HOST === "1") return;
+  throw new ConfigError(
+    "SIWE_DOMAIN is required in production (NODE_ENV=production): set it to the public host of this API, or set " +
+      "SIWE_TRUST_HOST=1 when a trusted proxy sets the Host header",
+  );
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps, RouteDeps } from "./deps";
-import { createAppLimiter, createCredentialLimiter } from "./deps";
+import { createAppLimiter, createAppMerchantLimiter, createCredentialLimiter } from "./deps";
 import { createErrorHandler } from "./plugins/error-handler";
 import { bodyLimit, serveOptions } from "./plugins/body-limit";
 import { textGuard } from "./plugins/text-guard";
@@ -32,7 +32,8 @@ export function createApp(deps: AppDeps) {
   const chainState = createChainState({ sql: readSql, notifier: deps.notifier });
   const limiter = createAppLimiter(deps.config, deps.now);
   const credentialLimiter = createCredentialLimiter(deps.config, deps.now);
-  const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter, credentialLimiter };
+  const merchantLimiter = createAppMerchantLimiter(deps);
+  const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter, credentialLimiter, merchantLimiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier, sql: readSql });
   const log = deps.log ?? createLogger(deps.config.LOG_LEVEL);
   return new Elysia({ serve: serveOptions })

@@ -17,7 +17,10 @@
  * (one lost with a dropped LISTEN connection, or never sent by an indexer that died between its commit and its
  * NOTIFY), so such a loss costs at most one poll of staleness. A batch's notification carries its cursor's stamp, so
  * a commit starts one generation whichever of its notification and a poll finds it first (both come after the
- * commit, so either invalidates what was read before it). A poll that saw no cursor move confirms that nothing
+ * commit, so either invalidates what was read before it). When the polled database is a streaming replica
+ * (DATABASE_READ_URL), a notification only says that the primary committed: a load that follows it may read the
+ * replica before it applied that commit, so there every poll that sees a cursor move starts a generation, whether
+ * or not a notification carried its stamp (what the replica applied drives invalidation). A poll that saw no cursor move confirms that nothing
  * committed on any chain between the previous poll and its own start: in a cache with `confirmed`, the max age then
  * counts from that start for every entry loaded before it (`max(loaded, confirmed) + maxAgeMs`), so hot entries are
  * not reloaded every `maxAgeMs` while no batch commits. A failed or stalled poll confirms nothing: entries then end
@@ -78,7 +81,17 @@ export function createChainGenerations(notifier: Notifier | undefined, poll?: Cu
   let previous: Map<number, string> | undefined;
   /** The cursor stamp of each chain whose commit started the latest generation (by its notification or a poll). */
   const generationStamp = new Map<number, string>();
-  const bumpFor = (chainId: number, stamp: string | undefined) => {
+  /**
+   * Whether the polled database is a streaming replica (`pg_is_in_recovery()`, read by every poll). A notification
+   * then says the primary committed, not that the replica applied it: a load after the notification may still read
+   * the replica's older rows, so the poll that sees the replica apply the commit starts its own generation.
+   */
+  let standby = false;
+  const bumpFor = (chainId: number, stamp: string | undefined, fromPoll: boolean) => {
+    if (!fromPoll && standby) {
+      bump(chainId);
+      return;
+    }
     if (stamp !== undefined && generationStamp.get(chainId) === stamp) return;
     if (stamp !== undefined) generationStamp.set(chainId, stamp);
     bump(chainId);
@@ -86,15 +99,17 @@ export function createChainGenerations(notifier: Notifier | undefined, poll?: Cu
   const readCursors = async (sql: Sql, now: () => number) => {
     const started = now();
     const rows = await withDeadline(
-      sql<{ chain_id: string; cursor: string }[]>`select chain_id, ${cursorStamp(sql)} as cursor from chains`,
+      sql<{ chain_id: string; cursor: string; standby: boolean }[]>`
+        select chain_id, ${cursorStamp(sql)} as cursor, pg_is_in_recovery() as standby from chains`,
       DEADLINE_FAST_MS,
     );
+    if (rows.length > 0) standby = rows[0]!.standby === true;
     const cursors = new Map(rows.map((r) => [Number(r.chain_id), r.cursor]));
     if (previous) {
       let moved = false;
       for (const id of new Set([...previous.keys(), ...cursors.keys()])) {
         if (previous.get(id) !== cursors.get(id)) {
-          bumpFor(id, cursors.get(id));
+          bumpFor(id, cursors.get(id), true);
           moved = true;
         }
       }
@@ -115,10 +130,13 @@ export function createChainGenerations(notifier: Notifier | undefined, poll?: Cu
   };
   const ready = notifier
     ? notifier
-        .subscribe((batch) => bumpFor(batch.chainId, batch.stamp))
+        .subscribe((batch) => bumpFor(batch.chainId, batch.stamp, false))
         .then(async (unsub) => {
           if (stopped) return unsub();
           unsubscribe = unsub;
+          // A first poll before going live: it tells whether the polled database is a replica.
+          if (poll) await readCursors(poll.sql, poll.now ?? (() => performance.now())).catch(() => {});
+          if (stopped) return;
           live = true;
           if (poll) schedule(poll);
         })

@@ -1,5 +1,6 @@
 import type { RequestObserver } from "./plugins/request-metrics";
 import { createClientLimiter, createKeyLimiter, type KeyLimiter } from "./rate-limit";
+import { createMerchantLimiter, type MerchantLimiter } from "./merchant-limit";
 import type { Sql } from "../db/client";
 import type { Config } from "../common/config";
 import type { ChainRegistry } from "../chain/clients";
@@ -27,6 +28,11 @@ export type AppDeps = {
   log?: Logger;
   /** Reports each answered request (the `/metrics` listener's HTTP metrics). */
   observeRequest?: RequestObserver;
+  /**
+   * Whether the per-merchant buckets are shared with other API processes through `sql` (Postgres); false or absent:
+   * kept in this process's memory (PGlite's one process).
+   */
+  sharedLimits?: boolean;
   /** Clock of the rate limits in ms (default `Date.now`); tests freeze it. */
   now?: () => number;
   /**
@@ -44,6 +50,8 @@ export type RouteDeps = AppDeps & {
   limiter: ClientLimiter;
   /** Per credential (RATE_LIMIT_PER_KEY_PER_MINUTE). */
   credentialLimiter: KeyLimiter;
+  /** Per merchant over all its credentials (RATE_LIMIT_PER_MERCHANT_PER_MINUTE), shared by the API processes. */
+  merchantLimiter: MerchantLimiter;
 };
 
 /** The rate-limit store of an app, configured from RATE_LIMIT_PER_MINUTE, TRUSTED_PROXY_HOPS and CLIENT_IP_HEADER. */
@@ -59,4 +67,15 @@ export function createAppLimiter(config: Config, now?: () => number): ClientLimi
 /** The per-credential store of an app (RATE_LIMIT_PER_KEY_PER_MINUTE), keyed by the credential's id. */
 export function createCredentialLimiter(config: Config, now?: () => number): KeyLimiter {
   return createKeyLimiter({ perMinute: config.RATE_LIMIT_PER_KEY_PER_MINUTE, now });
+}
+
+/** The per-merchant store of an app (RATE_LIMIT_PER_MERCHANT_PER_MINUTE): through the primary with `sharedLimits`. */
+export function createAppMerchantLimiter(
+  deps: Pick<AppDeps, "sql" | "config" | "sharedLimits" | "now">,
+): MerchantLimiter {
+  return createMerchantLimiter({
+    perMinute: deps.config.RATE_LIMIT_PER_MERCHANT_PER_MINUTE,
+    sql: deps.sharedLimits ? deps.sql : undefined,
+    now: deps.now,
+  });
 }

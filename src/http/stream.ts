@@ -12,6 +12,7 @@ import { csvChunks, type CsvColumn } from "./csv";
 import { documented, parseEnum, type RawParams } from "./params";
 import { createLogger, type LogLevel } from "../common/log";
 import { AppError, describeError } from "../common/errors";
+import type { Sql } from "../db/client";
 
 /** Rows per chunk of a streamed list (and the most a list without `limit` may hold to be served as one page). */
 export const STREAM_CHUNK_ROWS = 1000;
@@ -490,4 +491,42 @@ export function sendList(
   return streamResponse(chunks, headers, (err) =>
     log("error", "list stream aborted after its first byte", { ...r.logFields, err: describeError(err) }),
   );
+}
+
+/** A read-only REPEATABLE READ transaction on a connection of its own, and what ends it (idempotent). */
+export type Snapshot = { sql: Sql; close: () => Promise<void> };
+
+/**
+ * Opens a {@link Snapshot} on `pool`: every read of an export through it sees the database as of its first
+ * statement, so its freshness row and all its rows agree. It holds one pooled connection until closed: only over a
+ * pool of two connections or more (PGlite's one session would wait behind the whole download).
+ */
+export async function openSnapshot(pool: Sql): Promise<Snapshot | undefined> {
+  if ((pool.options.max ?? 1) < 2) return undefined;
+  const reserved = await pool.reserve();
+  try {
+    await reserved`begin isolation level repeatable read read only`;
+  } catch (err) {
+    reserved.release();
+    throw err;
+  }
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      try {
+        await reserved`rollback`;
+      } finally {
+        reserved.release();
+      }
+    })());
+  return { sql: reserved as unknown as Sql, close };
+}
+
+/** `items`, then `close()` once they end, fail or are given up (a client gone). */
+export async function* closing<T>(items: AsyncIterable<T>, close: () => Promise<void>): AsyncGenerator<T> {
+  try {
+    yield* items;
+  } finally {
+    await close().catch(() => {});
+  }
 }

@@ -67,6 +67,7 @@ describe("authenticate", () => {
       sessionId: session.id,
       chainId: 10,
       expiresAt: session.expiresAt,
+      createdAt: session.createdAt,
     });
   });
 });
@@ -81,7 +82,14 @@ describe("assertCanRead", () => {
   });
 
   test("a session reads only the chain it was signed for; keys and the admin read every chain", () => {
-    const session: Principal = { kind: "session", merchant, sessionId: "ses_1", chainId: 10, expiresAt: "" };
+    const session: Principal = {
+      kind: "session",
+      merchant,
+      sessionId: "ses_1",
+      chainId: 10,
+      expiresAt: "",
+      createdAt: "",
+    };
     expect(() => assertCanRead(session, merchant, 10)).not.toThrow();
     expect(() => assertCanRead(session, merchant, 8453)).toThrow(ForbiddenCredentialError);
     expect(() => assertCanRead(session, merchant, 8453)).toThrow("chain 10");

@@ -8,7 +8,7 @@ import { errorHandler } from "../../src/http/plugins/error-handler";
 import { siweRoutes } from "../../src/http/features/siwe";
 import { INVALID_CREDENTIAL } from "../../src/auth/principal";
 import { authPlugin } from "../../src/http/plugins/auth";
-import { createAppLimiter, createCredentialLimiter } from "../../src/http/deps";
+import { createAppLimiter, createAppMerchantLimiter, createCredentialLimiter } from "../../src/http/deps";
 import { createApiKey, revokeApiKey } from "../../src/auth/api-keys";
 import { loadConfig } from "../../src/common/config";
 import type { ChainRegistry } from "../../src/chain/clients";
@@ -65,6 +65,7 @@ beforeAll(async () => {
         defaultChainId: 31337,
         limiter: createAppLimiter(config),
         credentialLimiter: createCredentialLimiter(config),
+        merchantLimiter: createAppMerchantLimiter({ sql: db.sql, config }),
       }),
     )
     .get("/v0/test/merchants/:merchant", ({ principal }) => ({ kind: principal.kind, merchant: principal.merchant }), {

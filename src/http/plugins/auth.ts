@@ -6,7 +6,9 @@
  * `merchantWriter` is the same for changes: the `Authorization` header only, and never the admin key (403
  * `admin_read_only`). `siweSession: true` requires a SIWE session. Both mark the response
  * `Cache-Control: private, no-store`. Every authenticated request spends a token of its credential's own bucket
- * (RATE_LIMIT_PER_KEY_PER_MINUTE, kept under the key's or session's id); a client whose credential is refused (401)
+ * (RATE_LIMIT_PER_KEY_PER_MINUTE, kept under the key's or session's id) and one of its merchant's bucket
+ * (RATE_LIMIT_PER_MERCHANT_PER_MINUTE, over all its keys and sessions, shared by the API processes: the admin key
+ * has none); a client whose credential is refused (401)
  * spends a token of its address's rate limit, so guessing keys is rate limited; a client with no tokens left is
  * refused before its credential is looked up.
  *
@@ -27,6 +29,7 @@ import {
 } from "../../auth/principal";
 import { InvalidCredentialError, ReadOnlyCredentialError } from "../../auth/errors";
 import type { ClientLimiter, KeyLimiter } from "../rate-limit";
+import type { MerchantLimiter } from "../merchant-limit";
 import { parseAddress, parseChainId, type RawParams } from "../params";
 
 /** What the credential macros need. */
@@ -36,6 +39,7 @@ export type AuthPluginDeps = {
   defaultChainId: number;
   limiter: ClientLimiter;
   credentialLimiter: KeyLimiter;
+  merchantLimiter: MerchantLimiter;
 };
 
 /** The request as the authenticator reads it. */
@@ -61,6 +65,10 @@ export function createAuthenticator(deps: Omit<AuthPluginDeps, "defaultChainId">
       throw err;
     }
     deps.credentialLimiter.hit(principalId(principal));
+    if (principal.merchant !== null) {
+      const leasing = deps.merchantLimiter.hit(principal.merchant);
+      if (leasing) await leasing;
+    }
     return principal;
   };
 }

@@ -27,6 +27,7 @@ export const apiRole: Role = {
       notifier,
       log,
       observeRequest: metrics?.http,
+      sharedLimits: db.kind === "postgres",
     });
     try {
       app.listen({ port: config.PORT, hostname: config.HOST });

@@ -80,7 +80,8 @@ describe("a wallet session manages its merchant's keys", () => {
     expect((await s.get(`/v0/subscriptions/${M1}?chain_id=${CHAIN_B}`, bearer(cli.key))).status).toBe(200);
     const listed = (await call("GET", `/v0/api_keys/${M1}`, bearer(onB))).body;
     expect(listed.find((k: { id: string }) => k.id === made.body.id).chain_id).toBe(CHAIN_B);
-    expect(listed.find((k: { id: string }) => k.id === cli.id).chain_id).toBeNull();
+    // A chain-scoped session lists only its own chain's keys: the all-chain CLI key is not among them.
+    expect(listed.find((k: { id: string }) => k.id === cli.id)).toBeUndefined();
   });
 
   test("create without a body or label: label null; bad labels are 400s that create nothing", async () => {
@@ -216,10 +217,10 @@ describe("at most 100 active keys per merchant", () => {
       )[0]!.n;
     // Revoked keys are history, not capacity.
     for (let i = 0; i < 3; i++) {
-      const { id } = await createApiKey(s.db.sql, { merchant: M2 });
+      const { id } = await createApiKey(s.db.sql, { merchant: M2, chainId: CHAIN_A });
       expect((await call("DELETE", `/v0/api_keys/${M2}/${id}`, bearer(otherSession))).status).toBe(200);
     }
-    while ((await active()) < 99) await createApiKey(s.db.sql, { merchant: M2 });
+    while ((await active()) < 99) await createApiKey(s.db.sql, { merchant: M2, chainId: CHAIN_A });
     const both = await Promise.all([
       call("POST", `/v0/api_keys/${M2}`, bearer(otherSession), { label: "a" }),
       call("POST", `/v0/api_keys/${M2}`, bearer(otherSession), { label: "b" }),

@@ -772,15 +772,17 @@ describe("chain scopes: an endpoint made by a chain-scoped credential receives a
       (await call(s, "POST", `/v0/webhook_endpoints/${M4}/${scoped}/replay`, cliKey, { since: "2000-01-01T00:00:00Z" }))
         .body,
     ).toEqual({ enqueued: 2, skipped: 0 });
-    // A chain-B session replaying to an all-chain endpoint replays chain B only: it acts on its chain.
-    expect(
-      (await call(s, "POST", `/v0/webhook_endpoints/${M4}/${all}/replay`, onB, { since: "2000-01-01T00:00:00Z" })).body,
-    ).toEqual({ enqueued: 2, skipped: 0 });
-    // Every chain now: chain B's two are still pending there, so they are skipped.
+    // A chain-B session cannot replay to an all-chain endpoint (a 403 that enqueues nothing): all-chain resources
+    // need an all-chain credential.
+    const refused = await call(s, "POST", `/v0/webhook_endpoints/${M4}/${all}/replay`, onB, {
+      since: "2000-01-01T00:00:00Z",
+    });
+    expect(refused.status).toBe(403);
+    // Every chain, by the all-chain key.
     expect(
       (await call(s, "POST", `/v0/webhook_endpoints/${M4}/${all}/replay`, cliKey, { since: "2000-01-01T00:00:00Z" }))
         .body,
-    ).toEqual({ enqueued: 2, skipped: 2 });
+    ).toEqual({ enqueued: 4, skipped: 0 });
     const rows = await s.db.sql<{ event_id: string }[]>`
       select event_id from webhook_deliveries where endpoint_id = ${scoped} and origin = 'replay' order by event_seq`;
     expect(rows.map((r) => r.event_id)).toEqual([evt(CHAIN_B, 0), evt(CHAIN_B, 1)]);

@@ -288,9 +288,50 @@ export class ListOverflow extends AppError {
     readonly format: ListFormat,
     readonly first: RenderedActivityRow[],
     readonly chain: { indexedBlock: string | null; indexedTime: Date | null },
+    /** The chain's rollback count read before the freshness row (see {@link assertSameSnapshot}). */
+    readonly rollbackSeq: string | null = null,
   ) {
     super("the list is longer than one chunk: stream it");
   }
+}
+
+/** The code of the error trailer of a stream cut short by a reorg below its indexed block. */
+export const REORG_DURING_EXPORT = "reorg_during_export";
+
+/** A rollback removed blocks at or below a stream's indexed block while it was being read. */
+export class ExportReorgedError extends AppError {
+  constructor(
+    readonly chainId: number,
+    readonly indexedBlock: string,
+  ) {
+    super(
+      `chain ${chainId} was reorganised below block ${indexedBlock} while this export was read: the rows after ` +
+        "this point would not be the index at that block; download it again",
+    );
+  }
+}
+
+/** The rollback count of a chain's index (0020-era rows: 0), or null when the chain has no row. */
+export async function rollbackSeqOf(sql: Sql, chainId: number): Promise<string | null> {
+  const [row] = await sql<{ seq: string }[]>`select rollback_seq::text as seq from chains where chain_id = ${chainId}`;
+  return row?.seq ?? null;
+}
+
+/**
+ * Throws {@link ExportReorgedError} unless every rollback of the chain since `seq` was read kept `indexedBlock`:
+ * rows up to that block read after this check are still the index at that block. Only the latest rollback's kept
+ * block is stored, so two rollbacks or more count as one that reached below it.
+ */
+export async function assertSameSnapshot(
+  sql: Sql,
+  q: { chainId: number; seq: string; indexedBlock: string },
+): Promise<void> {
+  const [row] = await sql<{ seq: string; kept: string | null }[]>`
+    select rollback_seq::text as seq, rolled_back_to::text as kept from chains where chain_id = ${q.chainId}`;
+  if (!row || row.seq === q.seq) return;
+  const kept = row.kept === null ? -1n : BigInt(row.kept);
+  if (BigInt(row.seq) === BigInt(q.seq) + 1n && kept >= BigInt(q.indexedBlock)) return;
+  throw new ExportReorgedError(q.chainId, q.indexedBlock);
 }
 
 /** How the rendered rows of `format` form the document (CSV: the header row first). */
@@ -309,6 +350,8 @@ export async function loadActivityPage(
   cursor: { chainId: number; txHash: string; logIndex: number } | undefined,
   format: ListFormat,
 ): Promise<Loaded<ActivityPage>> {
+  // A list that may stream notes the chain's rollbacks before its bound: the stream checks none reached below it.
+  const rollbackSeq = query.limit === undefined ? await rollbackSeqOf(deps.readSql, query.chainId) : null;
   // Read now, not from the cache: the bound must include every batch committed before this request.
   const chain = await deps.chainState.fresh(query.chainId);
   const q: ActivityQuery = { ...query, maxBlock: chain?.indexedBlock ?? undefined };
@@ -330,7 +373,7 @@ export async function loadActivityPage(
   const rows = await selectRenderedActivity(deps.readSql, q, cap + 1, format);
   let nextAfter: string | null = null;
   if (rows.length > cap) {
-    if (q.limit === undefined) throw new ListOverflow(q, format, rows, freshness);
+    if (q.limit === undefined) throw new ListOverflow(q, format, rows, freshness, rollbackSeq);
     rows.length = cap;
     const last = rows[rows.length - 1]!;
     nextAfter = eventId({
@@ -364,7 +407,16 @@ export function streamActivity(
     rows: rows.length,
     last: { blockNumber: utf8.decode(last[0]), logIndex: Number(utf8.decode(last[1])) },
   };
-  const read = (after: Position, size: number) => selectRenderedChunk(deps.readSql, { ...q, after }, size, format);
+  const seq = overflow.rollbackSeq;
+  const bound = q.maxBlock;
+  // Each chunk is checked after its read: no rollback since the start reached below the bound the headers state.
+  const read = async (after: Position, size: number) => {
+    const chunk = await selectRenderedChunk(deps.readSql, { ...q, after }, size, format);
+    if (seq !== null && bound !== undefined) {
+      await assertSameSnapshot(deps.readSql, { chainId: q.chainId, seq, indexedBlock: bound });
+    }
+    return chunk;
+  };
   const slots = takeChunkSlots(deps.readSql, deps.readSql.options.max);
   const chunks =
     slots.parallel > 1
@@ -379,7 +431,7 @@ export function streamActivity(
       : renderedChunks({ first, read, size: RENDERED_CHUNK_ROWS, close: doc.close });
   return sendList({
     format,
-    chunks: releasing(chunks, slots.release),
+    chunks: withErrorTrailer(releasing(chunks, slots.release), format),
     filename: opts.filename,
     headers: opts.headers,
     logLevel: deps.config.LOG_LEVEL,
@@ -388,6 +440,24 @@ export function streamActivity(
 }
 
 const utf8Bytes = (text: string) => new TextEncoder().encode(text);
+
+/**
+ * `chunks`; when a reorg cuts the stream short, an error trailer before the body is aborted: a last line a reader
+ * can show (a JSON object after the unterminated array, a `#error` line after the CSV rows), never a complete list.
+ */
+async function* withErrorTrailer(chunks: AsyncGenerator<Uint8Array>, format: ListFormat): AsyncGenerator<Uint8Array> {
+  try {
+    yield* chunks;
+  } catch (err) {
+    if (err instanceof ExportReorgedError) {
+      const error = { type: "api_error", code: REORG_DURING_EXPORT, message: err.message };
+      yield utf8Bytes(
+        format === "csv" ? `#error ${REORG_DURING_EXPORT}: ${err.message}\r\n` : `\n${JSON.stringify({ error })}\n`,
+      );
+    }
+    throw err;
+  }
+}
 
 /** `chunks`, then `release` once they end, fail or are given up. */
 async function* releasing<T>(chunks: AsyncGenerator<T>, release: () => void): AsyncGenerator<T> {

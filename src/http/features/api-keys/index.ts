@@ -5,7 +5,7 @@ import { InvalidParameterError, NotFoundError } from "../../errors";
 import type { RouteDeps } from "../../deps";
 import { createAuthenticator } from "../../plugins/auth";
 import { createDetail, KeyParamsDoc, KeysParamsDoc, listDetail, revokeDetail } from "./model";
-import { createKey, listKeys, parseLabel, requireMerchantSession, revokeKey } from "./service";
+import { assertFreshSession, createKey, listKeys, parseLabel, requireMerchantSession, revokeKey } from "./service";
 
 const KEY_ID_RE = /^key_[A-Za-z0-9]{1,64}$/;
 
@@ -20,6 +20,7 @@ export function apiKeyRoutes(deps: RouteDeps) {
         const merchant = parseAddress(params as RawParams, "merchant");
         const label = parseLabel(body);
         const session = await requireMerchantSession(principalOf, ctx, merchant, true);
+        assertFreshSession(session);
         set.status = 201;
         set.headers["cache-control"] = "no-store";
         return createKey(deps.sql, merchant, label, session.chainId);
@@ -31,9 +32,9 @@ export function apiKeyRoutes(deps: RouteDeps) {
       async (ctx) => {
         const { params, set } = ctx;
         const merchant = parseAddress(params as RawParams, "merchant");
-        await requireMerchantSession(principalOf, ctx, merchant, false);
+        const session = await requireMerchantSession(principalOf, ctx, merchant, false);
         set.headers["cache-control"] = "no-store";
-        return listKeys(deps.sql, merchant);
+        return listKeys(deps.sql, merchant, session.chainId);
       },
       { params: KeysParamsDoc, detail: listDetail },
     )
@@ -44,8 +45,10 @@ export function apiKeyRoutes(deps: RouteDeps) {
         const merchant = parseAddress(p, "merchant");
         const id = p.id ?? "";
         if (!KEY_ID_RE.test(id)) throw new InvalidParameterError("id", "id must be a key id such as key_9f2c4a1b…");
-        await requireMerchantSession(principalOf, ctx, merchant, true);
-        if (!(await revokeKey(deps.sql, merchant, id))) throw new NotFoundError("no such API key", "id");
+        const session = await requireMerchantSession(principalOf, ctx, merchant, true);
+        if (!(await revokeKey(deps.sql, merchant, id, session.chainId))) {
+          throw new NotFoundError("no such API key on this session's chain", "id");
+        }
         return { id, revoked: true as const };
       },
       { params: KeyParamsDoc, detail: revokeDetail },

@@ -4,7 +4,7 @@ import { ADMIN_READ_ONLY, type Principal } from "../../../auth/principal";
 import { createApiKey, InvalidLabelError, listApiKeys, revokeMerchantApiKey } from "../../../auth/api-keys";
 import type { Authenticator, RequestCtx } from "../../plugins/auth";
 import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
-import { ForbiddenError, InvalidParameterError, UnauthenticatedError } from "../../errors";
+import { ApiError, ForbiddenError, InvalidParameterError, UnauthenticatedError } from "../../errors";
 import type { CreatedKey, KeyRecord } from "./model";
 
 /** The 403 message for API keys and the admin key. */
@@ -70,13 +70,33 @@ export async function createKey(
   return { ...created, label: row!.label, created_at: new Date(row!.created_at).toISOString() };
 }
 
-/** The merchant's keys, oldest first, without secrets or hashes. */
-export async function listKeys(sql: Sql, merchant: string): Promise<KeyRecord[]> {
-  const keys = await withDeadline(listApiKeys(sql, merchant), DEADLINE_FAST_MS);
+/** The merchant's keys of the session's chain, oldest first, without secrets or hashes. */
+export async function listKeys(sql: Sql, merchant: string, chainId: number): Promise<KeyRecord[]> {
+  const keys = await withDeadline(listApiKeys(sql, merchant, chainId), DEADLINE_FAST_MS);
   return keys.map(({ merchant: _m, ...k }) => k);
 }
 
-/** Revokes one of the merchant's keys; false when it has none with that id. */
-export function revokeKey(sql: Sql, merchant: string, id: string): Promise<boolean> {
-  return withDeadline(revokeMerchantApiKey(sql, merchant, id), DEADLINE_FAST_MS);
+/** Revokes one of the merchant's keys of the session's chain; false when it has none with that id there. */
+export function revokeKey(sql: Sql, merchant: string, id: string, chainId: number): Promise<boolean> {
+  return withDeadline(revokeMerchantApiKey(sql, merchant, id, chainId), DEADLINE_FAST_MS);
+}
+
+/** How young a session must be to mint a key: a stolen session token cannot mint long-lived keys for long. */
+export const MINT_MAX_SESSION_AGE_MS = 10 * 60 * 1000;
+
+/** 403 `reauthentication_required`: minting a key needs a session signed in the last ten minutes. */
+export class ReauthenticationRequiredError extends ApiError {
+  constructor() {
+    super(
+      403,
+      "permission_error",
+      "reauthentication_required",
+      "minting an API key needs a session signed in within the last 10 minutes: sign in with the wallet again",
+    );
+  }
+}
+
+/** Throws ReauthenticationRequiredError unless `session` was signed less than ten minutes before `now`. */
+export function assertFreshSession(session: { createdAt: string }, now = Date.now()): void {
+  if (now - Date.parse(session.createdAt) >= MINT_MAX_SESSION_AGE_MS) throw new ReauthenticationRequiredError();
 }

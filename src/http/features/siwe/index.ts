@@ -1,11 +1,12 @@
 import { Elysia } from "elysia";
 import type { Hex } from "viem";
 import type { AppDeps } from "../../deps";
-import { createAppLimiter, createCredentialLimiter } from "../../deps";
+import { createAppLimiter, createAppMerchantLimiter, createCredentialLimiter } from "../../deps";
 import type { Config } from "../../../common/config";
 import { clearedSessionCookie, revokeSession, sessionCookie } from "../../../auth/sessions";
 import { InvalidParameterError, MissingParameterError } from "../../errors";
 import { createClientLimiter, type ClientLimiter, type KeyLimiter } from "../../rate-limit";
+import type { MerchantLimiter } from "../../merchant-limit";
 import { rateLimitPlugin } from "../../plugins/rate-limit";
 import { authPlugin } from "../../plugins/auth";
 import {
@@ -58,11 +59,14 @@ function requireVerifyFields({ body }: { body: unknown }): void {
  * client (the app's store in `deps.limiter`, else one of their own), and `GET /nonce` also to NONCE_PER_MINUTE per
  * client. Messages must name SIWE_DOMAIN, or without it the request's host (service.md's default).
  */
-export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credentialLimiter?: KeyLimiter }) {
+export function siweRoutes(
+  deps: AppDeps & { limiter?: ClientLimiter; credentialLimiter?: KeyLimiter; merchantLimiter?: MerchantLimiter },
+) {
   const { sql, config, chains } = deps;
   const pinned = config.SIWE_DOMAIN;
   const limiter = deps.limiter ?? createAppLimiter(config, deps.now);
   const credentialLimiter = deps.credentialLimiter ?? createCredentialLimiter(config, deps.now);
+  const merchantLimiter = deps.merchantLimiter ?? createAppMerchantLimiter(deps);
   const nonceLimiter = createClientLimiter({
     now: deps.now,
     perMinute: NONCE_PER_MINUTE,
@@ -73,7 +77,9 @@ export function siweRoutes(deps: AppDeps & { limiter?: ClientLimiter; credential
 
   return new Elysia({ prefix: "/v0/siwe", name: "siwe" })
     .use(rateLimitPlugin(limiter))
-    .use(authPlugin({ sql, config, defaultChainId: chains.defaultChainId, limiter, credentialLimiter }))
+    .use(
+      authPlugin({ sql, config, defaultChainId: chains.defaultChainId, limiter, credentialLimiter, merchantLimiter }),
+    )
     .get(
       "/nonce",
       async ({ request, server, set }) => {

@@ -11,7 +11,7 @@ import {
 
 export { allocationId, isoFromUnix, nextChargeDate };
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
-import { freshnessHeaders } from "../../chain-state";
+import { freshnessHeaders, readChains } from "../../chain-state";
 import {
   SUBSCRIPTION_CSV_COLUMNS,
   type SubscriptionCsvRow,
@@ -19,7 +19,15 @@ import {
   type SubscriptionStatus,
 } from "./model";
 import type { ReadDeps } from "../../chain-state";
-import { keysetBatches, listContentHeaders, listResponse, type ListFormat } from "../../stream";
+import {
+  closing,
+  keysetBatches,
+  listContentHeaders,
+  listResponse,
+  openSnapshot,
+  type ListFormat,
+  type Snapshot,
+} from "../../stream";
 import { csvText } from "../../csv";
 import { renewalColumn, renewalJoins } from "../../../renewals/sql";
 
@@ -106,16 +114,35 @@ export function subscriptionsCsvPage(
 
 /**
  * Streams every allocation of `q` (JSON array or CSV) in keyset chunks. The freshness row is read first: it
- * replaces the headers already set and bounds the chunks to allocations created at or below its block (the rows
- * themselves are current: a later charge shows in total_spent).
+ * replaces the headers already set and bounds the chunks to allocations created at or below its block. Over a pool
+ * the freshness row and every chunk are read in one REPEATABLE READ transaction (openSnapshot), so every row is as
+ * of X-Indexed-Block (a charge committed mid-way does not show); on PGlite's one session the rows are current.
  */
 export async function streamSubscriptions(
   deps: Pick<ReadDeps, "readSql" | "config" | "chainState">,
   query: SubscriptionQuery,
   opts: { format: ListFormat; headers: Record<string, string | number>; requestId?: string },
 ): Promise<Response> {
+  const snapshot = await openSnapshot(deps.readSql);
+  try {
+    return await streamFrom(deps, query, opts, snapshot);
+  } catch (err) {
+    await snapshot?.close();
+    throw err;
+  }
+}
+
+async function streamFrom(
+  deps: Pick<ReadDeps, "readSql" | "config" | "chainState">,
+  query: SubscriptionQuery,
+  opts: { format: ListFormat; headers: Record<string, string | number>; requestId?: string },
+  snapshot: Snapshot | undefined,
+): Promise<Response> {
+  const sql = snapshot?.sql ?? deps.readSql;
   // Read now, not from the cache: the bound must include every batch committed before this request.
-  const chain = await deps.chainState.fresh(query.chainId);
+  const chain = snapshot
+    ? (await readChains(snapshot.sql)).find((r) => r.chainId === query.chainId)
+    : await deps.chainState.fresh(query.chainId);
   const q: SubscriptionQuery = { ...query, maxBlock: chain?.indexedBlock ?? undefined };
   const headers = opts.headers;
   delete headers["x-indexed-block"];
@@ -123,12 +150,12 @@ export async function streamSubscriptions(
   freshnessHeaders(headers, chain);
   const batches = keysetBatches({
     after: q.after,
-    read: (after, size) => selectSubscriptions(deps.readSql, { ...q, after }, size),
+    read: (after, size) => selectSubscriptions(sql, { ...q, after }, size),
     position: (r) => ({ blockNumber: r.block_number!, logIndex: r.log_index! }),
   });
   return listResponse({
     format: opts.format,
-    batches,
+    batches: snapshot ? closing(batches, snapshot.close) : batches,
     toRecord: toSubscriptionRecord,
     toCsvRow: toSubscriptionCsvRow,
     columns: SUBSCRIPTION_CSV_COLUMNS,

@@ -20,7 +20,7 @@ import {
   requireEndpoint,
 } from "./service";
 import { DeliveriesQueryDoc, details, EndpointParamsDoc, EventParamsDoc, MerchantParamsDoc } from "./model";
-import { chainScope, type Principal } from "../../../auth/principal";
+import { assertCanChange, chainScope, type Principal } from "../../../auth/principal";
 
 /** `POST …/test` calls allowed per endpoint per minute (each sends a request to the merchant's server at once). */
 export const TESTS_PER_MINUTE = 10;
@@ -35,6 +35,17 @@ type Ctx = {
 
 /** The chain a chain-scoped credential acts on (undefined: every chain): it sees endpoints of that chain or all. */
 const scope = (ctx: { principal: Principal }) => chainScope(ctx.principal) ?? undefined;
+
+/**
+ * The endpoint a change names, as the credential sees it (a 404 otherwise), refused (403) unless the credential may
+ * change it: a chain-scoped credential reads all-chain endpoints but changes only its own chain's (assertCanChange).
+ */
+async function changeable(sql: Sql, ctx: { params: unknown; principal: Principal }) {
+  const { merchant, id } = endpointPath(ctx.params);
+  const endpoint = await requireEndpoint(sql, merchant, id, scope(ctx));
+  assertCanChange(ctx.principal, endpoint.chain_id);
+  return endpoint;
+}
 
 /** The context of a route with the `fields` option: its body's fields. */
 type BodyCtx = Ctx & { fields: Record<string, unknown> };
@@ -101,6 +112,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       "/:merchant/:id",
       async (ctx: BodyCtx) => {
         const { merchant, id } = endpointPath(ctx.params);
+        await changeable(sql, ctx);
         return patchEndpoint(sql, merchant, id, ctx.fields, config, scope(ctx));
       },
       {
@@ -114,6 +126,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       "/:merchant/:id",
       async (ctx: Ctx) => {
         const { merchant, id } = endpointPath(ctx.params);
+        await changeable(sql, ctx);
         if (!(await deleteEndpoint(sql, merchant, id, scope(ctx)))) throw endpointNotFound(id);
         return { id, deleted: true as const };
       },
@@ -123,6 +136,7 @@ function endpointRoutes({ sql, config, auth }: Shared) {
       "/:merchant/:id/rotate_secret",
       async (ctx: Ctx) => {
         const { merchant, id } = endpointPath(ctx.params);
+        await changeable(sql, ctx);
         const rotated = await rotateSecret(sql, merchant, id, config.secretKey, scope(ctx));
         if (!rotated) throw endpointNotFound(id);
         return rotated;
@@ -141,7 +155,7 @@ function endpointActionRoutes({ deps, sql, config, auth }: Shared) {
       "/:merchant/:id/test",
       async (ctx: Ctx) => {
         const { merchant, id } = endpointPath(ctx.params);
-        const endpoint = await requireEndpoint(sql, merchant, id, scope(ctx));
+        const endpoint = await changeable(sql, ctx);
         tests.hit(id);
         const chainId = endpoint.chain_id ?? scope(ctx) ?? deps.chains.defaultChainId;
         return sendTest(sql, { id, merchant, chainId }, config);
@@ -163,7 +177,7 @@ function endpointActionRoutes({ deps, sql, config, auth }: Shared) {
       async (ctx: BodyCtx) => {
         const { merchant, id } = endpointPath(ctx.params);
         const req = replayRequest(ctx.fields);
-        const endpoint = await requireEndpoint(sql, merchant, id, scope(ctx));
+        const endpoint = await changeable(sql, ctx);
         return replayToEndpoint(sql, merchant, endpoint, req, endpoint.chain_id ?? scope(ctx));
       },
       {

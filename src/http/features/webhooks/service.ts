@@ -1,6 +1,6 @@
 /** Route input of the webhook routes (paths, the replay and redeliver bodies, the delivery log's query) and their errors. */
 import type { Sql } from "../../../db/client";
-import { ApiError, InvalidParameterError, NotFoundError } from "../../errors";
+import { ApiError, ForbiddenError, InvalidParameterError, NotFoundError } from "../../errors";
 import { nextLink } from "../../paging";
 import { parseEnum, parseLimit, parseSince, parseAddress, type RawParams } from "../../params";
 import { findDelivery, getEndpoint, listDeliveries, toDelivery } from "../../../webhooks/endpoints";
@@ -127,13 +127,22 @@ export async function redeliver(
   // An endpoint of one chain never gets another chain's event.
   const ofChain = (w: { chain_id: number | null }) => w.chain_id === null || w.chain_id === event.chain_id;
   const named = endpointId ? await requireEndpoint(sql, merchant, endpointId, chainId) : undefined;
+  // A chain-scoped credential sends again only to its own chain's endpoints (all-chain ones need an all-chain key).
+  if (named && chainId !== undefined && named.chain_id !== chainId) {
+    throw new ForbiddenError(
+      `this credential acts on chain ${chainId} and cannot send to an all-chain endpoint: use an all-chain API key`,
+    );
+  }
   if (named && !ofChain(named)) {
     throw new InvalidParameterError(
       "endpoint_id",
       `endpoint ${endpointId} receives only chain ${named.chain_id}'s events`,
     );
   }
-  const targets = named ? [named] : (await redeliverTargets(sql, merchant, event, chainId)).filter(ofChain);
+  const mine = (w: { chain_id: number | null }) => chainId === undefined || w.chain_id === chainId;
+  const targets = named
+    ? [named]
+    : (await redeliverTargets(sql, merchant, event, chainId)).filter(ofChain).filter(mine);
   return { enqueued: await redeliverTo(sql, merchant, event, targets) };
 }
 

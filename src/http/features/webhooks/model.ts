@@ -247,8 +247,8 @@ export const details = {
     summary: "Redeliver an event",
     description:
       "Sends the event again to one endpoint (`endpoint_id`) or to every endpoint of the merchant it matches (a " +
-      "`webhook.test`: only the endpoint it was written for; an `event.reverted`: only the endpoints that were sent " +
-      "it). An event a reorg withdrew is a 409." +
+      "`webhook.test`: only the endpoint it was written for; an `event.reverted`: the endpoints subscribed to the " +
+      "withdrawn event's type and those that were sent it). An event a reorg withdrew is a 409." +
       writes,
     requestBody: body(RedeliverBody, { endpoint_id: endpoint.id }, false),
     responses: {

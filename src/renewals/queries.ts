@@ -82,10 +82,17 @@ export type OutlookRow = { charge: DueRow; outlook: Outlook; checkedBlock: bigin
 
 /**
  * Stores the outlooks of evaluated wallets (those of `rows`, and `others` that have none now) and deletes their other
- * rows (allocations no longer due or chargeable), in one statement. Wallets whose reads failed are in neither: their
- * previous outlooks stand.
+ * rows (allocations no longer due or chargeable), in one statement. Wallets whose reads failed are in neither, and
+ * the (wallet, token) groups of `kept` (`<wallet>:<token>`: reads failed or not made) are left alone: their previous
+ * outlooks stand.
  */
-export async function saveOutlooks(q: Q, chainId: number, rows: OutlookRow[], others: string[]): Promise<void> {
+export async function saveOutlooks(
+  q: Q,
+  chainId: number,
+  rows: OutlookRow[],
+  others: string[],
+  kept: string[] = [],
+): Promise<void> {
   if (rows.length === 0) {
     if (others.length > 0)
       await q`delete from renewal_outlooks where chain_id = ${chainId} and subscriber = any(${others}::text[])`;
@@ -106,7 +113,8 @@ export async function saveOutlooks(q: Q, chainId: number, rows: OutlookRow[], ot
     gone as (
       delete from renewal_outlooks o where o.chain_id = ${chainId}
         and (o.subscriber in (select subscriber from x) or o.subscriber = any(${others}::text[]))
-        and not exists (select 1 from x where x.id = o.subscription_id))
+        and not exists (select 1 from x where x.id = o.subscription_id)
+        and not (o.subscriber || ':' || o.token) = any(${kept}::text[]))
     insert into renewal_outlooks (chain_id, subscription_id, merchant, subscriber, token, next_charge_at, due_at,
       outlook, reason, amount, balance, allowance, credit, shortfall, checked_block, checked_at, evaluated_at)
     select ${chainId}, id, merchant, subscriber, token, next_at, due_at, outlook, reason, amount, balance, allowance,

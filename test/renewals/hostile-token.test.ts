@@ -2,7 +2,8 @@
  * Renewal reads cannot be poisoned (renewals.md §3): a plan token whose `balanceOf` burns every unit of gas, returns
  * nothing or reverts leaves out its own values only, never those of the other tokens read beside it, through
  * Multicall3 and through JSON-RPC batches (which hold 100 calls at most). The hostile token is real EVM code
- * (contracts/hostile/HostileToken.sol, compiled here) installed on anvil.
+ * (contracts/hostile/HostileToken.sol, compiled here) installed on anvil. The loop judges each (wallet, token) group
+ * on its own, and quarantines a token whose reads fail pass after pass.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -10,8 +11,12 @@ import { join } from "node:path";
 import solc from "solc";
 import { maxUint256, pad, toHex, type Address, type Hex } from "viem";
 import { MULTICALL3_ADDRESS } from "../../src/chain/multicall3";
+import type { Db } from "../../src/db/client";
+import { createRenewalLoop, type PassReport } from "../../src/renewals/loop";
 import { BATCH_MAX_CALLS, createRenewalReader, type ReadRequest } from "../../src/renewals/reader";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+import { createTestDb } from "../../testkit/db";
+import { indexOnce } from "../../testkit/indexer";
 
 setDefaultTimeout(60_000);
 
@@ -133,5 +138,90 @@ describe.each([
       expect(Math.max(...sizes)).toBe(BATCH_MAX_CALLS);
       expect(sizes.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(1 + 2 * (n + 4) + 1);
     }
+  });
+});
+
+describe("the loop with a hostile plan token", () => {
+  let db: Db;
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  test("judges each (wallet, token) group on its own, keeps the hostile group's outlook, and quarantines the token after failing passes (logged once)", async () => {
+    db = await createTestDb();
+    const hostile = await installHostile(chain);
+    const setMode = async (mode: number) => {
+      await chain.testClient.setStorageAt({ address: hostile.burns, index: 0, value: pad(toHex(mode)) });
+      await chain.mineAt((await chain.now()) + 1n);
+      await indexOnce(db.sql, chain.rpcUrl, chain.processor, { db, startBlock: chain.startBlock });
+    };
+    const good = await chain.deployToken();
+    const mod = await chain.createModule("merchant");
+    await chain.createPlan("merchant", mod, { planId: 1, token: good, amount: 10n, interval: 86_400 });
+    await chain.createPlan("merchant", mod, { planId: 2, token: hostile.burns, amount: 10n, interval: 86_400 });
+    await chain.fund("alice", good, 1_000n);
+    const paid = await chain.subscribe("alice", mod, 1);
+    await chain.charge(mod, paid);
+    const other = await chain.subscribe("alice", mod, 2);
+    const alice = lower(chain.address("alice"));
+    const logs: { msg: string; fields: unknown }[] = [];
+    const passes: PassReport[] = [];
+    const loop = createRenewalLoop({
+      sql: db.sql,
+      chainId: chain.chainId,
+      reader: createRenewalReader({
+        rpcUrl: chain.rpcUrl,
+        processor: chain.processor,
+        multicall: MULTICALL3_ADDRESS,
+        concurrency: 2,
+      }),
+      isLeader: () => true,
+      horizonS: 604_800,
+      intervalS: 900,
+      pollMs: 100,
+      quarantineAfterPasses: 2,
+      log: (_level, msg, fields) => void logs.push({ msg, fields }),
+      onPass: (r) => passes.push(r),
+    });
+    const pass = async () => {
+      loop.markDirty([alice], 0n);
+      await loop.runOnce();
+      return passes.at(-1)!;
+    };
+    const outlooks = async () =>
+      new Map(
+        (
+          await db.sql<{ id: string; outlook: string; block: string }[]>`
+            select subscription_id::text as id, outlook, checked_block::text as block from renewal_outlooks
+            where subscriber = ${alice}`
+        ).map((r) => [BigInt(r.id), r]),
+      );
+
+    // The token answers: both groups judged.
+    await setMode(0);
+    expect((await pass()).failedWallets).toBe(0);
+    const first = await outlooks();
+    expect(first.get(paid)?.outlook).toBe("will_renew");
+    expect(first.get(other)?.outlook).toBe("will_renew");
+
+    // It burns the gas of every read: the good group is judged at the new block, the hostile one keeps its outlook.
+    await setMode(1);
+    const failing = await pass();
+    expect(failing.failedWallets).toBe(1);
+    const second = await outlooks();
+    expect(BigInt(second.get(paid)!.block)).toBeGreaterThan(BigInt(first.get(paid)!.block));
+    expect(second.get(other)).toEqual(first.get(other)!);
+    expect(failing.newlyQuarantined).toEqual([]);
+
+    // The second failing pass in a row quarantines it; later passes leave it out of the reads.
+    await setMode(1);
+    expect((await pass()).newlyQuarantined).toEqual([lower(hostile.burns)]);
+    await setMode(1);
+    const later = await pass();
+    expect(later).toMatchObject({ failedWallets: 0, quarantined: 1, newlyQuarantined: [] });
+    const third = await outlooks();
+    expect(BigInt(third.get(paid)!.block)).toBeGreaterThan(BigInt(second.get(paid)!.block));
+    expect(third.get(other)).toEqual(first.get(other)!);
+    expect(logs.filter((l) => l.msg.includes("quarantined"))).toHaveLength(1);
   });
 });

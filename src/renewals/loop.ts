@@ -250,6 +250,39 @@ function reportPass(
   });
 }
 
+/**
+ * The indexed block B and the charges of the pass's wallets as the index stood at B, in one snapshot (the indexer may
+ * commit newer blocks meanwhile: the outlook is judged from index rows and chain reads of the same block). Null when
+ * there is nothing to do (no index yet, backfilling, no wallet due for a pass).
+ */
+async function loadPinned(
+  sql: Sql,
+  chainId: number,
+  schedule: ReturnType<typeof createSchedule>,
+  o: { perPass: number; until: (blockTime: number) => number; staleBefore: number },
+) {
+  let touched: string[] = [];
+  let checked: Checked | null = null;
+  try {
+    return await sql.begin("isolation level repeatable read read only", async (tx) => {
+      const snap = tx as unknown as Sql; // the helpers are typed for the pool; a transaction runs them alike
+      const indexed = await indexedBlock(snap, chainId);
+      if (!indexed || backfilling(indexed)) return null;
+      checked = indexed;
+      const take = schedule.take(indexed);
+      touched = take.touched;
+      if (!take.scan && touched.length === 0) return null;
+      const limit = take.scan ? Math.max(1, o.perPass - touched.length) : 0;
+      const q = { touched, until: o.until(indexed.time), staleBefore: o.staleBefore, limit, atBlock: indexed.block };
+      const loaded = await chargesToEvaluate(snap, chainId, q);
+      return { checked: indexed, loaded, touched, more: schedule.full(take.scan && loaded.scanned >= limit) };
+    });
+  } catch (err) {
+    if (checked) schedule.markDirty(touched, (checked as Checked).block);
+    throw err;
+  }
+}
+
 /** Creates the evaluation loop of one chain. */
 export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
   const { sql, chainId } = opts;
@@ -266,21 +299,16 @@ export function createRenewalLoop(opts: RenewalLoopOptions): RenewalLoop {
 
   async function runOnce(): Promise<boolean> {
     if (!opts.isLeader()) return false;
-    const checked = await indexedBlock(sql, chainId);
-    if (!checked || backfilling(checked)) return false;
     const started = performance.now();
     const stages: Record<string, number> = {};
     const stage: Stage = (name, ms) => (stages[name] = Math.round((stages[name] ?? 0) + ms));
-    const { touched, scan } = schedule.take(checked);
-    if (!scan && touched.length === 0) return false;
-    const limit = scan ? Math.max(1, perPass - touched.length) : 0;
-    const until = Math.max(clock(), checked.time) + opts.horizonS;
-    const staleBefore = clock() - opts.intervalS;
-    const loaded = await chargesToEvaluate(sql, chainId, { touched, until, staleBefore, limit }).catch((err) => {
-      schedule.markDirty(touched, checked.block);
-      throw err;
+    const pinned = await loadPinned(sql, chainId, schedule, {
+      perPass,
+      until: (time) => Math.max(clock(), time) + opts.horizonS,
+      staleBefore: clock() - opts.intervalS,
     });
-    const more = schedule.full(scan && loaded.scanned >= limit);
+    if (!pinned) return false;
+    const { checked, loaded, touched, more } = pinned;
     stage("charges", performance.now() - started);
     // A quarantined token's groups are not read: their outlooks stay as they were.
     const charges = loaded.charges.filter((c) => !quarantine.has(c.token));

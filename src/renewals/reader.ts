@@ -3,14 +3,17 @@
  * the processor in a token, and each subscription's prepaid credit. Through Multicall3 `aggregate3` in chunks where
  * the chain has it, else JSON-RPC batches of `eth_call`s (100 at most); with its own viem clients and concurrency,
  * never the indexer's. A call that reverts or a chunk that fails leaves its values out (the caller keeps older
- * outlooks). One hostile token cannot fail the others' reads: a chunk is given gas in proportion to its calls, and
- * the calls of a chunk that failed, or that failed in it (a token burning the gas it was given starves the calls
- * after it), are asked again in halves, down to single calls with their own gas limit.
+ * outlooks). One hostile token cannot fail the others' reads: where the node takes `eth_call`'s state override, a
+ * chunk runs Multicall3's `aggregate3` with a gas limit per call (GasCappedAggregate, placed for that call only);
+ * elsewhere a chunk is given gas in proportion to its calls. Either way the calls of a chunk that failed, or that
+ * failed in it (a token burning the gas it was given starves the calls after it), are asked again in halves, down to
+ * single calls with their own gas limit.
  */
 import { createPublicClient, http, type Address, type Hex, type PublicClient } from "viem";
-import { errorText, isRevert } from "../chain/errors";
+import { errorText, isRevert, rpcCodeOf } from "../chain/errors";
 import { createLimiter } from "../common/async";
 import { aggregate3Data, aggregate3Words, allowanceData, balanceOfData, creditOfData } from "./abi";
+import { cappedAggregateCode } from "./capped-aggregate-code";
 import type { WalletFunds } from "./outlook";
 
 /** What one evaluation reads: (wallet, token) pairs, and subscriptions' credits by key. */
@@ -49,12 +52,19 @@ export type ReaderOptions = {
   /** Calls per `aggregate3` (a JSON-RPC batch takes `BATCH_MAX_CALLS` at most). */
   chunkSize?: number;
   timeoutMs?: number;
-  /** Gas of one call (a balanceOf, allowance or creditOf costs a few thousand): default `CALL_GAS`. */
+  /** Gas of one call alone or in a JSON-RPC batch (a balanceOf, allowance or creditOf costs a few thousand). */
   callGas?: number;
+  /** false: never try eth_call's state override (default: tried once, used where the node takes it). */
+  stateOverride?: boolean;
 };
 
-/** Gas one read may use: an ERC-20's `balanceOf` or `allowance` needs under 30,000, even behind a proxy. */
+/**
+ * Gas one read may use: an ERC-20's `balanceOf` or `allowance` needs under 30,000, even behind a proxy. Also the
+ * per-call limit built into GasCappedAggregate (contracts/multicall), which a test holds equal.
+ */
 export const CALL_GAS = 100_000;
+/** Where the reader places GasCappedAggregate's code for one eth_call (an address no chain has code at). */
+export const CAPPED_AGGREGATE_ADDRESS = "0xc0ffee0000000000000000000000000000ca11ed";
 /** Gas of one `aggregate3` at most: under the 30M blocks of most chains, which nodes cap `eth_call` at. */
 export const CHUNK_GAS_CAP = 25_000_000;
 /** Calls per JSON-RPC batch at most (providers refuse or rate-limit bigger batches). */
@@ -65,8 +75,11 @@ type Call = { to: Address; data: Hex; set: (v: bigint) => void };
 /** Whether the node ran the call and it failed (a revert, or out of gas: anvil says "EVM error OutOfGas"). */
 const ranAndFailed = (err: unknown) => isRevert(err) || /out ?of ?gas/.test(errorText(err));
 
-/** What one attempt at some calls gave: the indices (into its calls) that failed, and those the node judged. */
-type Outcome = { failed: number[]; judged: boolean };
+/**
+ * What one attempt at some calls gave: the indices (into its calls) that failed, whether the node ran them (rather
+ * than failing itself), and whether each ran with its own gas limit (a failure is then that call's own).
+ */
+type Outcome = { failed: number[]; judged: boolean; own?: boolean };
 
 const word = (data: Hex): bigint | undefined => (data.length >= 66 ? BigInt(data.slice(0, 66)) : undefined);
 
@@ -105,22 +118,37 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
     }
   };
 
+  // Whether the node takes eth_call's state override (null: not known yet): then each call of a chunk has its own gas
+  // limit (GasCappedAggregate), else Multicall3's aggregate3 with the chunk's gas in proportion to its calls.
+  let overrides: boolean | null = opts.stateOverride === false ? false : null;
   const viaMulticall = async (block: bigint, chunk: Call[]): Promise<Outcome> => {
     if (chunk.length === 1) return single(block, chunk[0]!);
+    const capped = overrides !== false;
     // A raw eth_call: viem's `call` formats and checks a 100 KB calldata at a cost that dwarfs the node's work.
-    const gas = Math.min(CHUNK_GAS_CAP, 50_000 + chunk.length * callGas);
+    const gas = hex(Math.min(CHUNK_GAS_CAP, 50_000 + chunk.length * (capped ? CALL_GAS + 10_000 : callGas)));
+    const data = aggregate3Data(chunk);
+    const params = capped
+      ? [
+          { to: CAPPED_AGGREGATE_ADDRESS, data, gas },
+          hex(block),
+          { [CAPPED_AGGREGATE_ADDRESS]: { code: cappedAggregateCode } },
+        ]
+      : [{ to: opts.multicall, data, gas }, hex(block)];
     try {
-      const data = (await client.request({
-        method: "eth_call",
-        params: [{ to: opts.multicall, data: aggregate3Data(chunk), gas: hex(gas) }, hex(block)],
-      })) as Hex;
+      const answer = (await client.request({ method: "eth_call", params } as never)) as Hex;
+      if (capped) overrides = true;
       const failed: number[] = [];
-      aggregate3Words(data).forEach((v, i) => {
+      aggregate3Words(answer).forEach((v, i) => {
         if (v === undefined) failed.push(i);
         else chunk[i]!.set(v);
       });
-      return { failed, judged: true };
+      return { failed, judged: true, own: capped };
     } catch (err) {
+      // A node that refuses the override (an error answer, not a failed execution): Multicall3 from now on.
+      if (capped && overrides === null && rpcCodeOf(err) !== undefined && !ranAndFailed(err)) {
+        overrides = false;
+        return viaMulticall(block, chunk);
+      }
       return { failed: chunk.map((_, i) => i), judged: ranAndFailed(err) };
     }
   };
@@ -137,7 +165,7 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
       failed.push(i);
       if (a.status === "rejected" && !ranAndFailed(a.reason)) judged = false;
     });
-    return { failed, judged };
+    return { failed, judged, own: true };
   };
 
   /**
@@ -148,11 +176,13 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
   const readAll = async (block: bigint, calls: Call[], via: typeof viaMulticall): Promise<Map<Call, boolean>> => {
     const out = new Map<Call, boolean>();
     const go = async (part: Call[]): Promise<void> => {
-      const r = await slots(() => via(block, part).catch(() => ({ failed: part.map((_, i) => i), judged: false })));
+      const r: Outcome = await slots(() =>
+        via(block, part).catch(() => ({ failed: part.map((_, i) => i), judged: false })),
+      );
       const failed = r.failed.map((i) => part[i]!);
       if (failed.length === 0) return;
-      // A failure of the node (not of a call), a single call, or a batch's (each call had its own gas): final.
-      if (!r.judged || part.length === 1 || via === viaBatch) {
+      // A failure of the node (not of a call), a single call, or calls that each had their own gas: final.
+      if (!r.judged || part.length === 1 || r.own) {
         for (const c of failed) out.set(c, r.judged);
         return;
       }

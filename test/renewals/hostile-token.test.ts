@@ -13,7 +13,9 @@ import { maxUint256, pad, toHex, type Address, type Hex } from "viem";
 import { MULTICALL3_ADDRESS } from "../../src/chain/multicall3";
 import type { Db } from "../../src/db/client";
 import { createRenewalLoop, type PassReport } from "../../src/renewals/loop";
-import { BATCH_MAX_CALLS, createRenewalReader, type ReadRequest } from "../../src/renewals/reader";
+import { cappedAggregateCode } from "../../src/renewals/capped-aggregate-code";
+import { BATCH_MAX_CALLS, CALL_GAS, createRenewalReader, type ReadRequest } from "../../src/renewals/reader";
+import { compileCappedAggregate } from "../../contracts/build-capped";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
 import { indexOnce } from "../../testkit/indexer";
@@ -82,6 +84,15 @@ function request(c: TestChain, hostile: Hostile, token: string, n: number): Read
   };
 }
 
+test("GasCappedAggregate: the committed runtime code is the compiled contract, its per-call gas the reader's", async () => {
+  expect(compileCappedAggregate()).toBe(cappedAggregateCode);
+  const source = readFileSync(
+    join(import.meta.dir, "..", "..", "contracts", "multicall", "GasCappedAggregate.sol"),
+    "utf8",
+  );
+  expect(source).toContain(`CALL_GAS = ${CALL_GAS.toLocaleString("en-US").replaceAll(",", "_")};`);
+});
+
 beforeAll(async () => {
   code = hostileTokenCode();
   [chain, bare] = await Promise.all([createTestChain(), createTestChain({ multicall: false })]);
@@ -95,9 +106,10 @@ afterEach(() => {
 });
 
 describe.each([
-  ["through Multicall3", () => chain, "multicall"],
-  ["through JSON-RPC batches", () => bare, "batch"],
-] as const)("a hostile token %s", (_name, which, via) => {
+  ["through Multicall3 with a gas limit per call (state override)", () => chain, "multicall", true],
+  ["through Multicall3 alone (a node without state override)", () => chain, "multicall", false],
+  ["through JSON-RPC batches", () => bare, "batch", true],
+] as const)("a hostile token %s", (_name, which, via, stateOverride) => {
   test("fails its own reads only; every other pair and credit is read; the token is named as rejected", async () => {
     const c = which();
     const hostile = await installHostile(c);
@@ -121,6 +133,7 @@ describe.each([
       processor: c.processor,
       multicall: MULTICALL3_ADDRESS,
       concurrency: 2,
+      stateOverride,
     });
     const n = 300;
     const block = await c.publicClient.getBlockNumber();
@@ -133,6 +146,10 @@ describe.each([
     for (const h of Object.values(hostile)) expect(r.funds.has(`${alice}:${lower(h)}`)).toBe(false);
     expect(r.failed).toBe(6); // balanceOf and allowance of each hostile token
     expect([...r.rejected].sort()).toEqual(Object.values(hostile).map(lower).sort());
+    if (via === "multicall" && stateOverride) {
+      // Each call had its own gas: one aggregate3 for all of them, after the eth_getCode; nothing asked again.
+      expect(sizes).toEqual([1, 1]);
+    }
     if (via === "batch") {
       // Batches of 100 calls at most, every call sent.
       expect(Math.max(...sizes)).toBe(BATCH_MAX_CALLS);

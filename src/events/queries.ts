@@ -67,14 +67,19 @@ export async function keepActivityEvents(q: Q, chainId: number, ancestor: bigint
       and e.seq is not null`;
   if (rows.length === 0) return;
   await q`
-    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
+    insert into merchant_events (seq, id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data,
+      s_subscription_id, s_module, s_subscriber)
     overriding system value
-    select seq, id, ${chainId}, merchant, type, bn, li, 0, ts, data::jsonb
+    select u.seq, u.id, ${chainId}, u.merchant, u.type, u.bn, u.li, 0, u.ts, u.data::jsonb,
+      u.sid, u.module, s.subscriber
     from unnest(${rows.map((r) => r.seq)}::bigint[], ${rows.map((r) => r.id)}::text[],
       ${rows.map((r) => r.merchant)}::text[], ${rows.map((r) => r.type)}::text[],
       ${rows.map((r) => String(r.block_number))}::bigint[], ${rows.map((r) => r.log_index)}::int[],
-      ${rows.map((r) => r.ts.toISOString())}::timestamptz[], ${rows.map((r) => JSON.stringify(eventData(r)))}::text[])
-      as u(seq, id, merchant, type, bn, li, ts, data)`;
+      ${rows.map((r) => r.ts.toISOString())}::timestamptz[], ${rows.map((r) => JSON.stringify(eventData(r)))}::text[],
+      ${rows.map((r) => r.a_module)}::text[], ${rows.map((r) => String(r.a_subscription_id))}::numeric[])
+      as u(seq, id, merchant, type, bn, li, ts, data, module, sid)
+    -- The subscriber, which the activity record lacks, while its allocation still exists: a withdrawal names it.
+    left join subscriptions s on s.chain_id = ${chainId} and s.module = u.module and s.subscription_id = u.sid`;
 }
 
 /** `<subscriptionId>:<instant>` of the expiries announced after `after` (ahead of the cursor, by an idle poll). */
@@ -273,8 +278,20 @@ function insertNewEvents(q: Q, chainId: number, events: NewEvent[]) {
 export const standing = (q: Q) => q`e.reverted_by is null`;
 
 /**
+ * The allocation and subscriber a row of `merchant_events` concerns (`allocation_id`, `user_address`; null for an
+ * event without a subscriber): from its snapshot columns (a subscription event, or an activity event kept by a
+ * rollback), else from its stored record (a subscription or renewal record, an MRR movement's `customer`).
+ */
+const withdrawnSubject = (q: Q) => q`
+  coalesce(
+    case when s_subscription_id is not null then chain_id || ':' || s_module || ':' || s_subscription_id end,
+    data->'object'->>'allocation_id', data->'object'->'allocation_ids'->>0) as allocation_id,
+  lower(coalesce(s_subscriber, data->'object'->>'user_address', data->'object'->>'customer')) as user_address`;
+
+/**
  * Withdraws the events of the blocks above `ancestor` (all when null): each gets an `event.reverted` after it in
- * the log, and its `reverted_by` set. Returns the seq range of the `event.reverted` events, or null.
+ * the log (naming its id, type, block, and the chain, allocation and subscriber it concerned), and its `reverted_by`
+ * set. Returns the seq range of the `event.reverted` events, or null.
  */
 export async function withdrawAbove(q: Q, chainId: number, ancestor: bigint | null) {
   const above = ancestor === null ? -1n : ancestor;
@@ -282,7 +299,7 @@ export async function withdrawAbove(q: Q, chainId: number, ancestor: bigint | nu
   // (a dev chain's clock can run ahead of the wall clock): a receiver ordering by time puts it after that event.
   const rows = await q<{ lo: string | null; hi: string | null }[]>`
     with gone as (
-      select seq, id, merchant, type, block_number, ts from merchant_events
+      select seq, id, merchant, type, block_number, ts, ${withdrawnSubject(q)} from merchant_events
       where chain_id = ${chainId} and block_number > ${above.toString()} and reverted_by is null
         and type not in ('event.reverted', 'webhook.test')
         -- Observations of an evaluation (renewals.md §4): the next evaluation on the new branch decides.
@@ -292,7 +309,10 @@ export async function withdrawAbove(q: Q, chainId: number, ancestor: bigint | nu
       insert into merchant_events (id, chain_id, merchant, type, block_number, log_index, sub_index, ts, data)
       select 'evt_' || substr(encode(sha256(convert_to('reverted|' || g.id, 'UTF8')), 'hex'), 1, 40), ${chainId},
         g.merchant, 'event.reverted', g.block_number, 2147483647, 0, greatest(now(), g.ts),
-        jsonb_build_object('object', jsonb_build_object('id', g.id, 'type', g.type))
+        jsonb_build_object('object', jsonb_build_object('id', g.id, 'type', g.type,
+          'block_number', g.block_number::text,
+          'chain_id', case when g.allocation_id is not null then ${chainId}::int end,
+          'allocation_id', g.allocation_id, 'user_address', g.user_address))
       from gone g order by g.seq
       on conflict (id) do nothing
       returning seq, id, data),

@@ -19,6 +19,18 @@ export function renewalMetrics(reg: Registry[], sql: Sql, failed: (metric: strin
     labelNames: ["chain_id"] as const,
     registers: reg,
   });
+  const quarantined = new Gauge({
+    name: "renewal_quarantined_tokens",
+    help: "Plan tokens whose renewal reads failed pass after pass, left out of the reads for now, by chain",
+    labelNames: ["chain_id"] as const,
+    registers: reg,
+  });
+  const quarantines = new Counter({
+    name: "renewal_token_quarantines_total",
+    help: "Times a plan token was quarantined (its renewal reads failed pass after pass), by chain",
+    labelNames: ["chain_id"] as const,
+    registers: reg,
+  });
   const duration = new Histogram({
     name: "renewal_evaluation_duration_seconds",
     help: "Time of one renewal evaluation pass (reads and writes), by chain",
@@ -56,8 +68,19 @@ export function renewalMetrics(reg: Registry[], sql: Sql, failed: (metric: strin
   });
   return {
     /** One evaluation pass of `chainId`. */
-    pass: (chainId: number, r: { evaluated: number; failedWallets: number; seconds: number }) => {
+    pass: (
+      chainId: number,
+      r: {
+        evaluated: number;
+        failedWallets: number;
+        seconds: number;
+        quarantined?: number;
+        newlyQuarantined?: string[];
+      },
+    ) => {
       const l = { chain_id: String(chainId) };
+      if (r.quarantined !== undefined) quarantined.set(l, r.quarantined);
+      if (r.newlyQuarantined?.length) quarantines.inc(l, r.newlyQuarantined.length);
       evaluated.inc(l, r.evaluated);
       if (r.failedWallets) readFailures.inc(l, r.failedWallets);
       duration.observe(l, r.seconds);

@@ -2,8 +2,9 @@
  * `subscription.renewal_at_risk` and `subscription.renewal_recovered` (renewals.md §4): observations of an evaluation
  * at its `checked_block`, one per change. `at_risk` when a due instant (an allocation's next_charge_at) is first judged
  * at risk, or for another reason than the last one sent for it; `recovered` when it is judged to renew after an
- * `at_risk` was sent for it. What was last sent is kept on the outlook row (`sent_for`, `sent`). A reorg does not
- * withdraw them: the next evaluation on the new branch decides.
+ * `at_risk` was sent for it. What was last sent is kept in `renewal_sent`, apart from the outlook (whose row goes
+ * while the allocation is paused), so pause → top up → resume sends `recovered`, and never a second `at_risk` for
+ * one due instant and reason. A reorg does not withdraw them: the next evaluation on the new branch decides.
  */
 import { toSubscriptionRecord, type SubscriptionRecordRow } from "../domain/records";
 import type { RenewalObject } from "../domain/renewal-record";
@@ -57,7 +58,7 @@ export async function writeObservations(
   if (rows.length === 0) return [];
   const ids = rows.map((r) => r.charge.key);
   const sentRows = await tx<{ id: string; sent_for: string | null; sent: RenewalObject | null }[]>`
-    select subscription_id::text as id, sent_for::text, sent from renewal_outlooks
+    select subscription_id::text as id, sent_for::text, sent from renewal_sent
     where chain_id = ${chainId} and subscription_id = any(${ids}::text[]::numeric[])`;
   const sentBy = new Map(sentRows.map((r) => [r.id, r]));
   const changed: {
@@ -78,6 +79,7 @@ export async function writeObservations(
     changed.map((c) => c.row.charge.key),
   );
   const events: NewEvent[] = [];
+  const marks: { id: string; for: number; sent: string }[] = [];
   for (const { row, type, previous } of changed) {
     const object = recs.get(row.charge.key);
     if (!object?.renewal) continue; // no longer shown (e.g. paused meanwhile): nothing to announce
@@ -92,13 +94,14 @@ export async function writeObservations(
       ts: checked.time,
       data: { object, renewal: object.renewal, previous_renewal: previous },
     });
+    marks.push({ id: c.key, for: c.nextChargeAt, sent: JSON.stringify(object.renewal) });
   }
   if (events.length === 0) return [];
-  const sent = events.map((e) => JSON.stringify((e.data as { renewal: RenewalObject }).renewal));
-  const sentIds = events.map((e) => (e.data as { object: { on_chain_id: string } }).object.on_chain_id);
-  await tx`update renewal_outlooks o set sent_for = o.next_charge_at, sent = x.sent::jsonb
-    from unnest(${sentIds}::text[]::numeric[], ${sent}::text[]) as x(id, sent)
-    where o.chain_id = ${chainId} and o.subscription_id = x.id`;
+  await tx`insert into renewal_sent (chain_id, subscription_id, sent_for, sent)
+    select ${chainId}, x.id, x.sent_for, x.sent::jsonb
+    from unnest(${marks.map((m) => m.id)}::text[]::numeric[], ${marks.map((m) => m.for)}::bigint[],
+      ${marks.map((m) => m.sent)}::text[]) as x(id, sent_for, sent)
+    on conflict (chain_id, subscription_id) do update set sent_for = excluded.sent_for, sent = excluded.sent`;
   const range = await insertEvents(tx, chainId, events);
   if (range && onEvents) {
     await onEvents(tx, {

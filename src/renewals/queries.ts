@@ -19,12 +19,13 @@ export type DueRow = DueCharge & { module: string; merchant: string; refilled: b
  * The charges to evaluate in one pass, in one statement: every chargeable charge due by `until` (unix s) of the
  * `touched` wallets and of at most `limit` wallets (0: none) whose outlooks are missing, were judged for another
  * next_charge_at, or are older than `staleBefore` (unix s, wall clock), least recently evaluated first. `scanned`:
- * how many wallets the scan found (the pass is full when it reaches `limit`).
+ * how many wallets the scan found (the pass is full when it reaches `limit`). `atBlock`: the block the pass reads the
+ * chain at (refills above it do not count; the caller runs this in a snapshot taken with that block).
  */
 export async function chargesToEvaluate(
   sql: Sql,
   chainId: number,
-  opts: { touched: string[]; until: number; staleBefore: number; limit: number },
+  opts: { touched: string[]; until: number; staleBefore: number; limit: number; atBlock?: bigint },
 ): Promise<{ charges: DueRow[]; scanned: number }> {
   // One row holding every charge as a JSON array of arrays: the driver then decodes one value instead of ten per
   // charge, which was the larger part of loading 50,000 charges. Numbers that may exceed 2^53 travel as text.
@@ -54,7 +55,8 @@ export async function chargesToEvaluate(
     select coalesce(json_agg(json_build_array(d.subscription_id::text, d.module, d.merchant, d.subscriber, p.token,
       p.amount::text, d.next_charge_at, d.allowance_expiry::text, w.scanned,
       exists (select 1 from activity a where a.chain_id = ${chainId} and a.subscription_id = d.subscription_id
-        and a.type = 'REFILL'))), '[]') as rows
+        and a.type = 'REFILL' ${opts.atBlock === undefined ? sql`` : sql`and a.block_number <= ${opts.atBlock.toString()}`}))),
+      '[]') as rows
     from due d
     join w on w.subscriber = d.subscriber
     join plans p on p.chain_id = ${chainId} and p.module = d.module and p.plan_id = d.plan_id`;
@@ -82,10 +84,17 @@ export type OutlookRow = { charge: DueRow; outlook: Outlook; checkedBlock: bigin
 
 /**
  * Stores the outlooks of evaluated wallets (those of `rows`, and `others` that have none now) and deletes their other
- * rows (allocations no longer due or chargeable), in one statement. Wallets whose reads failed are in neither: their
- * previous outlooks stand.
+ * rows (allocations no longer due or chargeable), in one statement. Wallets whose reads failed are in neither, and
+ * the (wallet, token) groups of `kept` (`<wallet>:<token>`: reads failed or not made) are left alone: their previous
+ * outlooks stand.
  */
-export async function saveOutlooks(q: Q, chainId: number, rows: OutlookRow[], others: string[]): Promise<void> {
+export async function saveOutlooks(
+  q: Q,
+  chainId: number,
+  rows: OutlookRow[],
+  others: string[],
+  kept: string[] = [],
+): Promise<void> {
   if (rows.length === 0) {
     if (others.length > 0)
       await q`delete from renewal_outlooks where chain_id = ${chainId} and subscriber = any(${others}::text[])`;
@@ -106,7 +115,8 @@ export async function saveOutlooks(q: Q, chainId: number, rows: OutlookRow[], ot
     gone as (
       delete from renewal_outlooks o where o.chain_id = ${chainId}
         and (o.subscriber in (select subscriber from x) or o.subscriber = any(${others}::text[]))
-        and not exists (select 1 from x where x.id = o.subscription_id))
+        and not exists (select 1 from x where x.id = o.subscription_id)
+        and not (o.subscriber || ':' || o.token) = any(${kept}::text[]))
     insert into renewal_outlooks (chain_id, subscription_id, merchant, subscriber, token, next_charge_at, due_at,
       outlook, reason, amount, balance, allowance, credit, shortfall, checked_block, checked_at, evaluated_at)
     select ${chainId}, id, merchant, subscriber, token, next_at, due_at, outlook, reason, amount, balance, allowance,

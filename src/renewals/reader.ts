@@ -1,12 +1,19 @@
 /**
  * Reads what the renewal outlook needs at one pinned block (renewals.md §3): each wallet's balance and allowance to
  * the processor in a token, and each subscription's prepaid credit. Through Multicall3 `aggregate3` in chunks where
- * the chain has it, else a JSON-RPC batch of `eth_call`s; with its own viem clients and concurrency, never the
- * indexer's. A call that reverts or a chunk that fails leaves its values out (the caller keeps older outlooks).
+ * the chain has it, else JSON-RPC batches of `eth_call`s (100 at most); with its own viem clients and concurrency,
+ * never the indexer's. A call that reverts or a chunk that fails leaves its values out (the caller keeps older
+ * outlooks). One hostile token cannot fail the others' reads: where the node takes `eth_call`'s state override, a
+ * chunk runs Multicall3's `aggregate3` with a gas limit per call (GasCappedAggregate, placed for that call only);
+ * elsewhere a chunk is given gas in proportion to its calls. Either way the calls of a chunk that failed, or that
+ * failed in it (a token burning the gas it was given starves the calls after it), are asked again in halves, down to
+ * single calls with their own gas limit.
  */
 import { createPublicClient, http, type Address, type Hex, type PublicClient } from "viem";
+import { errorText, isRevert, rpcCodeOf } from "../chain/errors";
 import { createLimiter } from "../common/async";
 import { aggregate3Data, aggregate3Words, allowanceData, balanceOfData, creditOfData } from "./abi";
+import { cappedAggregateCode } from "./capped-aggregate-code";
 import type { WalletFunds } from "./outlook";
 
 /** What one evaluation reads: (wallet, token) pairs, and subscriptions' credits by key. */
@@ -21,6 +28,8 @@ export type ReadResult = {
   credits: Map<string, bigint>;
   /** Calls that failed (reverted, or their chunk failed). */
   failed: number;
+  /** Tokens (lowercase) a call of which the node ran and judged failed on its own (reverted, out of gas, no answer). */
+  rejected: Set<string>;
   via: "multicall" | "batch";
 };
 
@@ -40,24 +49,50 @@ export type ReaderOptions = {
   multicall: Address;
   /** Requests in flight at once (`RENEWAL_RPC_CONCURRENCY`). */
   concurrency: number;
-  /** Calls per `aggregate3` (or per JSON-RPC batch). */
+  /** Calls per `aggregate3` (a JSON-RPC batch takes `BATCH_MAX_CALLS` at most). */
   chunkSize?: number;
   timeoutMs?: number;
+  /** Gas of one call alone or in a JSON-RPC batch (a balanceOf, allowance or creditOf costs a few thousand). */
+  callGas?: number;
+  /** false: never try eth_call's state override (default: tried once, used where the node takes it). */
+  stateOverride?: boolean;
 };
 
+/**
+ * Gas one read may use: an ERC-20's `balanceOf` or `allowance` needs under 30,000, even behind a proxy. Also the
+ * per-call limit built into GasCappedAggregate (contracts/multicall), which a test holds equal.
+ */
+export const CALL_GAS = 100_000;
+/** Where the reader places GasCappedAggregate's code for one eth_call (an address no chain has code at). */
+export const CAPPED_AGGREGATE_ADDRESS = "0xc0ffee0000000000000000000000000000ca11ed";
+/** Gas of one `aggregate3` at most: under the 30M blocks of most chains, which nodes cap `eth_call` at. */
+export const CHUNK_GAS_CAP = 25_000_000;
+/** Calls per JSON-RPC batch at most (providers refuse or rate-limit bigger batches). */
+export const BATCH_MAX_CALLS = 100;
+
 type Call = { to: Address; data: Hex; set: (v: bigint) => void };
+
+/** Whether the node ran the call and it failed (a revert, or out of gas: anvil says "EVM error OutOfGas"). */
+const ranAndFailed = (err: unknown) => isRevert(err) || /out ?of ?gas/.test(errorText(err));
+
+/**
+ * What one attempt at some calls gave: the indices (into its calls) that failed, whether the node ran them (rather
+ * than failing itself), and whether each ran with its own gas limit (a failure is then that call's own).
+ */
+type Outcome = { failed: number[]; judged: boolean; own?: boolean };
 
 const word = (data: Hex): bigint | undefined => (data.length >= 66 ? BigInt(data.slice(0, 66)) : undefined);
 
 /** Creates the reader of one chain. */
 export function createRenewalReader(opts: ReaderOptions): RenewalReader {
   const chunkSize = opts.chunkSize ?? 1500;
+  const callGas = opts.callGas ?? CALL_GAS;
   let sent = 0;
   const transport = (batch: boolean) =>
     http(opts.rpcUrl, {
       timeout: opts.timeoutMs ?? 30_000,
       retryCount: 1,
-      batch: batch ? { batchSize: chunkSize, wait: 0 } : false,
+      batch: batch ? { batchSize: Math.min(chunkSize, BATCH_MAX_CALLS), wait: 0 } : false,
       onFetchRequest: () => void sent++,
     });
   const client = createPublicClient({ transport: transport(false), cacheTime: 0 }) as PublicClient;
@@ -65,32 +100,100 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
   let hasMulticall = false;
   // RENEWAL_RPC_CONCURRENCY bounds the requests in flight across every read at once (a pass reads slices side by side).
   const slots = createLimiter(opts.concurrency);
+  const hex = (n: bigint | number): Hex => `0x${n.toString(16)}`;
 
-  const viaMulticall = async (block: bigint, chunk: Call[]): Promise<number> => {
-    // A raw eth_call: viem's `call` formats and checks a 100 KB calldata at a cost that dwarfs the node's work.
-    const data = (await client.request({
-      method: "eth_call",
-      params: [{ to: opts.multicall, data: aggregate3Data(chunk) }, `0x${block.toString(16)}`],
-    })) as Hex;
-    let failed = 0;
-    aggregate3Words(data).forEach((v, i) => {
-      if (v === undefined) failed++;
-      else chunk[i]!.set(v);
-    });
-    return failed;
+  /** One call alone, with its own gas limit. A revert (out of gas included) is the call's own failure. */
+  const single = async (block: bigint, c: Call): Promise<Outcome> => {
+    try {
+      const data = (await client.request({
+        method: "eth_call",
+        params: [{ to: c.to, data: c.data, gas: hex(callGas) }, hex(block)],
+      })) as Hex;
+      const v = word(data);
+      if (v === undefined) return { failed: [0], judged: true }; // returned nothing: not an ERC-20 answer
+      c.set(v);
+      return { failed: [], judged: true };
+    } catch (err) {
+      return { failed: [0], judged: ranAndFailed(err) };
+    }
   };
 
-  const viaBatch = async (block: bigint, chunk: Call[]): Promise<number> => {
+  // Whether the node takes eth_call's state override (null: not known yet): then each call of a chunk has its own gas
+  // limit (GasCappedAggregate), else Multicall3's aggregate3 with the chunk's gas in proportion to its calls.
+  let overrides: boolean | null = opts.stateOverride === false ? false : null;
+  const viaMulticall = async (block: bigint, chunk: Call[]): Promise<Outcome> => {
+    if (chunk.length === 1) return single(block, chunk[0]!);
+    const capped = overrides !== false;
+    // A raw eth_call: viem's `call` formats and checks a 100 KB calldata at a cost that dwarfs the node's work.
+    const gas = hex(Math.min(CHUNK_GAS_CAP, 50_000 + chunk.length * (capped ? CALL_GAS + 10_000 : callGas)));
+    const data = aggregate3Data(chunk);
+    const params = capped
+      ? [
+          { to: CAPPED_AGGREGATE_ADDRESS, data, gas },
+          hex(block),
+          { [CAPPED_AGGREGATE_ADDRESS]: { code: cappedAggregateCode } },
+        ]
+      : [{ to: opts.multicall, data, gas }, hex(block)];
+    try {
+      const answer = (await client.request({ method: "eth_call", params } as never)) as Hex;
+      if (capped) overrides = true;
+      const failed: number[] = [];
+      aggregate3Words(answer).forEach((v, i) => {
+        if (v === undefined) failed.push(i);
+        else chunk[i]!.set(v);
+      });
+      return { failed, judged: true, own: capped };
+    } catch (err) {
+      // A node that refuses the override (an error answer, not a failed execution): Multicall3 from now on.
+      if (capped && overrides === null && rpcCodeOf(err) !== undefined && !ranAndFailed(err)) {
+        overrides = false;
+        return viaMulticall(block, chunk);
+      }
+      return { failed: chunk.map((_, i) => i), judged: ranAndFailed(err) };
+    }
+  };
+
+  const viaBatch = async (block: bigint, chunk: Call[]): Promise<Outcome> => {
     const answers = await Promise.allSettled(
-      chunk.map((c) => batched.call({ to: c.to, data: c.data, blockNumber: block })),
+      chunk.map((c) => batched.call({ to: c.to, data: c.data, blockNumber: block, gas: BigInt(callGas) })),
     );
-    let failed = 0;
+    const failed: number[] = [];
+    let judged = true;
     answers.forEach((a, i) => {
       const v = a.status === "fulfilled" && a.value.data ? word(a.value.data) : undefined;
-      if (v === undefined) failed++;
-      else chunk[i]!.set(v);
+      if (v !== undefined) return void chunk[i]!.set(v);
+      failed.push(i);
+      if (a.status === "rejected" && !ranAndFailed(a.reason)) judged = false;
     });
-    return failed;
+    return { failed, judged, own: true };
+  };
+
+  /**
+   * Reads `calls`; the calls that failed among several are asked again in halves (a failure of the node, rather than
+   * of a call, is not: the next pass tries again). Returns the calls that failed, each with whether the node judged
+   * it failed on its own (a single call, or one the node ran and answered for).
+   */
+  const readAll = async (block: bigint, calls: Call[], via: typeof viaMulticall): Promise<Map<Call, boolean>> => {
+    const out = new Map<Call, boolean>();
+    const go = async (part: Call[]): Promise<void> => {
+      const r: Outcome = await slots(() =>
+        via(block, part).catch(() => ({ failed: part.map((_, i) => i), judged: false })),
+      );
+      const failed = r.failed.map((i) => part[i]!);
+      if (failed.length === 0) return;
+      // A failure of the node (not of a call), a single call, or calls that each had their own gas: final.
+      if (!r.judged || part.length === 1 || r.own) {
+        for (const c of failed) out.set(c, r.judged);
+        return;
+      }
+      const half = Math.ceil(failed.length / 2);
+      await Promise.all([go(failed.slice(0, half)), go(failed.slice(half))]);
+    };
+    const chunks: Call[][] = [];
+    const size = via === viaBatch ? Math.min(chunkSize, BATCH_MAX_CALLS) : chunkSize;
+    for (let i = 0; i < calls.length; i += size) chunks.push(calls.slice(i, i + size));
+    await Promise.all(chunks.map(go));
+    return out;
   };
 
   return {
@@ -117,20 +220,16 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
       // Where the chain has no Multicall3 at the block (checked until it does), a JSON-RPC batch.
       if (!hasMulticall)
         hasMulticall = (await client.getCode({ address: opts.multicall, blockNumber: block }))?.length! > 2;
-      const via = hasMulticall ? viaMulticall : viaBatch;
-      const chunks: Call[][] = [];
-      for (let i = 0; i < calls.length; i += chunkSize) chunks.push(calls.slice(i, i + chunkSize));
-      let failed = 0;
-      await Promise.all(
-        chunks.map(async (chunk) => {
-          failed += await slots(() => via(block, chunk).catch(() => chunk.length));
-        }),
-      );
+      const failed = await readAll(block, calls, hasMulticall ? viaMulticall : viaBatch);
+      const rejected = new Set<string>();
+      const processor = opts.processor.toLowerCase();
+      for (const [c, judged] of failed)
+        if (judged && c.to.toLowerCase() !== processor) rejected.add(c.to.toLowerCase());
       for (const [k, p] of partial) {
         if (p.balance !== undefined && p.allowance !== undefined)
           funds.set(k, { balance: p.balance, allowance: p.allowance });
       }
-      return { funds, credits, failed, via: hasMulticall ? "multicall" : "batch" };
+      return { funds, credits, failed: failed.size, rejected, via: hasMulticall ? "multicall" : "batch" };
     },
     requests: () => sent,
   };

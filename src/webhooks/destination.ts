@@ -161,7 +161,9 @@ export async function resolveDestination(
   if (!allowPrivate) {
     for (const a of addresses) {
       if (isBlockedAddress(a.address)) {
-        throw new UnsafeDestinationError(`${host} resolves to a private address (${a.address})`);
+        // The address is not named: the error reaches the caller (a 400, the delivery log), and what an internal
+        // name resolves to is the network's map, not the merchant's business.
+        throw new UnsafeDestinationError(`${host} resolves to a private address`);
       }
     }
   }

@@ -215,17 +215,25 @@ export async function deleteEndpoint(
   return rows.length > 0;
 }
 
-/** A new secret; the previous one keeps signing for 24 h. Undefined when unknown, or outside `chainId`'s scope. */
+/** How long a rotated-out secret keeps signing by default (webhooks.md §3): 24 h. */
+export const PREVIOUS_SECRET_TTL_S = 86_400;
+
+/**
+ * A new secret; the previous one keeps signing for `expirePreviousInS` seconds (0: it stops now, as after a leak).
+ * Undefined when unknown, or outside `chainId`'s scope.
+ */
 export async function rotateSecret(
   sql: Sql,
   merchant: string,
   id: string,
   secretKey: string | undefined,
   chainId?: number,
+  expirePreviousInS = PREVIOUS_SECRET_TTL_S,
 ): Promise<(EndpointObject & { secret: string }) | undefined> {
   const secret = newSecret();
   const [row] = await sql<EndpointRow[]>`
-    update webhook_endpoints set previous_secret = secret, previous_secret_expires_at = clock_timestamp() + interval '24 hours',
+    update webhook_endpoints set previous_secret = secret,
+      previous_secret_expires_at = clock_timestamp() + ${expirePreviousInS}::int * interval '1 second',
       secret = ${sealSecret(secret, secretKey, id)}, updated_at = clock_timestamp()
     where id = ${id} and merchant = ${merchant} ${inChainScope(sql, chainId)}
     returning ${sql.unsafe(ENDPOINT_COLUMNS)}`;

@@ -130,23 +130,33 @@ export async function fanOut(
     select 'wd_' || substr(md5(w.id || e.id), 1, 24), w.id, e.seq, e.id, e.type, 'auto'
     from webhook_endpoints w
     cross join lateral (
-      select e.seq, e.id, e.type from merchant_events e
+      select e.seq, e.id, e.type, e.type as subscribed from merchant_events e
       where e.merchant = w.merchant and e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
         and e.type not in ('event.reverted', 'webhook.test') and e.reverted_by is null
       union all
       select a.event_seq, activity_event_id(a.chain_id, a.block_number, a.log_index, a.block_hash),
-        activity_event_type(a.type)
+        activity_event_type(a.type), activity_event_type(a.type)
       from activity a
-      where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}) e
-    where w.enabled and ('*' = any(w.event_types) or e.type = any(w.event_types))
+      where a.merchant = w.merchant and a.event_seq between ${from} and ${to} and a.chain_id = ${range.chainId}
+      ${
+        range.withdrawals
+          ? // A withdrawal goes to every endpoint subscribed to the withdrawn event's type, whether or not it
+            // received that event (webhooks.md §1): it may have read the state it changed through the API.
+            tx`union all
+      select e.seq, e.id, e.type, e.data->'object'->>'type' from merchant_events e
+      where e.merchant = w.merchant and e.seq between ${from} and ${to} and e.chain_id = ${range.chainId}
+        and e.type = 'event.reverted'`
+          : tx``
+      }) e
+    where w.enabled and ('*' = any(w.event_types) or e.subscribed = any(w.event_types))
       and (w.chain_id is null or w.chain_id = ${range.chainId})
       ${queuedAt ? tx`and coalesce(w.fanout_since, w.created_at) <= ${queuedAt}::text::timestamptz` : tx``}
       ${endpointIds ? tx`and w.id = any(${endpointIds}::text[])` : tx``}
     on conflict do nothing`;
   if (!range.withdrawals || endpointIds) return created.count;
-  // A withdrawn event: its event.reverted goes to the endpoints that may have received the original (webhooks.md §1),
-  // then the original's pending deliveries are cancelled; an endpoint that only had non-2xx answers, or was never
-  // sent it, gets neither.
+  // A withdrawn event: its event.reverted also goes to the endpoints that may have received the original though
+  // their settings no longer send them its type (webhooks.md §1), then the original's pending deliveries are
+  // cancelled.
   const reverted = await tx`
     insert into webhook_deliveries (id, endpoint_id, event_seq, event_id, event_type, origin)
     select 'wd_' || substr(md5(d.endpoint_id || r.id), 1, 24), d.endpoint_id, r.seq, r.id, r.type, 'auto'

@@ -51,6 +51,22 @@ export function eventTypesField(b: Record<string, unknown>, name = "event_types"
   return [...new Set(v as string[])];
 }
 
+/** The longest a rotated-out secret may keep signing (`expire_previous_in`, seconds): 7 days, as Stripe's key roll. */
+export const MAX_EXPIRE_PREVIOUS_IN_S = 604_800;
+
+/** `expire_previous_in` of a secret rotation: whole seconds, 0 (now) to 7 days; undefined when absent. */
+export function expirePreviousInField(b: Record<string, unknown>): number | undefined {
+  const v = b.expire_previous_in;
+  if (v === undefined) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > MAX_EXPIRE_PREVIOUS_IN_S) {
+    throw new InvalidFieldError(
+      "expire_previous_in",
+      `expire_previous_in must be a whole number of seconds from 0 (the previous secret stops signing now) to ${MAX_EXPIRE_PREVIOUS_IN_S}`,
+    );
+  }
+  return v;
+}
+
 /**
  * A destination URL allowed by the rules, checked after DNS resolution (a 400 naming `url` otherwise). With private
  * destinations allowed (development, tests) there is no address to refuse, so the name is not resolved: a host this

@@ -74,17 +74,17 @@ export async function redeliverTargets(
   event: RedeliverEvent,
   chainId?: number,
 ): Promise<EndpointObject[]> {
-  // A webhook.test belongs to the endpoint it was written for, an event.reverted to those that may have received
-  // the event it withdraws (webhooks.md §1); any other event goes to the endpoints it matches.
-  const object = event.data.object as { endpoint_id?: string; id?: string } | undefined;
+  // A webhook.test belongs to the endpoint it was written for; an event.reverted goes to those subscribed to the
+  // type of the event it withdraws and to those that may have received it (webhooks.md §1); any other event goes to
+  // the endpoints it matches.
+  const object = event.data.object as { endpoint_id?: string; id?: string; type?: string } | undefined;
   const testOf = event.type === "webhook.test" ? object?.endpoint_id : null;
   const sentTo = event.type === "event.reverted" ? await endpointsThatMayHave(sql, String(object?.id)) : null;
+  const subscribed = event.type === "event.reverted" ? String(object?.type) : event.type;
   const matches = (w: { id: string; event_types: string[] }) =>
     testOf !== null
       ? w.id === testOf
-      : sentTo !== null
-        ? sentTo.has(w.id)
-        : w.event_types.includes("*") || w.event_types.includes(event.type);
+      : sentTo?.has(w.id) || w.event_types.includes("*") || w.event_types.includes(subscribed);
   return (await listEndpoints(sql, merchant, chainId)).filter((w) => w.enabled && matches(w));
 }
 

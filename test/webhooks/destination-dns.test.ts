@@ -37,6 +37,19 @@ describe("names resolving to IPv6 forms of private addresses", () => {
     await resolveDestination("https://public.example.com/hook", false);
   });
 
+  test("the error never echoes the address the name resolved to", async () => {
+    for (const host of refused) {
+      const err = await resolveDestination(`https://${host}/hook`, false).catch((e: Error) => e);
+      expect(err).toBeInstanceOf(Error);
+      for (const a of ANSWERS[host]!) expect((err as Error).message, host).not.toContain(a.address);
+      const r = await sendAttempt(`https://${host}/hook`, "evt_1", "{}", ["whsec_AAAA"], {
+        timeoutMs: 1000,
+        allowPrivate: false,
+      });
+      for (const a of ANSWERS[host]!) expect(r.error ?? "", host).not.toContain(a.address);
+    }
+  });
+
   test("and on every attempt, by the send path, before any connection", async () => {
     for (const host of refused) {
       const r = await sendAttempt(`https://${host}/hook`, "evt_1", "{}", ["whsec_AAAA"], {

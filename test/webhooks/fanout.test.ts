@@ -1,13 +1,13 @@
 /**
- * The fan-out of `event.reverted` after a real reorg (webhooks.md §1, "Received"): it goes to the endpoints that may
- * have the withdrawn event (one answered 2xx, one timed out) and to no other (one answered 500, one was never
- * attempted).
+ * The fan-out of `event.reverted` after a real reorg (webhooks.md §1): it goes to every enabled endpoint subscribed to
+ * the withdrawn event's type, whether it received the event (answered 2xx), may have (timed out) or not (answered
+ * 500); not to a disabled one; and names the withdrawn event's block, chain, allocation and subscriber.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createLogger } from "../../src/common/log";
 import type { Db } from "../../src/db/client";
 import { createDispatcher } from "../../src/webhooks/dispatcher";
-import { updateEndpoint } from "../../src/webhooks/endpoints";
+import { createEndpoint, updateEndpoint } from "../../src/webhooks/endpoints";
 import { fanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
@@ -20,12 +20,12 @@ const MERCHANT = "0x70997970c51812dc3a010c7d01b50e0d17dc79c8";
 
 let chain: TestChain;
 let db: Db;
-const receivers: Record<"ok" | "fails" | "slow" | "idle", Receiver> = {} as never;
+const receivers: Record<"ok" | "fails" | "slow" | "idle" | "charges", Receiver> = {} as never;
 
 beforeAll(async () => {
   chain = await createTestChain();
   db = await createTestDb();
-  for (const name of ["ok", "fails", "slow", "idle"] as const) receivers[name] = startReceiver();
+  for (const name of ["ok", "fails", "slow", "idle", "charges"] as const) receivers[name] = startReceiver();
   receivers.fails.respond(() => ({ status: 500 }));
   receivers.slow.respond(() => ({ status: 200, delayMs: 1500 }));
 }, 60_000);
@@ -59,28 +59,50 @@ const pendingOf = async (endpoints: string[]) =>
       select count(*)::int as n from webhook_deliveries where status = 'pending' and endpoint_id = any(${endpoints})`
   )[0]!.n;
 
-/** The event ids an `event.reverted` received by `r` withdraws. */
-const revertsReceived = (r: Receiver) =>
-  r.received
-    .map((x) => JSON.parse(x.body) as { type: string; data: { object: { id: string } } })
-    .filter((e) => e.type === "event.reverted")
-    .map((e) => e.data.object.id);
+type Reverted = {
+  type: string;
+  data: {
+    object: {
+      id: string;
+      type: string;
+      block_number: string;
+      chain_id: number | null;
+      allocation_id: string | null;
+      user_address: string | null;
+    };
+  };
+};
 
-test("event.reverted goes to the endpoints that answered 2xx or timed out, not to one that answered 500 or was never attempted", async () => {
+/** The `data.object` of each `event.reverted` received by `r`. */
+const revertsOf = (r: Receiver) =>
+  r.received
+    .map((x) => JSON.parse(x.body) as Reverted)
+    .filter((e) => e.type === "event.reverted")
+    .map((e) => e.data.object);
+
+/** The event ids an `event.reverted` received by `r` withdraws. */
+const revertsReceived = (r: Receiver) => revertsOf(r).map((o) => o.id);
+
+test("event.reverted goes to every enabled endpoint subscribed to the withdrawn type, received or not, naming its subscriber", async () => {
   const ep = {
     ok: await endpointForAll(db.sql, MERCHANT, receivers.ok.url),
     fails: await endpointForAll(db.sql, MERCHANT, receivers.fails.url),
     slow: await endpointForAll(db.sql, MERCHANT, receivers.slow.url),
     idle: await endpointForAll(db.sql, MERCHANT, receivers.idle.url),
+    charges: await createEndpoint(
+      db.sql,
+      { merchant: MERCHANT, url: receivers.charges.url, eventTypes: ["charge.succeeded"], description: null },
+      undefined,
+    ),
   };
   const snap = await chain.snapshot();
-  await oneChargedSubscription(chain);
+  const { module, a } = await oneChargedSubscription(chain);
   await index();
   // `idle` is disabled before any attempt: its deliveries stay pending, never sent.
   await updateEndpoint(db.sql, MERCHANT, ep.idle.id, { enabled: false });
   const d = dispatcher();
   await d.start();
-  const tried = [ep.ok.id, ep.fails.id, ep.slow.id];
+  const tried = [ep.ok.id, ep.fails.id, ep.slow.id, ep.charges.id];
   await until("the first attempts", async () => (await pendingOf(tried)) === 0, 30_000);
   await d.stop();
   const sent = [...receivers.ok.delivered()];
@@ -95,6 +117,7 @@ test("event.reverted goes to the endpoints that answered 2xx or timed out, not t
       [ep.ok.id, "delivered"],
       [ep.fails.id, "rejected"],
       [ep.slow.id, "unknown"],
+      [ep.charges.id, "delivered"],
     ]),
   );
 
@@ -103,30 +126,50 @@ test("event.reverted goes to the endpoints that answered 2xx or timed out, not t
   await chain.revert(snap);
   while ((await chain.publicClient.getBlockNumber()) <= head) await chain.mineAt(Number(await chain.now()) + 12);
   await index();
-  const withdrawn = (
-    await db.sql<
-      { id: string }[]
-    >`select id from merchant_events where reverted_by is not null and merchant = ${MERCHANT}`
-  ).map((r) => r.id);
+  const withdrawnRows = await db.sql<{ id: string; type: string; block_number: string }[]>`
+    select id, type, block_number::text from merchant_events where reverted_by is not null and merchant = ${MERCHANT}`;
+  const withdrawn = withdrawnRows.map((r) => r.id);
   expect(withdrawn.sort()).toEqual([...sent].sort());
+  const charges = withdrawnRows.filter((r) => r.type === "charge.succeeded").map((r) => r.id);
+  expect(charges.length).toBe(1);
   const reverts = await db.sql<{ endpoint_id: string; n: number }[]>`
     select endpoint_id, count(*)::int as n from webhook_deliveries where event_type = 'event.reverted'
     group by endpoint_id`;
+  // `fails` never received the events, `charges` received only the charge: both learn what was withdrawn of their
+  // types; the disabled `idle` gets nothing.
   expect(new Map(reverts.map((r) => [r.endpoint_id, r.n]))).toEqual(
     new Map([
       [ep.ok.id, withdrawn.length],
+      [ep.fails.id, withdrawn.length],
       [ep.slow.id, withdrawn.length],
+      [ep.charges.id, 1],
     ]),
   );
 
   // Re-enabled, `idle` gets nothing: its pending deliveries of the withdrawn events were cancelled.
   await updateEndpoint(db.sql, MERCHANT, ep.idle.id, { enabled: true });
+  receivers.fails.respond(() => ({ status: 200 }));
   const d2 = dispatcher();
   await d2.start();
   await until("the reverts", async () => (await pendingOf(Object.values(ep).map((e) => e.id))) === 0, 30_000);
   await d2.stop();
   expect(revertsReceived(receivers.ok).sort()).toEqual(withdrawn.sort());
   expect(revertsReceived(receivers.slow).sort()).toEqual(withdrawn.sort());
-  expect(revertsReceived(receivers.fails)).toEqual([]);
+  expect(revertsReceived(receivers.fails).sort()).toEqual(withdrawn.sort());
+  expect(revertsReceived(receivers.charges)).toEqual(charges);
   expect(receivers.idle.received).toEqual([]);
+
+  // Each names the withdrawn event's block and its subscription: alice's allocation on the chain.
+  const blocks = new Map(withdrawnRows.map((r) => [r.id, r]));
+  const allocation = `31337:${module.toLowerCase()}:${a}`;
+  const alice = chain.address("alice").toLowerCase();
+  for (const o of revertsOf(receivers.ok)) {
+    expect(o.type).toBe(blocks.get(o.id)!.type);
+    expect(o.block_number).toBe(blocks.get(o.id)!.block_number);
+    expect({ chain_id: o.chain_id, allocation_id: o.allocation_id, user_address: o.user_address }).toEqual({
+      chain_id: 31337,
+      allocation_id: allocation,
+      user_address: alice,
+    });
+  }
 }, 120_000);

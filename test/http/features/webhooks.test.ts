@@ -237,7 +237,46 @@ describe("webhook endpoints API (private URLs allowed, as in development)", () =
     expect((await call(s, "GET", `/v0/webhook_endpoints/${M1}`, key1)).body.length).toBe(before);
   });
 
-  test("delete, rotate_secret and test take no body fields: any is a 400 naming it, and changes nothing", async () => {
+  test("rotate_secret takes expire_previous_in: 0 stops the previous secret now, the default keeps it 24 h, a bad value is a 400 that changes nothing", async () => {
+    const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, { url: receiver.url });
+    const id = created.body.id;
+    const rotate = (body?: unknown) => call(s, "POST", `/v0/webhook_endpoints/${M1}/${id}/rotate_secret`, key1, body);
+    const signaturesOfTest = async () => {
+      const before = receiver.received.length;
+      expect((await call(s, "POST", `/v0/webhook_endpoints/${M1}/${id}/test`, key1)).status).toBe(200);
+      return receiver.received.slice(before).map((r) => r.signature.split(" ").length);
+    };
+    const stored = async () =>
+      (
+        await s.db.sql<{ secret: string; ttl: number | null }[]>`
+          select secret, extract(epoch from previous_secret_expires_at - clock_timestamp())::float8 as ttl
+          from webhook_endpoints where id = ${id}`
+      )[0]!;
+    const first = await rotate();
+    expect(first.status).toBe(200);
+    const ttl = (await stored()).ttl!;
+    expect(ttl).toBeGreaterThan(86_400 - 60);
+    expect(ttl).toBeLessThanOrEqual(86_400);
+    expect(await signaturesOfTest()).toEqual([2]);
+    const before = await stored();
+    for (const bad of [-1, 1.5, "0", null, 604_801, true]) {
+      const res = await rotate({ expire_previous_in: bad });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(res.body.error.param).toBe("expire_previous_in");
+    }
+    expect((await stored()).secret).toBe(before.secret);
+    const now = await rotate({ expire_previous_in: 0 });
+    expect(now.status).toBe(200);
+    expect((await stored()).ttl!).toBeLessThanOrEqual(0);
+    // Only the new secret signs: a receiver still holding the leaked one rejects the delivery.
+    expect(await signaturesOfTest()).toEqual([1]);
+    const week = await rotate({ expire_previous_in: 604_800 });
+    expect(week.status).toBe(200);
+    expect((await stored()).ttl!).toBeGreaterThan(604_800 - 60);
+    expect(await signaturesOfTest()).toEqual([2]);
+  });
+
+  test("delete and test take no body fields, rotate_secret only expire_previous_in: any other is a 400 naming it, and changes nothing", async () => {
     const created = await call(s, "POST", `/v0/webhook_endpoints/${M1}`, key1, { url: receiver.url });
     const id = created.body.id;
     const state = async () => ({
@@ -532,19 +571,23 @@ describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () =
     expect(rows.map((r) => r.endpoint_id)).toEqual([other]);
   });
 
-  test("redeliver of an event.reverted without endpoint_id goes only to the endpoints that may have received its event", async () => {
-    const [revert] = await s.db.sql<{ id: string; withdrawn: string }[]>`
-      select id, data->'object'->>'id' as withdrawn from merchant_events
+  test("redeliver of an event.reverted without endpoint_id goes to the endpoints subscribed to its event's type and those that may have received it", async () => {
+    const [revert] = await s.db.sql<{ id: string; withdrawn: string; type: string }[]>`
+      select id, data->'object'->>'id' as withdrawn, data->'object'->>'type' as type from merchant_events
       where merchant = ${M3} and type = 'event.reverted' order by seq limit 1`;
+    expect(revert!.type).toBe("charge.succeeded");
     const [event] = await s.db.sql<
       { seq: string }[]
     >`select seq::text from merchant_events where id = ${revert!.withdrawn}`;
-    // Before the reorg, the withdrawn event was sent to all three: `all` answered 2xx, `typed` timed out (it may have
-    // it), `other` answered 500 (it has not), as the dispatcher records them.
+    const create = async (event_types: string[]) =>
+      (await call(s, "POST", `/v0/webhook_endpoints/${M3}`, key, { url: receiver.url, event_types })).body.id;
+    // Two endpoints no longer subscribed to charge.succeeded, that were sent the withdrawn event before: one
+    // answered 2xx (it has it), one answered 500 (it has not).
+    const statuses = await create(["subscription.status_changed"]);
+    const failures = await create(["charge.failed"]);
     const outcomes: [string, AttemptOutcome, number | null][] = [
-      [all, "delivered", 200],
-      [typed, "unknown", null],
-      [other, "rejected", 500],
+      [statuses, "delivered", 200],
+      [failures, "rejected", 500],
     ];
     for (const [endpoint, outcome, status] of outcomes) {
       const deliveryId = `wd_${endpoint.slice(3, 15)}${"0".repeat(12)}`;
@@ -568,10 +611,11 @@ describe("replay and redeliver keep the reorg guarantee (webhooks.md §1)", () =
         3600,
       );
     }
-    expect((await redeliver(revert!.id)).body).toEqual({ enqueued: 2 });
+    // `all`, `other` and `typed` are subscribed to charge.succeeded (received or not); `statuses` may have it.
+    expect((await redeliver(revert!.id)).body).toEqual({ enqueued: 4 });
     const rows = await s.db.sql<{ endpoint_id: string }[]>`
       select endpoint_id from webhook_deliveries where event_id = ${revert!.id} and origin = 'redeliver'`;
-    expect(rows.map((r) => r.endpoint_id).sort()).toEqual([all, typed].sort());
+    expect(rows.map((r) => r.endpoint_id).sort()).toEqual([all, other, typed, statuses].sort());
   });
 });
 

@@ -7,7 +7,7 @@ import { createKeyLimiter } from "../../rate-limit";
 import type { Sql } from "../../../db/client";
 import { dispatcherConfig, type DispatcherConfig } from "../../../webhooks/dispatcher";
 import { deleteEndpoint, listEndpoints, rotateSecret } from "../../../webhooks/endpoints";
-import { bodyObject, createFromBody } from "../../../webhooks/input";
+import { bodyObject, createFromBody, expirePreviousInField } from "../../../webhooks/input";
 import { replayToEndpoint } from "../../../webhooks/resend";
 import { sendTest } from "../../../webhooks/test-delivery";
 import {
@@ -134,14 +134,20 @@ function endpointRoutes({ sql, config, auth }: Shared) {
     )
     .post(
       "/:merchant/:id/rotate_secret",
-      async (ctx: Ctx) => {
+      async (ctx: BodyCtx) => {
         const { merchant, id } = endpointPath(ctx.params);
         await changeable(sql, ctx);
-        const rotated = await rotateSecret(sql, merchant, id, config.secretKey, scope(ctx));
+        const expireIn = expirePreviousInField(ctx.fields);
+        const rotated = await rotateSecret(sql, merchant, id, config.secretKey, scope(ctx), expireIn);
         if (!rotated) throw endpointNotFound(id);
         return rotated;
       },
-      { fields: [], merchantWriter: "anyChain", params: EndpointParamsDoc, detail: details.rotate },
+      {
+        fields: ["expire_previous_in"],
+        merchantWriter: "anyChain",
+        params: EndpointParamsDoc,
+        detail: details.rotate,
+      },
     );
 }
 

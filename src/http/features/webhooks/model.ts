@@ -120,6 +120,10 @@ const ReplayBody = t.Object(
   },
   { additionalProperties: false },
 );
+const RotateBody = t.Object(
+  { expire_previous_in: t.Optional(t.Integer({ minimum: 0, maximum: 604800, default: 86400 })) },
+  { additionalProperties: false },
+);
 const RedeliverBody = t.Object({ endpoint_id: t.Optional(t.String()) }, { additionalProperties: false });
 const Enqueued = t.Object({ enqueued: t.Integer({ description: "Deliveries created" }) });
 const Replayed = t.Object({
@@ -198,7 +202,10 @@ export const details = {
     security: sec,
     summary: "Rotate the secret",
     description:
-      "A new secret, shown once; the previous one keeps signing alongside it for 24 hours." + noBody + writes,
+      "A new secret, shown once; the previous one keeps signing alongside it for `expire_previous_in` seconds " +
+      "(default 86400, 24 hours; 0 stops it now, as after a leak; at most 604800, 7 days)." +
+      writes,
+    requestBody: body(RotateBody, { expire_previous_in: 0 }, false),
     responses: ok("The endpoint and its new secret", EndpointWithSecret, withSecret),
   },
   test: {
@@ -247,8 +254,8 @@ export const details = {
     summary: "Redeliver an event",
     description:
       "Sends the event again to one endpoint (`endpoint_id`) or to every endpoint of the merchant it matches (a " +
-      "`webhook.test`: only the endpoint it was written for; an `event.reverted`: only the endpoints that were sent " +
-      "it). An event a reorg withdrew is a 409." +
+      "`webhook.test`: only the endpoint it was written for; an `event.reverted`: the endpoints subscribed to the " +
+      "withdrawn event's type and those that were sent it). An event a reorg withdrew is a 409." +
       writes,
     requestBody: body(RedeliverBody, { endpoint_id: endpoint.id }, false),
     responses: {

@@ -32,8 +32,11 @@ export type Header = { number: bigint; hash: string; parentHash: string; timesta
 
 type RawBlock = { number: string; hash: string; parentHash: string; timestamp: string; logsBloom?: string } | null;
 
-/** Retry policy for one RPC call: `attempts` tries, exponential delays from `baseMs` up to `maxMs`. */
-export type RetryPolicy = { attempts: number; baseMs: number; maxMs: number };
+/**
+ * Retry policy for one RPC call: `attempts` tries, exponential delays from `baseMs` up to `maxMs`; `throttles`
+ * 429s sat out on top, which cost no attempt (default MAX_THROTTLES).
+ */
+export type RetryPolicy = { attempts: number; baseMs: number; maxMs: number; throttles?: number };
 
 /** Default per-call policy: a handful of quick retries; the poll loop backs off further on top. */
 export const defaultRetry: RetryPolicy = { attempts: 5, baseMs: 100, maxMs: 2_000 };
@@ -66,7 +69,7 @@ export async function withRetry<T>(
       if (!retryable(err)) throw err;
       last = err;
       // The budget waits out a 429 before the next call; it costs no attempt, up to a bound.
-      if (isRateLimit(err) && ++throttles <= MAX_THROTTLES) {
+      if (isRateLimit(err) && ++throttles <= (policy.throttles ?? MAX_THROTTLES)) {
         attempt--;
         continue;
       }

@@ -34,6 +34,8 @@ export type PreparedBatch = {
   from: bigint;
   to: bigint;
   events: BatchEvent[];
+  /** Last block whose logs are known (≥ `to`: the blocks after `to` up to it hold none). */
+  covered: bigint;
   /** Header of `to`: the new cursor. */
   toHeader: Header;
   /** Headers of the range that fall in the reorg window below the target (stored in `blocks`). */
@@ -266,13 +268,19 @@ export async function prepareBatch(opts: {
   const all = new Set<string>(opts.modules.keys());
   let events = await collectEvents(client, fetched, all, policy);
 
-  // Headers: the new cursor block, every block of the range that can end up in the reorg window (the last
-  // `window` blocks up to the target) and the one below it, blocks lacking timestamps.
-  const wanted = new Set<bigint>([to]);
+  // Headers: every block of the range that can end up in the reorg window (the last `window` blocks up to the
+  // target), blocks lacking timestamps, and the new cursor block. A range wholly below the window (final) needs no
+  // header for its cursor: the batch ends at its last event's block (hash from the log, time from the log or the
+  // header fetched for it), and the empty blocks after it go with the next batch (their logs are known: none).
   const windowStart = target - window + 1n > from ? target - window + 1n : from;
-  for (let n = windowStart > from ? windowStart - 1n : from; n <= to; n++) wanted.add(n);
+  const last = events.at(-1);
+  const deep = to < windowStart;
+  const endAt = deep && last ? last.blockNumber : to;
+  const wanted = new Set<bigint>();
+  if (!(deep && last)) wanted.add(to);
+  for (let n = windowStart; n <= to; n++) wanted.add(n);
   for (const ev of events) if (ev.blockTime === null) wanted.add(ev.blockNumber);
-  const headers = await headersOf(client, [...wanted], policy);
+  const headers = wanted.size > 0 ? await headersOf(client, [...wanted], policy) : new Map<bigint, Header>();
   const windowHeaders: Header[] = [];
   for (let n = windowStart; n <= to; n++) {
     const h = headers.get(n)!;
@@ -291,14 +299,25 @@ export async function prepareBatch(opts: {
     }
     if (ev.blockTime === null) throw new ReorgDetectedError(`no timestamp for block ${ev.blockNumber}`);
   }
+  if (deep && last) {
+    const toHeader = headers.get(endAt) ?? {
+      number: endAt,
+      hash: last!.blockHash,
+      parentHash: "",
+      timestamp: last!.blockTime!,
+    };
+    return { from, to: endAt, covered: to, events: events as BatchEvent[], toHeader, windowHeaders: [] };
+  }
   const ours = new Set([processor, ...all]);
   const doubt = await firstDoubtfulBlock({ client, events, headers, from: windowStart, to, ours, processor, policy });
-  if (doubt === null) return { from, to, events: events as BatchEvent[], toHeader: headers.get(to)!, windowHeaders };
+  if (doubt === null)
+    return { from, to, covered: to, events: events as BatchEvent[], toHeader: headers.get(to)!, windowHeaders };
   if (doubt === from) throw new LogsInDoubtError(`the logs of block ${doubt} are not available from the node yet`);
   events = events.filter((e) => e.blockNumber < doubt);
   return {
     from,
     to: doubt - 1n,
+    covered: doubt - 1n,
     events: events as BatchEvent[],
     toHeader: headers.get(doubt - 1n)!,
     windowHeaders: windowHeaders.filter((h) => h.number < doubt),

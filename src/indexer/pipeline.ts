@@ -350,9 +350,12 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
   const queue: Written[] = [];
   const start = state.cursor;
   let expected = start;
+  // Last block whose logs went into a batch: past the cursor when a final batch ended at its last event.
+  let covered: bigint | null = null;
   try {
     while (!ctx.stopping()) {
-      const from: bigint = expected ? expected.block + 1n : ctx.startBlock;
+      const next: bigint = expected ? expected.block + 1n : ctx.startBlock;
+      const from = covered !== null && covered >= next ? covered + 1n : next;
       if (from > target) break;
       if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target);
       const fetchClock = stageClock();
@@ -364,8 +367,12 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
         pending = fetchAhead(ctx, nextFrom, target);
       }
       let first = true;
-      for (const part of splitFetched(fetched, ctx.batchLogs)) {
-        if (part.from !== (expected ? expected.block + 1n : ctx.startBlock)) break; // the batch before ended early
+      for (const piece of splitFetched(fetched, ctx.batchLogs)) {
+        const want = expected ? expected.block + 1n : ctx.startBlock;
+        // Blocks between the cursor and the piece hold no log: they join it.
+        const part =
+          covered !== null && covered >= want && piece.from === covered + 1n ? { ...piece, from: want } : piece;
+        if (part.from !== want) break; // the batch before ended early
         // The first batch of a range carries the wait for its logs.
         const clock = stageClock(first ? { ...fetchClock.stages } : {});
         first = false;
@@ -392,6 +399,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
         written.committed.catch(() => {});
         queue.push(written);
         expected = cursorOf(batch);
+        covered = batch.covered;
         // Up to `depth` transactions in flight: the next batch's rows go in while this one commits.
         while (queue.length >= ctx.io.depth) {
           const waited = stageClock();

@@ -6,6 +6,9 @@ import { describeError } from "../common/errors";
 import { createBlockAt } from "./block-at";
 import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { CursorMovedError, RangeRefusedError, RpcUnavailableError } from "./errors";
+import { getLogs } from "../chain/rpc";
+import { moduleOfEvent } from "../domain/attribution";
+import { decodeLog, moduleCreatedTopic } from "./decode";
 import { fetchLogs, logCount, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
 import type { IndexerContext } from "./context";
 import type { Tx } from "../db/query";
@@ -87,15 +90,53 @@ export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, 
   }
   if (to <= from) throw new RpcUnavailableError(`eth_getLogs refused the single block ${from}`);
   const mid = hint > 0n ? from + hint - 1n : (from + to) / 2n;
-  const left = await fetchRange(ctx, from, mid, known);
-  const right = await fetchRange(ctx, mid + 1n, to, known);
+  const parts = [await fetchRange(ctx, from, mid, known)];
+  // The rest in spans the sizer now allows (a provider's hint is what fits), not as one range refused again.
+  for (let at = mid + 1n; at <= to;) {
+    const end = hint > 0n && at + sizer.size - 1n < to ? at + sizer.size - 1n : to;
+    parts.push(await fetchRange(ctx, at, end, known));
+    at = end + 1n;
+  }
   return {
     from,
     to,
-    processorLogs: left.processorLogs.concat(right.processorLogs),
-    moduleLogs: left.moduleLogs.concat(right.moduleLogs),
-    queried: left.queried,
+    processorLogs: parts.flatMap((p) => p.processorLogs),
+    moduleLogs: parts.flatMap((p) => p.moduleLogs),
+    queried: parts[0]!.queried,
   };
+}
+
+/**
+ * Before a backfill: the modules created up to `target`, from one `eth_getLogs` of the processor's ModuleCreated
+ * over the whole range (refusals split it), so every range is fetched with every address once instead of asking
+ * again, range by range, for modules created after the fetch was issued.
+ */
+async function modulesAhead(ctx: IndexerContext, from: bigint, target: bigint): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (a: bigint, b: bigint): Promise<void> => {
+    try {
+      const logs = await getLogs(
+        ctx.client,
+        { address: [ctx.processor], topics: [[moduleCreatedTopic]] },
+        a,
+        b,
+        ctx.policy,
+      );
+      for (const log of logs) {
+        const ev = decodeLog(log, "processor");
+        const m = ev && moduleOfEvent(ev);
+        if (m) out.push(m);
+      }
+    } catch (err) {
+      if (!(err instanceof RangeRefusedError) || a === b) throw err;
+      const mid =
+        err.suggestedSize !== undefined && err.suggestedSize < b - a + 1n ? a + err.suggestedSize - 1n : (a + b) / 2n;
+      await walk(a, mid);
+      await walk(mid + 1n, b);
+    }
+  };
+  await walk(from, target);
+  return out;
 }
 
 /**
@@ -103,12 +144,12 @@ export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, 
  * so far may reach a much denser stretch of chain: it is fetched as four pieces, consumed in order — the first
  * alone, the rest in parallel once it is in — so writing starts while the node still works on the rest.
  */
-function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint): Piece[] {
+function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint, upcoming: readonly string[] = []): Piece[] {
   const { sizer } = ctx;
-  const list = [...ctx.state.modules.keys()];
+  const list = [...new Set([...ctx.state.modules.keys(), ...upcoming])];
   const to = sizer.nextTo(from, target);
   const span = to - from + 1n;
-  const count = sizer.exploring(span) && span >= 8n ? 4n : 1n;
+  const count = ctx.explore && sizer.exploring(span) && span >= 8n ? 4n : 1n;
   const pieces: Piece[] = [];
   let first: Promise<unknown> | null = null;
   for (let i = 0n; i < count; i++) {
@@ -196,7 +237,7 @@ export function batchContext(
     inFlight,
     merchants: ctx.state.modules,
     plans: ctx.state.plans,
-    blockAt: createBlockAt(ctx.client, ctx.policy, batch, prev),
+    blockAt: createBlockAt(ctx.client, ctx.policy, batch, prev, ctx.finalHeaders),
   };
 }
 
@@ -352,19 +393,23 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
   let expected = start;
   // Last block whose logs went into a batch: past the cursor when a final batch ended at its last event.
   let covered: bigint | null = null;
+  // A backfill (a range deeper than the reorg window) learns its modules first.
+  const first = start ? start.block + 1n : ctx.startBlock;
+  let upcoming: string[] = [];
   try {
+    if (target - first + 1n > ctx.window) upcoming = await modulesAhead(ctx, first, target);
     while (!ctx.stopping()) {
       const next: bigint = expected ? expected.block + 1n : ctx.startBlock;
       const from = covered !== null && covered >= next ? covered + 1n : next;
       if (from > target) break;
-      if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target);
+      if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target, upcoming);
       const fetchClock = stageClock();
       const fetched = joinArrived(await pending.shift()!.promise, pending, ctx.batchLogs);
       fetchClock.mark("waitFetch");
       // Deep ranges (final by the reorg window) are fetched one ahead while this one is written.
       const nextFrom = fetched.to + 1n;
       if (pending.length === 0 && nextFrom <= target && nextFrom + ctx.sizer.size + ctx.window <= head) {
-        pending = fetchAhead(ctx, nextFrom, target);
+        pending = fetchAhead(ctx, nextFrom, target, upcoming);
       }
       let first = true;
       for (const piece of splitFetched(fetched, ctx.batchLogs)) {

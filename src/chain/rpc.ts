@@ -260,6 +260,9 @@ export async function getHeader(
 
 const BATCH_REFUSAL = /batch/i;
 
+/** 429s a batch sits out before it is sent as two smaller ones. */
+const BATCH_THROTTLES = 3;
+
 /** Posts one JSON-RPC batch; answers in call order (an error in place of a call's result is thrown). */
 async function postBatch(ep: Endpoint, method: string, paramsList: unknown[][]): Promise<unknown[]> {
   const cost = ep.budget.cost(method) * paramsList.length;
@@ -337,11 +340,16 @@ export async function getHeaders(
             "eth_getBlockByNumber",
             chunk.map((n) => [hex(n), false]),
           ),
-        policy,
+        // A batch throttled again and again may cost more than the provider's whole burst: it goes in halves.
+        chunk.length > 1 ? { ...(policy ?? defaultRetry), throttles: BATCH_THROTTLES } : policy,
       );
       chunk.forEach((n, i) => out.set(n, toHeader(blocks[i] as RawBlock)));
     } catch (err) {
-      if (!(err instanceof BatchTooLargeError) || chunk.length === 1) throw err;
+      if (chunk.length === 1) throw err;
+      if (!(err instanceof BatchTooLargeError)) {
+        if (!isRateLimit(err)) throw err;
+        ep.budget.batchRefused();
+      }
       const size = Math.max(1, Math.min(ep.budget.maxBatch, Math.floor(chunk.length / 2)));
       await eachBounded(chunksOf(chunk, size), concurrency, fetchChunk);
     }

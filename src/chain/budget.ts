@@ -71,6 +71,10 @@ export class CuBudget {
   readonly calls = new Map<string, number>();
   /** HTTP 429 answers seen. */
   throttles = 0;
+  /** Compute units answered, all methods. */
+  total = 0;
+  /** (time, total) samples, one per 10 s at most, over the last hour. */
+  private samples: { t: number; total: number }[] = [];
   private tokens: number;
   private last = performance.now();
   private pausedUntil = 0;
@@ -137,6 +141,17 @@ export class CuBudget {
   answered(method: string, cost = this.cost(method)) {
     this.spent.set(method, (this.spent.get(method) ?? 0) + cost);
     this.calls.set(method, (this.calls.get(method) ?? 0) + 1);
+    this.total += cost;
+  }
+
+  /** Compute units an hour over the last hour (extrapolated from at least a minute); null before a minute. */
+  perHour(now = performance.now()): number | null {
+    const last = this.samples.at(-1);
+    if (!last || now - last.t >= 10_000) this.samples.push({ t: now, total: this.total });
+    while (this.samples.length > 2 && now - this.samples[1]!.t >= 3_600_000) this.samples.shift();
+    const first = this.samples[0]!;
+    const span = now - first.t;
+    return span < 60_000 ? null : Math.round(((this.total - first.total) / span) * 3_600_000);
   }
 
   /** A 429: halve the rate (multiplicative decrease), empty the bucket, pause for `Retry-After` (default 1 s). */

@@ -1,5 +1,5 @@
 import type { PublicClient } from "viem";
-import { defaultRetry, RangeSizer, type RetryPolicy } from "../chain/rpc";
+import { defaultRetry, RangeSizer, type Header, type RetryPolicy } from "../chain/rpc";
 import type { CuBudget } from "../chain/budget";
 import type { Logger } from "../common/log";
 import type { Sql } from "../db/client";
@@ -59,6 +59,8 @@ export type IndexerContext = {
    * several batches' instants fall in the same stretch of empty blocks. Cleared on a rollback.
    */
   finalHeaders: Map<bigint, Promise<Known>>;
+  /** Headers read in the current poll (the head's, and those read for their blooms), reused within it. */
+  polled: Map<bigint, Header>;
   stopping: () => boolean;
 };
 
@@ -116,6 +118,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     io: { depth: 1, useCopy: false, asyncCommit: false },
     deferral: { enabled: t.deferIndexes ?? true, pending: null },
     finalHeaders: new Map(),
+    polled: new Map(),
     stopping,
   };
 }

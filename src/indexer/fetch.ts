@@ -178,8 +178,15 @@ function sortUnique(events: DecodedEvent[]): DecodedEvent[] {
 }
 
 /** Headers by number; a block the node does not return is asked again twice (load balancers), then ChainBehindError. */
-async function headersOf(client: PublicClient, wanted: bigint[], policy?: RetryPolicy): Promise<Map<bigint, Header>> {
-  const headers = await getHeaders(client, wanted, policy);
+async function headersOf(
+  client: PublicClient,
+  wanted: bigint[],
+  policy?: RetryPolicy,
+  known?: ReadonlyMap<bigint, Header>,
+): Promise<Map<bigint, Header>> {
+  const have = known ? wanted.filter((n) => known.has(n)) : [];
+  const headers = await getHeaders(client, have.length > 0 ? wanted.filter((n) => !known!.has(n)) : wanted, policy);
+  for (const n of have) headers.set(n, known!.get(n)!);
   for (let round = 0; round < 2; round++) {
     const missing = wanted.filter((n) => !headers.get(n));
     if (missing.length === 0) break;
@@ -262,6 +269,8 @@ export async function prepareBatch(opts: {
   window: bigint;
   processor: string;
   policy?: RetryPolicy;
+  /** Headers already read in this poll (the head's), not asked again. */
+  known?: ReadonlyMap<bigint, Header>;
 }): Promise<PreparedBatch> {
   const { client, fetched, base, target, window, policy, processor } = opts;
   const { from, to } = fetched;
@@ -280,7 +289,8 @@ export async function prepareBatch(opts: {
   if (!(deep && last)) wanted.add(to);
   for (let n = windowStart; n <= to; n++) wanted.add(n);
   for (const ev of events) if (ev.blockTime === null) wanted.add(ev.blockNumber);
-  const headers = wanted.size > 0 ? await headersOf(client, [...wanted], policy) : new Map<bigint, Header>();
+  const headers =
+    wanted.size > 0 ? await headersOf(client, [...wanted], policy, opts.known) : new Map<bigint, Header>();
   const windowHeaders: Header[] = [];
   for (let n = windowStart; n <= to; n++) {
     const h = headers.get(n)!;

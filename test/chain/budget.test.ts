@@ -71,6 +71,18 @@ describe("compute-unit budget", () => {
     expect(b.batchFor(16)).toBe(25);
   });
 
+  test("compute units an hour: none before a minute of data, then the last hour's rate", () => {
+    const b = budget(0);
+    const t0 = 1_000_000;
+    expect(b.perHour(t0)).toBeNull();
+    b.answered("eth_getBlockByNumber");
+    b.answered("eth_getLogs");
+    expect(b.perHour(t0 + 30_000)).toBeNull();
+    // 91 CU in 2 minutes: 2,730 an hour.
+    expect(b.perHour(t0 + 120_000)).toBe(2730);
+    expect(b.spent.get("eth_getLogs")).toBe(75);
+  });
+
   test("Retry-After in seconds or as a date", () => {
     expect(retryAfterSeconds("2")).toBe(2);
     expect(retryAfterSeconds(null)).toBeUndefined();

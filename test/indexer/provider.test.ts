@@ -4,7 +4,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { encodeFunctionData } from "viem";
-import { subscriptionModuleAbi } from "../../src/chain/abis";
+import { subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
 import { configureBudgets, defaultBudgetSettings } from "../../src/chain/budget";
 import { publicClientFor } from "../../src/chain/clients";
 import type { Db } from "../../src/db/client";
@@ -156,6 +156,55 @@ describe("through a hosted provider", () => {
     while ((await blocked()) !== before && Date.now() < deadline) await Bun.sleep(50);
     expect(await blocked()).toBe(before);
     await indexer.waitForBlock(await head(), 20_000);
+    await indexer.stop();
+    await expectSameAsFresh(db);
+  }, 90_000);
+
+  test("at the head, blocks whose blooms rule the processor and modules out cost no eth_getLogs, and no log is missed", async () => {
+    const proxy = startProviderProxy(chain.rpcUrl, {
+      latencyMs: 2,
+      cuPerSecond: 1e6,
+      burstCu: 1e6,
+      stripBlockTimestamp: false,
+    });
+    cleanups.push(() => proxy.stop());
+    const db = await createTestDb();
+    const indexer = testIndexer(db, chain, { client: publicClientFor(proxy.url, 2000), pollMs: 5 });
+    cleanups.push(
+      () => indexer.stop(),
+      () => db.close(),
+    );
+    await indexer.start();
+    await indexer.waitForBlock(await head(), 60_000);
+    const { m1 } = scenario.modules;
+    // Blocks with a module event, with a transfer of a token (a log, not ours) and empty, in a fixed shuffled order.
+    const kinds = ["event", "empty", "other", "empty", "event", "other", "other", "event", "empty", "event", "empty"];
+    let toggle = false;
+    const logsBefore = proxy.stats.getLogs.length;
+    for (const kind of kinds) {
+      if (kind === "empty") await chain.testClient.mine({ blocks: 1 });
+      else if (kind === "other") {
+        const data = encodeFunctionData({
+          abi: testTokenAbi,
+          functionName: "transfer",
+          args: [chain.address("bob"), 1n],
+        });
+        await chain.send(chain.wallet("alice").sendTransaction({ to: scenario.tokens.tusd, data, gas: 100_000n }));
+      } else {
+        const data = encodeFunctionData({
+          abi: subscriptionModuleAbi,
+          functionName: toggle ? "unblockSubscriber" : "blockSubscriber",
+          args: [chain.address("dave")],
+        });
+        toggle = !toggle;
+        await chain.send(chain.wallet("merchant").sendTransaction({ to: m1, data, gas: 3_000_000n }));
+      }
+      await indexer.waitForBlock(await head(), 20_000);
+    }
+    const logCalls = proxy.stats.getLogs.length - logsBefore;
+    // Four blocks hold our logs: at least those are asked; the empty and foreign blocks mostly are not.
+    expect(logCalls).toBeGreaterThanOrEqual(4);
+    expect(logCalls).toBeLessThan(kinds.length);
     await indexer.stop();
     await expectSameAsFresh(db);
   }, 90_000);

@@ -57,6 +57,9 @@ export function parseWeights(text: string | undefined): Record<string, number> {
   return out;
 }
 
+/** Share of the configured rate and burst actually spent (see `burst`). */
+const MARGIN = 0.97;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One provider's budget (one per RPC URL: the provider bills the key in it, whatever the subsystem). */
@@ -86,9 +89,12 @@ export class CuBudget {
     this.maxBatch = Math.max(1, settings.maxBatch);
   }
 
-  /** Bucket size: two seconds at the configured rate. */
+  /**
+   * Bucket size: two seconds at the configured rate, less a margin (as the refill): the provider counts from when
+   * calls arrive, and a call that travels faster than the one before would otherwise find its bucket short.
+   */
   get burst(): number {
-    return 2 * this.settings.cuPerSecond;
+    return 2 * this.settings.cuPerSecond * MARGIN;
   }
 
   /** Compute units of one call. */
@@ -108,7 +114,7 @@ export class CuBudget {
     if (this.settings.cuPerSecond <= 0) return;
     // Additive increase: a tenth of the configured rate per second without a 429.
     this.rate = Math.min(this.settings.cuPerSecond, this.rate + rise * this.settings.cuPerSecond * 0.1);
-    this.tokens = Math.min(this.burst, this.tokens + rise * this.rate);
+    this.tokens = Math.min(this.burst, this.tokens + rise * this.rate * MARGIN);
   }
 
   /** Waits until `cost` compute units may be spent, then spends them; callers are served in order. */
@@ -133,7 +139,7 @@ export class CuBudget {
         this.tokens -= cost;
         return;
       }
-      await sleep(Math.max(1, ((need - this.tokens) / Math.max(this.rate, 1e-3)) * 1000));
+      await sleep(Math.max(1, ((need - this.tokens) / Math.max(this.rate * MARGIN, 1e-3)) * 1000));
     }
   }
 

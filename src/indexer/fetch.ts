@@ -24,6 +24,8 @@ export type FetchedLogs = {
   moduleLogs: RawLog[];
   /** Module addresses whose logs were requested, or "all" when fetched by topic. */
   queried: Set<string> | "all";
+  /** Headers read ahead for the logs lacking a timestamp, while earlier batches were written. */
+  headers?: Promise<Map<bigint, Header | null>>;
 };
 
 /** A decoded event whose block timestamp is known. */
@@ -70,6 +72,16 @@ export async function fetchLogs(
   return { from, to, processorLogs, moduleLogs, queried: new Set(known) };
 }
 
+/** Reads ahead, in the background, the headers of the blocks whose logs lack a timestamp. */
+export function readHeadersAhead(client: PublicClient, fetched: FetchedLogs, policy?: RetryPolicy): void {
+  const blocks = new Set<bigint>();
+  for (const list of [fetched.processorLogs, fetched.moduleLogs])
+    for (const log of list) if (!log.blockTimestamp && log.blockNumber) blocks.add(BigInt(log.blockNumber));
+  if (blocks.size === 0) return;
+  fetched.headers = getHeaders(client, [...blocks], policy);
+  fetched.headers.catch(() => {});
+}
+
 /** How many logs a fetched range holds. */
 export const logCount = (f: FetchedLogs) => f.processorLogs.length + f.moduleLogs.length;
 
@@ -102,6 +114,7 @@ export function splitFetched(fetched: FetchedLogs, maxLogs: number): FetchedLogs
     processorLogs: [],
     moduleLogs: [],
     queried: fetched.queried,
+    headers: fetched.headers,
   }));
   const partOf = (log: RawLog) => {
     const n = BigInt(log.blockNumber ?? fetched.from);
@@ -275,6 +288,13 @@ export async function prepareBatch(opts: {
   const { client, fetched, base, target, window, policy, processor } = opts;
   const { from, to } = fetched;
   const all = new Set<string>(opts.modules.keys());
+  const ahead = fetched.headers ? await fetched.headers.catch(() => null) : null;
+  let known = opts.known;
+  if (ahead && ahead.size > 0) {
+    const merged = new Map<bigint, Header>(opts.known ?? []);
+    for (const [n, h] of ahead) if (h && !merged.has(n)) merged.set(n, h);
+    known = merged;
+  }
   let events = await collectEvents(client, fetched, all, policy);
 
   // Headers: every block of the range that can end up in the reorg window (the last `window` blocks up to the
@@ -289,8 +309,7 @@ export async function prepareBatch(opts: {
   if (!(deep && last)) wanted.add(to);
   for (let n = windowStart; n <= to; n++) wanted.add(n);
   for (const ev of events) if (ev.blockTime === null) wanted.add(ev.blockNumber);
-  const headers =
-    wanted.size > 0 ? await headersOf(client, [...wanted], policy, opts.known) : new Map<bigint, Header>();
+  const headers = wanted.size > 0 ? await headersOf(client, [...wanted], policy, known) : new Map<bigint, Header>();
   const windowHeaders: Header[] = [];
   for (let n = windowStart; n <= to; n++) {
     const h = headers.get(n)!;

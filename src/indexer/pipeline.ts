@@ -10,7 +10,15 @@ import { getHeaders, getLogs } from "../chain/rpc";
 import { bloomMayContain } from "./bloom";
 import { moduleOfEvent } from "../domain/attribution";
 import { decodeLog, moduleCreatedTopic } from "./decode";
-import { fetchLogs, logCount, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
+import {
+  fetchLogs,
+  logCount,
+  prepareBatch,
+  readHeadersAhead,
+  splitFetched,
+  type FetchedLogs,
+  type PreparedBatch,
+} from "./fetch";
 import type { IndexerContext } from "./context";
 import type { Tx } from "../db/query";
 import { loadCursor, loadSubscriptions, moveCursor, type Cursor } from "./store";
@@ -60,8 +68,17 @@ export function joinArrived(fetched: FetchedLogs, pending: Piece[], maxLogs: num
       processorLogs: joined.processorLogs.concat(next.processorLogs),
       moduleLogs: joined.moduleLogs.concat(next.moduleLogs),
       queried: joined.queried,
+      headers: joinHeaders(joined.headers, next.headers),
     };
   }
+  return joined;
+}
+
+/** The headers read ahead for two joined ranges. */
+function joinHeaders(a: FetchedLogs["headers"], b: FetchedLogs["headers"]): FetchedLogs["headers"] {
+  if (!a || !b) return a ?? b;
+  const joined = Promise.all([a, b]).then(([x, y]) => new Map([...x, ...y]));
+  joined.catch(() => {});
   return joined;
 }
 
@@ -183,7 +200,13 @@ function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint, upcoming:
   for (let i = 0n; i < count; i++) {
     const pFrom = from + (span * i) / count;
     const pTo = i + 1n === count ? to : from + (span * (i + 1n)) / count - 1n;
-    const fetch = () => fetchRange(ctx, pFrom, pTo, list);
+    // Deep ranges read their headers (where logs lack timestamps) as soon as their logs are in.
+    const deep = pTo + ctx.window < target;
+    const fetch = () =>
+      fetchRange(ctx, pFrom, pTo, list).then((f) => {
+        if (deep) readHeadersAhead(ctx.client, f, ctx.policy);
+        return f;
+      });
     const promise: Promise<FetchedLogs> = first ? first.then(fetch, fetch) : fetch();
     first ??= promise;
     const piece: Piece = { from: pFrom, to: pTo, promise };

@@ -22,6 +22,8 @@ export async function startChainService(
     PORT: String(await freePort()),
     HOST: "127.0.0.1",
     LOG_LEVEL: "error",
+    // A local chain bills nothing: no client-side compute-unit pacing unless a test asks for it.
+    RPC_CU_PER_SECOND: "0",
     ...env,
   });
   return startService(config, { db: await createTestDb({ max: dbMax }) });

@@ -1,6 +1,8 @@
 import { createPublicClient, http, type PublicClient, type Transport } from "viem";
 import type { ChainConfig, Config } from "../common/config";
 import { AppError } from "../common/errors";
+import { budgetFor, retryAfterSeconds } from "./budget";
+import { httpStatusOf, isRateLimit } from "./errors";
 
 /** Public clients by chain id: the indexed chains plus `RPC_URL_<id>` extras. */
 export type ChainRegistry = {
@@ -20,27 +22,41 @@ export class ChainIdMismatchError extends AppError {}
 /** Reports each JSON-RPC call and whether it answered (metrics). */
 export type RpcObserver = (chainId: number, method: string, ok: boolean) => void;
 
-/** `http(url)` whose every request is reported to `observe` under `chainId`. */
-function observedHttp(url: string, timeoutMs: number, chainId: number, observe: RpcObserver): Transport {
+/** The `Retry-After` seconds of a failed HTTP request, when its error carries the answer's headers. */
+function retryAfterOf(err: unknown): number | undefined {
+  for (let e = err as { headers?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e.headers instanceof Headers) return retryAfterSeconds(e.headers.get("retry-after"));
+  }
+  return undefined;
+}
+
+/**
+ * `http(url)` spending the URL's compute-unit budget (waits for it, bills answered calls, slows down on a 429),
+ * and reporting every request to `observe` under `chainId` when given.
+ */
+function budgetedHttp(url: string, timeoutMs: number, observed?: { chainId: number; rpc: RpcObserver }): Transport {
   const inner = http(url, { timeout: timeoutMs, retryCount: 0 });
+  const budget = budgetFor(url);
+  const observe = observed ? (method: string, ok: boolean) => observed.rpc(observed.chainId, method, ok) : undefined;
   return (params) => {
     const t = inner(params);
     const request = (async (args: { method: string; params?: unknown }, options?: unknown) => {
+      const cost = budget.cost(args.method);
+      await budget.acquire(cost);
       try {
         const result = await (t.request as (a: unknown, o?: unknown) => Promise<unknown>)(args, options);
-        observe(chainId, args.method, true);
+        budget.answered(args.method, cost);
+        observe?.(args.method, true);
         return result;
       } catch (err) {
-        observe(chainId, args.method, false);
+        if (isRateLimit(err)) budget.throttled(retryAfterOf(err));
+        else if (httpStatusOf(err) === undefined || httpStatusOf(err)! < 400) budget.answered(args.method, cost);
+        observe?.(args.method, false);
         throw err;
       }
     }) as typeof t.request;
-    // `observe` on the transport's value reaches src/chain/rpc.ts, whose eth_getLogs posts to the URL directly.
-    return {
-      ...t,
-      request,
-      value: { ...t.value, observe: (method: string, ok: boolean) => observe(chainId, method, ok) },
-    };
+    // `observe` and `budget` on the transport's value reach src/chain/rpc.ts, which posts to the URL directly.
+    return { ...t, request, value: { ...t.value, observe, budget } };
   };
 }
 
@@ -50,10 +66,7 @@ export function publicClientFor(
   timeoutMs = 5000,
   observe?: { chainId: number; rpc: RpcObserver },
 ): PublicClient {
-  const transport = observe
-    ? observedHttp(url, timeoutMs, observe.chainId, observe.rpc)
-    : http(url, { timeout: timeoutMs, retryCount: 0 });
-  return createPublicClient({ transport, cacheTime: 0 });
+  return createPublicClient({ transport: budgetedHttp(url, timeoutMs, observe), cacheTime: 0 });
 }
 
 /**

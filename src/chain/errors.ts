@@ -28,6 +28,13 @@ export class RpcUnavailableError extends AppError {
   }
 }
 
+/** A provider refused a JSON-RPC batch for its size: sent again as smaller batches, never as is. */
+export class BatchTooLargeError extends AppError {
+  constructor(message: string) {
+    super(`batch refused: ${message}`, { retryable: false });
+  }
+}
+
 /** A JSON-RPC node answered with an HTTP error status (413 says the request was too big: not retryable). */
 export class RpcHttpError extends AppError {
   constructor(

@@ -1,7 +1,10 @@
 import { BaseError, type PublicClient } from "viem";
 import { eachBounded } from "../common/async";
+import { budgetFor, retryAfterSeconds, type CuBudget } from "./budget";
 import {
+  BatchTooLargeError,
   asRangeRefusal,
+  isRateLimit,
   isRetryableRpcError,
   isTimeout,
   RangeRefusedError,
@@ -29,8 +32,11 @@ export type Header = { number: bigint; hash: string; parentHash: string; timesta
 
 type RawBlock = { number: string; hash: string; parentHash: string; timestamp: string; logsBloom?: string } | null;
 
-/** Retry policy for one RPC call: `attempts` tries, exponential delays from `baseMs` up to `maxMs`. */
-export type RetryPolicy = { attempts: number; baseMs: number; maxMs: number };
+/**
+ * Retry policy for one RPC call: `attempts` tries, exponential delays from `baseMs` up to `maxMs`; `throttles`
+ * 429s sat out on top, which cost no attempt (default MAX_THROTTLES).
+ */
+export type RetryPolicy = { attempts: number; baseMs: number; maxMs: number; throttles?: number };
 
 /** Default per-call policy: a handful of quick retries; the poll loop backs off further on top. */
 export const defaultRetry: RetryPolicy = { attempts: 5, baseMs: 100, maxMs: 2_000 };
@@ -42,6 +48,12 @@ const retryable = isRetryableRpcError;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * 429s a call sits out before it fails: a throttled call is not an attempt (the budget has paused and slowed for
+ * it), so a rate-limited provider delays the index instead of failing its polls over and over.
+ */
+export const MAX_THROTTLES = 120;
+
 /** Runs `fn`, retrying transient failures (network, timeouts, 429, 5xx, JSON-RPC server errors) with backoff. */
 export async function withRetry<T>(
   label: string,
@@ -49,12 +61,18 @@ export async function withRetry<T>(
   policy: RetryPolicy = defaultRetry,
 ): Promise<T> {
   let last: unknown;
+  let throttles = 0;
   for (let attempt = 0; attempt < policy.attempts; attempt++) {
     try {
       return await fn();
     } catch (err) {
       if (!retryable(err)) throw err;
       last = err;
+      // The budget waits out a 429 before the next call; it costs no attempt, up to a bound.
+      if (isRateLimit(err) && ++throttles <= (policy.throttles ?? MAX_THROTTLES)) {
+        attempt--;
+        continue;
+      }
       if (attempt + 1 < policy.attempts) {
         const delay = Math.min(policy.maxMs, policy.baseMs * 2 ** attempt);
         await sleep(delay / 2 + Math.random() * (delay / 2));
@@ -74,6 +92,8 @@ type Endpoint = {
   timeoutMs: number;
   /** The transport's call observer (metrics), told of direct calls too. */
   observe?: (method: string, ok: boolean) => void;
+  /** The URL's compute-unit budget. */
+  budget: CuBudget;
 };
 const endpoints = new WeakMap<object, Endpoint | null>();
 let nextId = 1;
@@ -92,12 +112,14 @@ function endpointOf(client: PublicClient): Endpoint | null {
     timeout?: unknown;
     fetchOptions?: { headers?: unknown };
     observe?: (method: string, ok: boolean) => void;
+    budget?: CuBudget;
   };
   ep = null;
   if (t?.type === "http" && typeof t.url === "string") {
     const headers: Record<string, string> = {};
     new Headers((t.fetchOptions?.headers ?? {}) as HeadersInit).forEach((v, k) => (headers[k] = v));
-    ep = { url: t.url, headers, timeoutMs: typeof t.timeout === "number" ? t.timeout : 10_000, observe: t.observe };
+    const timeoutMs = typeof t.timeout === "number" ? t.timeout : 10_000;
+    ep = { url: t.url, headers, timeoutMs, observe: t.observe, budget: t.budget ?? budgetFor(t.url) };
   }
   endpoints.set(client, ep);
   return ep;
@@ -116,12 +138,16 @@ async function postRpc(ep: Endpoint, method: string, params: unknown[]): Promise
 }
 
 async function postRpcDirect(ep: Endpoint, method: string, params: unknown[]): Promise<unknown> {
+  const cost = ep.budget.cost(method);
+  await ep.budget.acquire(cost);
   const res = await fetch(ep.url, {
     method: "POST",
     headers: { "content-type": "application/json", ...ep.headers },
     body: JSON.stringify({ jsonrpc: "2.0", id: nextId++, method, params }),
     signal: AbortSignal.timeout(ep.timeoutMs),
   });
+  if (res.status === 429) ep.budget.throttled(retryAfterSeconds(res.headers.get("retry-after")));
+  else if (res.ok) ep.budget.answered(method, cost);
   if (!res.ok) {
     const text = await res.text().catch(() => "");
     let error: { code?: unknown; message?: unknown } | undefined;
@@ -206,32 +232,139 @@ export async function getLogsByHash(
   );
 }
 
-/** One block header by number; null when the node does not have that block. */
-export async function getHeader(client: PublicClient, n: bigint, policy?: RetryPolicy): Promise<Header | null> {
+const toHeader = (block: RawBlock): Header | null =>
+  block
+    ? {
+        number: BigInt(block.number),
+        hash: block.hash.toLowerCase(),
+        parentHash: block.parentHash.toLowerCase(),
+        timestamp: Number(block.timestamp),
+        logsBloom: block.logsBloom,
+      }
+    : null;
+
+/** One block header by number (or "latest"); null when the node does not have that block. */
+export async function getHeader(
+  client: PublicClient,
+  n: bigint | "latest",
+  policy?: RetryPolicy,
+): Promise<Header | null> {
+  const tag = (n === "latest" ? n : hex(n)) as `0x${string}`;
   const block = (await withRetry(
     "eth_getBlockByNumber",
-    () => client.request({ method: "eth_getBlockByNumber", params: [hex(n) as `0x${string}`, false] }),
+    () => client.request({ method: "eth_getBlockByNumber", params: [tag, false] }),
     policy,
   )) as unknown as RawBlock;
-  if (!block) return null;
-  return {
-    number: BigInt(block.number),
-    hash: block.hash.toLowerCase(),
-    parentHash: block.parentHash.toLowerCase(),
-    timestamp: Number(block.timestamp),
-    logsBloom: block.logsBloom,
-  };
+  return toHeader(block);
 }
 
-/** Headers of many blocks, `concurrency` requests at a time; a missing block gives null in its place. */
+const BATCH_REFUSAL = /batch/i;
+
+/** 429s a batch sits out before it is sent as two smaller ones. */
+const BATCH_THROTTLES = 3;
+
+/** Posts one JSON-RPC batch; answers in call order (an error in place of a call's result is thrown). */
+async function postBatch(ep: Endpoint, method: string, paramsList: unknown[][]): Promise<unknown[]> {
+  const cost = ep.budget.cost(method) * paramsList.length;
+  await ep.budget.acquire(cost);
+  const first = nextId;
+  nextId += paramsList.length;
+  const body = paramsList.map((params, i) => ({ jsonrpc: "2.0", id: first + i, method, params }));
+  const res = await fetch(ep.url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...ep.headers },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(ep.timeoutMs),
+  });
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (res.status === 429) {
+    ep.budget.throttled(retryAfterSeconds(res.headers.get("retry-after")));
+    throw new RpcHttpError(429, text.slice(0, 300));
+  }
+  const single = parsed && !Array.isArray(parsed) ? (parsed as { error?: { code?: number; message?: string } }) : null;
+  if (res.status === 413 || (single?.error && BATCH_REFUSAL.test(String(single.error.message)))) {
+    ep.budget.batchRefused();
+    throw new BatchTooLargeError(String(single?.error?.message ?? `HTTP ${res.status}`));
+  }
+  if (!res.ok) throw new RpcHttpError(res.status, text.slice(0, 300));
+  if (single?.error) throw new RpcResponseError(Number(single.error.code), String(single.error.message));
+  if (!Array.isArray(parsed)) throw new RpcResponseError(-32603, "a batch was answered without a list");
+  const byId = new Map<number, { result?: unknown; error?: { code: number; message: string } }>();
+  for (const a of parsed as { id: number; result?: unknown; error?: { code: number; message: string } }[])
+    byId.set(Number(a.id), a);
+  const out: unknown[] = [];
+  for (let i = 0; i < paramsList.length; i++) {
+    const a = byId.get(first + i);
+    if (!a) throw new RpcResponseError(-32603, `a batch answer lacks call ${i}`);
+    if (a.error) {
+      if (a.error.code === 429 || isRateLimit(new Error(a.error.message))) ep.budget.throttled();
+      throw new RpcResponseError(a.error.code, a.error.message, a.error.code === 429 ? 429 : undefined);
+    }
+    out.push(a.result);
+  }
+  ep.budget.answered(method, cost);
+  ep.observe?.(method, true);
+  return out;
+}
+
+/**
+ * Headers of many blocks; a missing block gives null in its place. Over HTTP they go in JSON-RPC batches (at most
+ * RPC_MAX_BATCH calls, and no dearer than the budget's bucket; halved when the provider refuses a batch's size),
+ * `concurrency` batches at a time; other transports ask one call per block.
+ */
 export async function getHeaders(
   client: PublicClient,
   numbers: bigint[],
   policy?: RetryPolicy,
-  concurrency = 16,
+  concurrency = 4,
 ): Promise<Map<bigint, Header | null>> {
   const out = new Map<bigint, Header | null>();
-  await eachBounded(numbers, concurrency, async (n) => void out.set(n, await getHeader(client, n, policy)));
+  const ep = endpointOf(client);
+  if (!ep || numbers.length === 1) {
+    await eachBounded(numbers, 16, async (n) => void out.set(n, await getHeader(client, n, policy)));
+    return out;
+  }
+  const fetchChunk = async (chunk: bigint[]): Promise<void> => {
+    try {
+      const blocks = await withRetry(
+        "eth_getBlockByNumber",
+        () =>
+          postBatch(
+            ep,
+            "eth_getBlockByNumber",
+            chunk.map((n) => [hex(n), false]),
+          ),
+        // A batch throttled again and again may cost more than the provider's whole burst: it goes in halves.
+        chunk.length > 1 ? { ...(policy ?? defaultRetry), throttles: BATCH_THROTTLES } : policy,
+      );
+      chunk.forEach((n, i) => out.set(n, toHeader(blocks[i] as RawBlock)));
+    } catch (err) {
+      if (chunk.length === 1) throw err;
+      if (!(err instanceof BatchTooLargeError)) {
+        if (!isRateLimit(err)) throw err;
+        ep.budget.batchRefused();
+      }
+      const size = Math.max(1, Math.min(ep.budget.maxBatch, Math.floor(chunk.length / 2)));
+      await eachBounded(chunksOf(chunk, size), concurrency, fetchChunk);
+    }
+  };
+  await eachBounded(
+    chunksOf(numbers, ep.budget.batchFor(ep.budget.cost("eth_getBlockByNumber"))),
+    concurrency,
+    fetchChunk,
+  );
+  return out;
+}
+
+function chunksOf<T>(list: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
   return out;
 }
 

@@ -49,6 +49,7 @@ function chainLine(c: ChainStatus, now: number): string {
   parts.push(`head seen ${ago(c.head_seen_at, now)}`);
   const reorg = c.last_reorg_at ? `${ago(c.last_reorg_at, now)} (${c.last_reorg_depth} blocks)` : "none";
   parts.push(`last reorg ${reorg}`);
+  if (c.rpc_cu_per_hour !== null && c.rpc_cu_per_hour !== undefined) parts.push(`RPC ${n(c.rpc_cu_per_hour)} CU/hour`);
   return `  ${c.chain_id}  ${parts.join(" · ")}`;
 }
 

@@ -57,6 +57,12 @@ const EnvSchema = {
     T.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", description: "an HTTP header name, e.g. Fly-Client-IP" }),
   ),
   RPC_TIMEOUT_MS: Uint(100),
+  RPC_CU_PER_SECOND: Uint(0),
+  RPC_CU_WEIGHTS: T.String({
+    pattern: "^\\s*([A-Za-z0-9_*]+\\s*=\\s*\\d+(\\.\\d+)?\\s*(,\\s*|$))*$",
+    description: "method=units, comma-separated, e.g. eth_getLogs=60,*=20",
+  }),
+  RPC_MAX_BATCH: Uint(1),
   ONCHAIN_CHECK_CONCURRENCY: T.Integer({ minimum: 1, default: 32, description: "an integer >= 1" }),
   LOG_LEVEL: T.Union([T.Literal("debug"), T.Literal("info"), T.Literal("warn"), T.Literal("error")]),
   LOG_FORMAT: T.Optional(T.Union([T.Literal("json"), T.Literal("pretty")])),
@@ -97,6 +103,10 @@ const defaults: Record<string, string> = {
   RATE_LIMIT_PER_MERCHANT_PER_MINUTE: "30000",
   TRUSTED_PROXY_HOPS: "0",
   RPC_TIMEOUT_MS: "5000",
+  // Alchemy's free tier; 0 leaves only the pause on a 429.
+  RPC_CU_PER_SECOND: "330",
+  RPC_CU_WEIGHTS: "",
+  RPC_MAX_BATCH: "100",
   LOG_LEVEL: "info",
   KEEPER_RECHECK_INTERVAL_S: "86400",
   KEEPER_TX_DEADLINE_MS: "30000",

@@ -26,6 +26,8 @@ export type ChainRow = {
   lastReorgAt: Date | null;
   /** Indexed blocks the last rollback removed. */
   lastReorgDepth: string | null;
+  /** Compute units the indexer's RPC client spends an hour (its last hour); null before its first hour's minute. */
+  rpcCuPerHour: number | null;
 };
 
 /** Cached view of the `chains` table. */
@@ -62,10 +64,11 @@ export async function readChains(sql: Sql): Promise<ChainRow[]> {
         updated_at: Date | null;
         last_reorg_at: Date | null;
         last_reorg_depth: string | null;
+        rpc_cu_per_hour: number | null;
       }[]
     >`
       select chain_id, indexed_block, indexed_time, head_block, head_seen_at, deep_reorg_suspected_at, start_block,
-        sync_blocks_per_s, updated_at, last_reorg_at, last_reorg_depth
+        sync_blocks_per_s, updated_at, last_reorg_at, last_reorg_depth, rpc_cu_per_hour
       from chains`,
     DEADLINE_FAST_MS,
   );
@@ -81,6 +84,7 @@ export async function readChains(sql: Sql): Promise<ChainRow[]> {
     updatedAt: r.updated_at,
     lastReorgAt: r.last_reorg_at,
     lastReorgDepth: r.last_reorg_depth,
+    rpcCuPerHour: r.rpc_cu_per_hour === null ? null : Number(r.rpc_cu_per_hour),
   }));
 }
 

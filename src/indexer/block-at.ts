@@ -9,18 +9,28 @@ import { firstAtOrAfter } from "../common/search";
 import type { BatchEvent, PreparedBatch } from "./fetch";
 import type { Cursor } from "./store";
 
+/** A block as a search knows it. */
+export type Known = { number: bigint; hash: string; time: number };
+
+/** Most final headers kept between batches (a stretch of chain's worth of instants). */
+const KEPT = 20_000;
+
 /** A block's number and hash. */
 export type BlockRef = { number: bigint; hash: string };
 
 /**
  * Finds, for a unix second `t` with `prev.time < t <= to.time`, the first block of the batch whose timestamp is at
  * least `t`. Block times never decrease, so the answer lies between the newest known block before `t` and the oldest
- * known one at or after it; headers fetched to narrow that gap are kept for later calls. Gaps only occur below the
- * reorg window (whose headers the batch holds), where blocks are final.
+ * known one at or after it; headers fetched to narrow that gap are kept in `fetched` for later calls and later
+ * batches. Gaps only occur below the reorg window (whose headers the batch holds), where blocks are final.
  */
-export function createBlockAt(client: PublicClient, policy: RetryPolicy, batch: PreparedBatch, prev: Cursor | null) {
-  type Known = { number: bigint; hash: string; time: number };
-  const fetched = new Map<bigint, Known>();
+export function createBlockAt(
+  client: PublicClient,
+  policy: RetryPolicy,
+  batch: PreparedBatch,
+  prev: Cursor | null,
+  fetched: Map<bigint, Promise<Known>> = new Map(),
+) {
   const last: Known = { number: batch.to, hash: batch.toHeader.hash, time: batch.toHeader.timestamp };
   const fromEvent = (e: BatchEvent): Known => ({ number: e.blockNumber, hash: e.blockHash, time: e.blockTime });
   const fromHeader = (h: Header): Known => ({ number: h.number, hash: h.hash, time: h.timestamp });
@@ -47,12 +57,18 @@ export function createBlockAt(client: PublicClient, policy: RetryPolicy, batch: 
     nearest(batch.windowHeaders, fromHeader);
     while (after.number - before > 1n) {
       const mid = (before + after.number) / 2n;
-      let k = fetched.get(mid);
-      if (!k) {
-        const header = await getHeader(client, mid, policy);
-        if (!header) throw new ChainBehindError(`block ${mid} is not available from the node`);
-        fetched.set(mid, (k = fromHeader(header)));
+      let pending = fetched.get(mid);
+      if (!pending) {
+        // Kept as a promise: concurrent searches of one stretch share each header.
+        pending = getHeader(client, mid, policy).then((header) => {
+          if (!header) throw new ChainBehindError(`block ${mid} is not available from the node`);
+          return fromHeader(header);
+        });
+        if (fetched.size >= KEPT) fetched.clear();
+        fetched.set(mid, pending);
+        pending.catch(() => fetched.delete(mid));
       }
+      const k = await pending;
       if (k.time >= t) after = k;
       else before = mid;
     }

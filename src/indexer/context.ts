@@ -1,8 +1,10 @@
 import type { PublicClient } from "viem";
-import { defaultRetry, RangeSizer, type RetryPolicy } from "../chain/rpc";
+import { defaultRetry, RangeSizer, type Header, type RetryPolicy } from "../chain/rpc";
+import type { CuBudget } from "../chain/budget";
 import type { Logger } from "../common/log";
 import type { Sql } from "../db/client";
 import type { Notifier } from "../db/notify";
+import type { Known } from "./block-at";
 import type { IndexerHook } from "./hooks";
 import type { IndexerObserver, IndexerOptions } from "./options";
 import { createIndexerState, type IndexerState } from "./state";
@@ -30,6 +32,11 @@ export type IndexerContext = {
   window: bigint;
   policy: RetryPolicy;
   sizer: RangeSizer;
+  /**
+   * Whether a span larger than any answered is fetched in four pieces (writing starts sooner): not when calls are
+   * paced by a compute-unit budget, where every `eth_getLogs` is billed alike whatever its span.
+   */
+  explore: boolean;
   /** Logs per written batch. */
   batchLogs: number;
   addressLimit?: number;
@@ -47,8 +54,18 @@ export type IndexerContext = {
   io: { depth: number; useCopy: boolean; asyncCommit: boolean };
   /** The initial backfill's deferred secondary indexes (./deferral.ts). */
   deferral: DeferralState;
+  /**
+   * Headers of final blocks (below the reorg window) fetched to place instants (`blockAt`), kept across batches:
+   * several batches' instants fall in the same stretch of empty blocks. Cleared on a rollback.
+   */
+  finalHeaders: Map<bigint, Promise<Known>>;
+  /** Headers read in the current poll (the head's, and those read for their blooms), reused within it. */
+  polled: Map<bigint, Header>;
   stopping: () => boolean;
 };
+
+/** Logs an `eth_getLogs` answer aims at when calls are paced (under the 10,000 most providers cap). */
+export const PACED_TARGET_LOGS = 8_000;
 
 /** The context of one indexer from its options, with every tuning default applied. */
 export function createContext(opts: IndexerOptions, stopping: () => boolean): IndexerContext {
@@ -70,6 +87,11 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
   });
   const stallAfterMs = t.stallAfterMs ?? Math.max(120_000, pollMs * 30);
   const startBlock = BigInt(config.START_BLOCK ?? 0);
+  // Paced by a compute-unit budget: few, wide `eth_getLogs` (the provider's result cap, learned from its refusal, sets
+  // the span) instead of a span doubling up from 50 blocks.
+  const budget = (client.transport as { budget?: CuBudget }).budget;
+  const paced = (budget?.settings.cuPerSecond ?? 0) > 0 && t.initialRange === undefined;
+  const maxRange = BigInt(t.maxRange ?? 100_000);
   const sync = createSyncLog({ chainId, startBlock, confirmations, log, intervalMs: t.progressIntervalMs });
   return {
     sql: opts.sql,
@@ -81,7 +103,10 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     pollMs,
     window: confirmations > 64n ? confirmations : 64n,
     policy,
-    sizer: new RangeSizer(BigInt(t.initialRange ?? 50), BigInt(t.maxRange ?? 100_000), t.targetLogs ?? 5_000),
+    sizer: paced
+      ? new RangeSizer(maxRange, maxRange, PACED_TARGET_LOGS)
+      : new RangeSizer(BigInt(t.initialRange ?? 50), maxRange, t.targetLogs ?? 5_000),
+    explore: !paced,
     batchLogs: t.targetLogs ?? 5_000,
     addressLimit: t.addressLimit,
     hooks: opts.hooks ?? [],
@@ -92,6 +117,8 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     sync,
     io: { depth: 1, useCopy: false, asyncCommit: false },
     deferral: { enabled: t.deferIndexes ?? true, pending: null },
+    finalHeaders: new Map(),
+    polled: new Map(),
     stopping,
   };
 }

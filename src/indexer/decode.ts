@@ -70,6 +70,11 @@ const specs = new Map<string, Spec>([
   ...specsOf(subscriptionModuleAbi, "module"),
 ]);
 
+/** topic0 of the processor's ModuleCreated (the event that adds an address to index). */
+export const moduleCreatedTopic = [...specs].find(
+  ([, s]) => s.source === "processor" && s.name === "ModuleCreated",
+)![0] as Hex;
+
 /** topic0 of every event a module emits. */
 export const moduleTopics: Hex[] = [...specs].filter(([, s]) => s.source === "module").map(([t]) => t as Hex);
 

@@ -24,6 +24,8 @@ export type FetchedLogs = {
   moduleLogs: RawLog[];
   /** Module addresses whose logs were requested, or "all" when fetched by topic. */
   queried: Set<string> | "all";
+  /** Headers read ahead for the logs lacking a timestamp, while earlier batches were written. */
+  headers?: Promise<Map<bigint, Header | null>>;
 };
 
 /** A decoded event whose block timestamp is known. */
@@ -34,6 +36,8 @@ export type PreparedBatch = {
   from: bigint;
   to: bigint;
   events: BatchEvent[];
+  /** Last block whose logs are known (≥ `to`: the blocks after `to` up to it hold none). */
+  covered: bigint;
   /** Header of `to`: the new cursor. */
   toHeader: Header;
   /** Headers of the range that fall in the reorg window below the target (stored in `blocks`). */
@@ -68,6 +72,16 @@ export async function fetchLogs(
   return { from, to, processorLogs, moduleLogs, queried: new Set(known) };
 }
 
+/** Reads ahead, in the background, the headers of the blocks whose logs lack a timestamp. */
+export function readHeadersAhead(client: PublicClient, fetched: FetchedLogs, policy?: RetryPolicy): void {
+  const blocks = new Set<bigint>();
+  for (const list of [fetched.processorLogs, fetched.moduleLogs])
+    for (const log of list) if (!log.blockTimestamp && log.blockNumber) blocks.add(BigInt(log.blockNumber));
+  if (blocks.size === 0) return;
+  fetched.headers = getHeaders(client, [...blocks], policy);
+  fetched.headers.catch(() => {});
+}
+
 /** How many logs a fetched range holds. */
 export const logCount = (f: FetchedLogs) => f.processorLogs.length + f.moduleLogs.length;
 
@@ -100,6 +114,7 @@ export function splitFetched(fetched: FetchedLogs, maxLogs: number): FetchedLogs
     processorLogs: [],
     moduleLogs: [],
     queried: fetched.queried,
+    headers: fetched.headers,
   }));
   const partOf = (log: RawLog) => {
     const n = BigInt(log.blockNumber ?? fetched.from);
@@ -176,8 +191,15 @@ function sortUnique(events: DecodedEvent[]): DecodedEvent[] {
 }
 
 /** Headers by number; a block the node does not return is asked again twice (load balancers), then ChainBehindError. */
-async function headersOf(client: PublicClient, wanted: bigint[], policy?: RetryPolicy): Promise<Map<bigint, Header>> {
-  const headers = await getHeaders(client, wanted, policy);
+async function headersOf(
+  client: PublicClient,
+  wanted: bigint[],
+  policy?: RetryPolicy,
+  known?: ReadonlyMap<bigint, Header>,
+): Promise<Map<bigint, Header>> {
+  const have = known ? wanted.filter((n) => known.has(n)) : [];
+  const headers = await getHeaders(client, have.length > 0 ? wanted.filter((n) => !known!.has(n)) : wanted, policy);
+  for (const n of have) headers.set(n, known!.get(n)!);
   for (let round = 0; round < 2; round++) {
     const missing = wanted.filter((n) => !headers.get(n));
     if (missing.length === 0) break;
@@ -260,19 +282,34 @@ export async function prepareBatch(opts: {
   window: bigint;
   processor: string;
   policy?: RetryPolicy;
+  /** Headers already read in this poll (the head's), not asked again. */
+  known?: ReadonlyMap<bigint, Header>;
 }): Promise<PreparedBatch> {
   const { client, fetched, base, target, window, policy, processor } = opts;
   const { from, to } = fetched;
   const all = new Set<string>(opts.modules.keys());
+  const ahead = fetched.headers ? await fetched.headers.catch(() => null) : null;
+  let known = opts.known;
+  if (ahead && ahead.size > 0) {
+    const merged = new Map<bigint, Header>(opts.known ?? []);
+    for (const [n, h] of ahead) if (h && !merged.has(n)) merged.set(n, h);
+    known = merged;
+  }
   let events = await collectEvents(client, fetched, all, policy);
 
-  // Headers: the new cursor block, every block of the range that can end up in the reorg window (the last
-  // `window` blocks up to the target) and the one below it, blocks lacking timestamps.
-  const wanted = new Set<bigint>([to]);
+  // Headers: every block of the range that can end up in the reorg window (the last `window` blocks up to the
+  // target), blocks lacking timestamps, and the new cursor block. A range wholly below the window (final) needs no
+  // header for its cursor: the batch ends at its last event's block (hash from the log, time from the log or the
+  // header fetched for it), and the empty blocks after it go with the next batch (their logs are known: none).
   const windowStart = target - window + 1n > from ? target - window + 1n : from;
-  for (let n = windowStart > from ? windowStart - 1n : from; n <= to; n++) wanted.add(n);
+  const last = events.at(-1);
+  const deep = to < windowStart;
+  const endAt = deep && last ? last.blockNumber : to;
+  const wanted = new Set<bigint>();
+  if (!(deep && last)) wanted.add(to);
+  for (let n = windowStart; n <= to; n++) wanted.add(n);
   for (const ev of events) if (ev.blockTime === null) wanted.add(ev.blockNumber);
-  const headers = await headersOf(client, [...wanted], policy);
+  const headers = wanted.size > 0 ? await headersOf(client, [...wanted], policy, known) : new Map<bigint, Header>();
   const windowHeaders: Header[] = [];
   for (let n = windowStart; n <= to; n++) {
     const h = headers.get(n)!;
@@ -291,14 +328,25 @@ export async function prepareBatch(opts: {
     }
     if (ev.blockTime === null) throw new ReorgDetectedError(`no timestamp for block ${ev.blockNumber}`);
   }
+  if (deep && last) {
+    const toHeader = headers.get(endAt) ?? {
+      number: endAt,
+      hash: last!.blockHash,
+      parentHash: "",
+      timestamp: last!.blockTime!,
+    };
+    return { from, to: endAt, covered: to, events: events as BatchEvent[], toHeader, windowHeaders: [] };
+  }
   const ours = new Set([processor, ...all]);
   const doubt = await firstDoubtfulBlock({ client, events, headers, from: windowStart, to, ours, processor, policy });
-  if (doubt === null) return { from, to, events: events as BatchEvent[], toHeader: headers.get(to)!, windowHeaders };
+  if (doubt === null)
+    return { from, to, covered: to, events: events as BatchEvent[], toHeader: headers.get(to)!, windowHeaders };
   if (doubt === from) throw new LogsInDoubtError(`the logs of block ${doubt} are not available from the node yet`);
   events = events.filter((e) => e.blockNumber < doubt);
   return {
     from,
     to: doubt - 1n,
+    covered: doubt - 1n,
     events: events as BatchEvent[],
     toHeader: headers.get(doubt - 1n)!,
     windowHeaders: windowHeaders.filter((h) => h.number < doubt),

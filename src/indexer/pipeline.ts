@@ -6,7 +6,19 @@ import { describeError } from "../common/errors";
 import { createBlockAt } from "./block-at";
 import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { CursorMovedError, RangeRefusedError, RpcUnavailableError } from "./errors";
-import { fetchLogs, logCount, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
+import { getHeaders, getLogs } from "../chain/rpc";
+import { bloomMayContain } from "./bloom";
+import { moduleOfEvent } from "../domain/attribution";
+import { decodeLog, moduleCreatedTopic } from "./decode";
+import {
+  fetchLogs,
+  logCount,
+  prepareBatch,
+  readHeadersAhead,
+  splitFetched,
+  type FetchedLogs,
+  type PreparedBatch,
+} from "./fetch";
 import type { IndexerContext } from "./context";
 import type { Tx } from "../db/query";
 import { loadCursor, loadSubscriptions, moveCursor, type Cursor } from "./store";
@@ -56,8 +68,17 @@ export function joinArrived(fetched: FetchedLogs, pending: Piece[], maxLogs: num
       processorLogs: joined.processorLogs.concat(next.processorLogs),
       moduleLogs: joined.moduleLogs.concat(next.moduleLogs),
       queried: joined.queried,
+      headers: joinHeaders(joined.headers, next.headers),
     };
   }
+  return joined;
+}
+
+/** The headers read ahead for two joined ranges. */
+function joinHeaders(a: FetchedLogs["headers"], b: FetchedLogs["headers"]): FetchedLogs["headers"] {
+  if (!a || !b) return a ?? b;
+  const joined = Promise.all([a, b]).then(([x, y]) => new Map([...x, ...y]));
+  joined.catch(() => {});
   return joined;
 }
 
@@ -71,10 +92,37 @@ export const cursorOf = (batch: PreparedBatch): Cursor => ({
   time: batch.toHeader.timestamp,
 });
 
+/** Widest range whose blocks' headers are read to skip its `eth_getLogs` (16 CU a header against 75 for the logs). */
+export const BLOOM_SPAN = 4n;
+
+/**
+ * Whether the headers' `logsBloom` of a short range near the head show that no block of it holds a log of the
+ * processor or a module, so its `eth_getLogs` can be skipped. A bloom has false positives, never false negatives.
+ * The headers read stay in `ctx.polled` for the batch's checks.
+ */
+async function bloomsRuleOut(ctx: IndexerContext, from: bigint, to: bigint, known: string[]): Promise<boolean> {
+  const head = ctx.state.headBlock;
+  if (to - from + 1n > BLOOM_SPAN || head === null || to + ctx.window < head) return false;
+  const wanted: bigint[] = [];
+  for (let n = from; n <= to; n++) if (!ctx.polled.has(n)) wanted.push(n);
+  if (wanted.length > 0) {
+    for (const [n, h] of await getHeaders(ctx.client, wanted, ctx.policy)) if (h) ctx.polled.set(n, h);
+  }
+  const addresses = [ctx.processor, ...known, ...ctx.state.modules.keys()];
+  for (let n = from; n <= to; n++) {
+    const bloom = ctx.polled.get(n)?.logsBloom;
+    if (!bloom || addresses.some((a) => bloomMayContain(bloom, a))) return false;
+  }
+  return true;
+}
+
 /** Logs of exactly [from, to]: a refused range is fetched as two halves (never asked again as a whole). */
 export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, known: string[]): Promise<FetchedLogs> {
   const { sizer, log } = ctx;
   let hint = 0n;
+  if (await bloomsRuleOut(ctx, from, to, known)) {
+    return { from, to, processorLogs: [], moduleLogs: [], queried: new Set(known) };
+  }
   if (!sizer.wasRefused(from, to)) {
     try {
       return await fetchLogs(ctx.client, ctx.processor, known, from, to, ctx.policy, ctx.addressLimit);
@@ -87,15 +135,53 @@ export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, 
   }
   if (to <= from) throw new RpcUnavailableError(`eth_getLogs refused the single block ${from}`);
   const mid = hint > 0n ? from + hint - 1n : (from + to) / 2n;
-  const left = await fetchRange(ctx, from, mid, known);
-  const right = await fetchRange(ctx, mid + 1n, to, known);
+  const parts = [await fetchRange(ctx, from, mid, known)];
+  // The rest in spans the sizer now allows (a provider's hint is what fits), not as one range refused again.
+  for (let at = mid + 1n; at <= to;) {
+    const end = hint > 0n && at + sizer.size - 1n < to ? at + sizer.size - 1n : to;
+    parts.push(await fetchRange(ctx, at, end, known));
+    at = end + 1n;
+  }
   return {
     from,
     to,
-    processorLogs: left.processorLogs.concat(right.processorLogs),
-    moduleLogs: left.moduleLogs.concat(right.moduleLogs),
-    queried: left.queried,
+    processorLogs: parts.flatMap((p) => p.processorLogs),
+    moduleLogs: parts.flatMap((p) => p.moduleLogs),
+    queried: parts[0]!.queried,
   };
+}
+
+/**
+ * Before a backfill: the modules created up to `target`, from one `eth_getLogs` of the processor's ModuleCreated
+ * over the whole range (refusals split it), so every range is fetched with every address once instead of asking
+ * again, range by range, for modules created after the fetch was issued.
+ */
+async function modulesAhead(ctx: IndexerContext, from: bigint, target: bigint): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (a: bigint, b: bigint): Promise<void> => {
+    try {
+      const logs = await getLogs(
+        ctx.client,
+        { address: [ctx.processor], topics: [[moduleCreatedTopic]] },
+        a,
+        b,
+        ctx.policy,
+      );
+      for (const log of logs) {
+        const ev = decodeLog(log, "processor");
+        const m = ev && moduleOfEvent(ev);
+        if (m) out.push(m);
+      }
+    } catch (err) {
+      if (!(err instanceof RangeRefusedError) || a === b) throw err;
+      const mid =
+        err.suggestedSize !== undefined && err.suggestedSize < b - a + 1n ? a + err.suggestedSize - 1n : (a + b) / 2n;
+      await walk(a, mid);
+      await walk(mid + 1n, b);
+    }
+  };
+  await walk(from, target);
+  return out;
 }
 
 /**
@@ -103,18 +189,24 @@ export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, 
  * so far may reach a much denser stretch of chain: it is fetched as four pieces, consumed in order — the first
  * alone, the rest in parallel once it is in — so writing starts while the node still works on the rest.
  */
-function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint): Piece[] {
+function fetchAhead(ctx: IndexerContext, from: bigint, target: bigint, upcoming: readonly string[] = []): Piece[] {
   const { sizer } = ctx;
-  const list = [...ctx.state.modules.keys()];
+  const list = [...new Set([...ctx.state.modules.keys(), ...upcoming])];
   const to = sizer.nextTo(from, target);
   const span = to - from + 1n;
-  const count = sizer.exploring(span) && span >= 8n ? 4n : 1n;
+  const count = ctx.explore && sizer.exploring(span) && span >= 8n ? 4n : 1n;
   const pieces: Piece[] = [];
   let first: Promise<unknown> | null = null;
   for (let i = 0n; i < count; i++) {
     const pFrom = from + (span * i) / count;
     const pTo = i + 1n === count ? to : from + (span * (i + 1n)) / count - 1n;
-    const fetch = () => fetchRange(ctx, pFrom, pTo, list);
+    // Deep ranges read their headers (where logs lack timestamps) as soon as their logs are in.
+    const deep = pTo + ctx.window < target;
+    const fetch = () =>
+      fetchRange(ctx, pFrom, pTo, list).then((f) => {
+        if (deep) readHeadersAhead(ctx.client, f, ctx.policy);
+        return f;
+      });
     const promise: Promise<FetchedLogs> = first ? first.then(fetch, fetch) : fetch();
     first ??= promise;
     const piece: Piece = { from: pFrom, to: pTo, promise };
@@ -196,7 +288,7 @@ export function batchContext(
     inFlight,
     merchants: ctx.state.modules,
     plans: ctx.state.plans,
-    blockAt: createBlockAt(ctx.client, ctx.policy, batch, prev),
+    blockAt: createBlockAt(ctx.client, ctx.policy, batch, prev, ctx.finalHeaders),
   };
 }
 
@@ -350,22 +442,33 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
   const queue: Written[] = [];
   const start = state.cursor;
   let expected = start;
+  // Last block whose logs went into a batch: past the cursor when a final batch ended at its last event.
+  let covered: bigint | null = null;
+  // A backfill (a range deeper than the reorg window) learns its modules first.
+  const first = start ? start.block + 1n : ctx.startBlock;
+  let upcoming: string[] = [];
   try {
+    if (target - first + 1n > ctx.window) upcoming = await modulesAhead(ctx, first, target);
     while (!ctx.stopping()) {
-      const from: bigint = expected ? expected.block + 1n : ctx.startBlock;
+      const next: bigint = expected ? expected.block + 1n : ctx.startBlock;
+      const from = covered !== null && covered >= next ? covered + 1n : next;
       if (from > target) break;
-      if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target);
+      if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target, upcoming);
       const fetchClock = stageClock();
       const fetched = joinArrived(await pending.shift()!.promise, pending, ctx.batchLogs);
       fetchClock.mark("waitFetch");
       // Deep ranges (final by the reorg window) are fetched one ahead while this one is written.
       const nextFrom = fetched.to + 1n;
       if (pending.length === 0 && nextFrom <= target && nextFrom + ctx.sizer.size + ctx.window <= head) {
-        pending = fetchAhead(ctx, nextFrom, target);
+        pending = fetchAhead(ctx, nextFrom, target, upcoming);
       }
       let first = true;
-      for (const part of splitFetched(fetched, ctx.batchLogs)) {
-        if (part.from !== (expected ? expected.block + 1n : ctx.startBlock)) break; // the batch before ended early
+      for (const piece of splitFetched(fetched, ctx.batchLogs)) {
+        const want = expected ? expected.block + 1n : ctx.startBlock;
+        // Blocks between the cursor and the piece hold no log: they join it.
+        const part =
+          covered !== null && covered >= want && piece.from === covered + 1n ? { ...piece, from: want } : piece;
+        if (part.from !== want) break; // the batch before ended early
         // The first batch of a range carries the wait for its logs.
         const clock = stageClock(first ? { ...fetchClock.stages } : {});
         first = false;
@@ -378,6 +481,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
           window: ctx.window,
           processor: ctx.processor,
           policy: ctx.policy,
+          known: ctx.polled,
         });
         clock.mark("prepare");
         const rows = await derive(ctx, batch);
@@ -392,6 +496,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
         written.committed.catch(() => {});
         queue.push(written);
         expected = cursorOf(batch);
+        covered = batch.covered;
         // Up to `depth` transactions in flight: the next batch's rows go in while this one commits.
         while (queue.length >= ctx.io.depth) {
           const waited = stageClock();

@@ -2,7 +2,8 @@
  * One poll of the indexer: as a standby, follow the leader's progress; as the leader, look at the chain (lagging
  * node, reorg, deep reorg), index up to head − CONFIRMATIONS, and read again token metadata that did not answer.
  */
-import { getHead } from "../chain/rpc";
+import type { CuBudget } from "../chain/budget";
+import { getHeader } from "../chain/rpc";
 import { describeError } from "../common/errors";
 import type { Waker } from "../common/async";
 import { ChainBehindError, LeadershipLostError, LogsInDoubtError, ReorgDetectedError } from "./errors";
@@ -63,11 +64,25 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
     await state.reload(sql);
     state.needReload = false;
   }
-  const head = await getHead(client, policy);
+  // The head's header rather than its number: its hash and bloom spare a header and, most polls, `eth_getLogs`.
+  ctx.polled.clear();
+  const latest = await getHeader(client, "latest", policy);
+  if (!latest) throw new ChainBehindError("the node returned no latest block");
+  ctx.polled.set(latest.number, latest);
+  const head = latest.number;
   state.observeHead(head);
   ctx.sync.observe(state.cursor?.block ?? null, head);
   const target = head - ctx.confirmations;
-  const check = await checkChain({ sql, client, chainId, cursor: state.cursor, head, window: ctx.window, policy });
+  const check = await checkChain({
+    sql,
+    client,
+    chainId,
+    cursor: state.cursor,
+    head,
+    latest,
+    window: ctx.window,
+    policy,
+  });
   if (check.kind !== "deep") {
     if (state.deepReorgSuspected) {
       log("info", "deep reorg no longer seen", { chainId, head });
@@ -83,7 +98,8 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
   if (!wrote) {
     // At the head with nothing to write: the first idle poll after an initial backfill takes its statistics.
     if (ctx.deferral.statisticsDue) await takeStatistics(ctx);
-    await touchHead(sql, chainId, state.headBlock ?? head);
+    const budget = (ctx.client.transport as { budget?: CuBudget }).budget;
+    await touchHead(sql, chainId, state.headBlock ?? head, budget?.perHour());
     const c = state.cursor;
     const idle = { chainId, indexedBlock: c?.block ?? null, indexedTime: c?.time ?? null, head };
     for (const h of ctx.hooks) await h.onIdle?.(sql, idle);

@@ -5,7 +5,7 @@
  */
 import type { PublicClient } from "viem";
 import type { Sql } from "../db/client";
-import { getHeader, getHeaders, type RetryPolicy } from "../chain/rpc";
+import { getHeader, getHeaders, type Header, type RetryPolicy } from "../chain/rpc";
 import { loadBlocks, type Cursor } from "./store";
 
 /** What one look at the chain says about the index. */
@@ -28,11 +28,17 @@ export async function checkChain(opts: {
   chainId: number;
   cursor: Cursor | null;
   head: bigint;
+  /** The header at `head`, when the poll read it. */
+  latest?: Header;
   window: bigint;
   policy?: RetryPolicy;
 }): Promise<ChainCheck> {
   const { client, cursor, head, policy } = opts;
   if (!cursor || (head >= cursor.block && cursor.block + opts.window <= head)) return { kind: "ok" };
+  // The head is the cursor block or its child: the cursor is on the node's chain, no header to ask.
+  const latest = opts.latest;
+  if (latest?.number === cursor.block && latest.hash === cursor.hash) return { kind: "ok" };
+  if (latest?.number === cursor.block + 1n && latest.parentHash === cursor.hash) return { kind: "ok" };
   if (head >= cursor.block) {
     const h = await getHeader(client, cursor.block, policy);
     if (!h) return { kind: "wait", reason: `the node did not return block ${cursor.block}` };

@@ -57,6 +57,7 @@ export async function applyReorg(
   let batchRows: BatchRows | null = null;
   let bctx: BatchContext | null = null;
   let stamp = "";
+  ctx.finalHeaders.clear();
   state.needReload = true; // caches are rebuilt from the rolled-back tables below, and reloaded if this fails
   const started = performance.now();
   await sql.begin(async (tx) => {

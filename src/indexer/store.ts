@@ -307,8 +307,9 @@ export async function moveCursor(
 }
 
 /** Records the newest head observed when there was nothing to index. */
-export async function touchHead(q: Q, chainId: number, head: bigint): Promise<void> {
-  await q`update chains set head_block = ${str(head)}, head_seen_at = now() where chain_id = ${chainId}`;
+export async function touchHead(q: Q, chainId: number, head: bigint, cuPerHour?: number | null): Promise<void> {
+  await q`update chains set head_block = ${str(head)}, head_seen_at = now(),
+    rpc_cu_per_hour = ${cuPerHour === undefined ? q`rpc_cu_per_hour` : cuPerHour} where chain_id = ${chainId}`;
 }
 
 /** Records (or clears) that a deep reorg is suspected but not yet acted on, for every process's /readyz. */

@@ -4,6 +4,7 @@
  * lives in the database (the chains' cursors, pending deliveries) is read at scrape time, so every process shows it.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { computeUnitsByMethod } from "../chain/budget";
 import { APPLICATION_NAME, type Sql } from "../db/client";
 import { deferredIndexes } from "../db/deferred-indexes";
 import { fanOutBacklog } from "../webhooks/fanout";
@@ -40,6 +41,7 @@ export function createMetrics(opts: {
     "Failed JSON-RPC calls (error answers, timeouts, refused connections) by chain and method",
     ["chain_id", "method"],
   );
+  rpcComputeUnits(ctx);
   const keeper = keeperMetrics(ctx);
   const attempts = ctx.counter("webhook_attempts_total", "Webhook delivery attempts by outcome (succeeded, failed)", [
     "outcome",
@@ -67,6 +69,27 @@ export function createMetrics(opts: {
     /** One webhook attempt finished. */
     webhookAttempt: (ok: boolean) => attempts.inc({ outcome: ok ? "succeeded" : "failed" }),
   };
+}
+
+/**
+ * `rpc_compute_units_total` by method: the compute units (RPC_CU_WEIGHTS, Alchemy's by default) of the answered
+ * calls of every RPC client of the process, read from their budgets at scrape time.
+ */
+function rpcComputeUnits(ctx: Ctx) {
+  const seen = new Map<string, number>();
+  const counter: Counter<"method"> = new Counter({
+    name: "rpc_compute_units_total",
+    help: "Compute units of answered JSON-RPC calls by method (RPC_CU_WEIGHTS; a throttled call is not billed)",
+    labelNames: ["method"],
+    registers: ctx.reg,
+    collect() {
+      for (const [method, cu] of computeUnitsByMethod()) {
+        const delta = cu - (seen.get(method) ?? 0);
+        if (delta > 0) counter.inc({ method }, delta);
+        seen.set(method, cu);
+      }
+    },
+  });
 }
 
 /** The registration helpers over one registry. */

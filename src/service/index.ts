@@ -4,6 +4,7 @@
  * no new requests, in-flight ones and the current batch finish, then the database closes.
  */
 import { createChainRegistry, type RpcObserver } from "../chain/clients";
+import { configureBudgets, parseWeights } from "../chain/budget";
 import type { Metrics } from "../metrics";
 import type { Db } from "../db/client";
 import { requireRoleSettings, siweDomainWarning, type Config } from "../common/config";
@@ -58,6 +59,11 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   requireRoleSettings(config);
   const siweWarning = wanted.has("api") ? siweDomainWarning(config) : undefined;
   if (siweWarning) log("warn", siweWarning, {});
+  configureBudgets({
+    cuPerSecond: config.RPC_CU_PER_SECOND,
+    weights: parseWeights(config.RPC_CU_WEIGHTS),
+    maxBatch: config.RPC_MAX_BATCH,
+  });
   const rpc: { observer?: RpcObserver } = {};
   // Only with metrics do the clients report their calls (no wrapper on the RPC path otherwise).
   // The dispatcher reads no chain: a `ROLES=webhooks` process needs no chain setting.

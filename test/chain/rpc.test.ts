@@ -3,7 +3,7 @@ import { createPublicClient, fallback, http, stringToHex } from "viem";
 import { publicClientFor } from "../../src/chain/clients";
 import { RangeRefusedError, RpcUnavailableError } from "../../src/chain/errors";
 import { splitFetched } from "../../src/indexer/fetch";
-import { getLogs, RangeSizer } from "../../src/chain/rpc";
+import { getLogs, RangeSizer, type RetryPolicy } from "../../src/chain/rpc";
 import { decodeDecimals, decodeSymbol } from "../../src/indexer/tokens";
 
 // Starts a real anvil: more than the 5 s default on a busy machine.
@@ -32,11 +32,16 @@ afterAll(() => server?.stop(true));
 
 const quick = { attempts: 3, baseMs: 1, maxMs: 2 };
 
-async function refusalOf(code: number, message: string, status = 200): Promise<RangeRefusedError | Error> {
+async function refusalOf(
+  code: number,
+  message: string,
+  status = 200,
+  policy: RetryPolicy = quick,
+): Promise<RangeRefusedError | Error> {
   reply = { status, body: status === 200 ? { error: { code, message } } : message };
   const client = publicClientFor(`http://127.0.0.1:${server.port}`);
   try {
-    await getLogs(client, { address: ["0x0000000000000000000000000000000000000001"] }, 0x10n, 0x4000n, quick);
+    await getLogs(client, { address: ["0x0000000000000000000000000000000000000001"] }, 0x10n, 0x4000n, policy);
   } catch (err) {
     return err as Error;
   }
@@ -90,6 +95,8 @@ describe("eth_getLogs refusals from real providers' wording", () => {
   });
 
   test("rate limits and server errors are retried, not read as range refusals", async () => {
+    // A 429 costs no attempt: it is sat out `throttles` times on top of the attempts.
+    const throttled = { ...quick, throttles: 1 };
     for (const [code, message, status] of [
       [-32005, "daily request count exceeded, request rate limited", 200],
       [0, "Too Many Requests", 429],
@@ -97,9 +104,10 @@ describe("eth_getLogs refusals from real providers' wording", () => {
       [0, "bad gateway", 502],
     ] as const) {
       const before = requests;
-      const err = await refusalOf(code, message, status);
+      const err = await refusalOf(code, message, status, throttled);
       expect(err).toBeInstanceOf(RpcUnavailableError);
-      expect(requests - before).toBe(quick.attempts);
+      const rateLimited = /rate limited|Too Many/.test(message);
+      expect(requests - before).toBe(quick.attempts + (rateLimited ? throttled.throttles : 0));
     }
   });
 });

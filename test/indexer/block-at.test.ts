@@ -37,6 +37,7 @@ function batchOf(
   const batch: PreparedBatch = {
     from: rest[0]!.number,
     to: rest.at(-1)!.number,
+    covered: rest.at(-1)!.number,
     events,
     toHeader: rest.at(-1)!,
     windowHeaders: rest.slice(rest.length - window),

@@ -129,6 +129,11 @@ describe("GET /metrics", () => {
     expect(v("indexer_deferred_indexes")).toBe(0);
     expect(v("rpc_requests_total", { chain_id: chainId, method: "eth_getLogs" })).toBeGreaterThan(0);
     expect(v("rpc_requests_total", { chain_id: chainId, method: "eth_getBlockByNumber" })).toBeGreaterThan(0);
+    // Compute units by method at Alchemy's weights (RPC_CU_WEIGHTS unset): 75 an eth_getLogs, 16 a header.
+    const logsCu = v("rpc_compute_units_total", { method: "eth_getLogs" })!;
+    expect(logsCu).toBeGreaterThan(0);
+    expect(logsCu % 75).toBe(0);
+    expect(v("rpc_compute_units_total", { method: "eth_getBlockByNumber" })! % 16).toBe(0);
     const batches = after.families.find((f) => f.name === "indexer_batch_duration_seconds");
     expect(batches?.type).toBe("HISTOGRAM");
     await until("nothing left to deliver", async () => {

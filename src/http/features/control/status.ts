@@ -34,6 +34,8 @@ export type ChainStatus = {
   last_reorg_at: string | null;
   last_reorg_depth: string | null;
   deep_reorg_suspected_at: string | null;
+  /** Compute units the indexer's RPC client spends an hour (RPC_CU_WEIGHTS); null before a minute of data. */
+  rpc_cu_per_hour: number | null;
 };
 
 /** The keeper on one chain: balance (null when the RPC did not answer) and its last hour from the index. */
@@ -117,6 +119,7 @@ function chainStatus(r: ChainRow, config: Config, now: number): { status: ChainS
       last_reorg_at: r.lastReorgAt?.toISOString() ?? null,
       last_reorg_depth: r.lastReorgDepth,
       deep_reorg_suspected_at: r.deepReorgSuspectedAt?.toISOString() ?? null,
+      rpc_cu_per_hour: r.rpcCuPerHour,
     },
     attention,
   };

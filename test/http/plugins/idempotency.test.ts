@@ -98,7 +98,7 @@ describe("a retried POST with an Idempotency-Key", () => {
     const path = `/v0/api_keys/${M1}`;
     const fingerprint = requestFingerprint(
       new Request(`http://localhost${path}`, { method: "POST" }),
-      { kind: "session", merchant: M1, sessionId: "-", chainId: CHAIN_A, expiresAt: "" },
+      { kind: "session", merchant: M1, sessionId: "-", chainId: CHAIN_A, expiresAt: "", createdAt: "" },
       body,
     );
     // The claim a request of another process holds while its handler runs.

@@ -83,6 +83,17 @@ type Outcome = { failed: number[]; judged: boolean; own?: boolean };
 
 const word = (data: Hex): bigint | undefined => (data.length >= 66 ? BigInt(data.slice(0, 66)) : undefined);
 
+/** The words of an `aggregate3` answer for `n` calls, or undefined when it is not one. */
+function wordsOf(answer: Hex, n: number): (bigint | undefined)[] | undefined {
+  if (answer.length < 2 + 128) return undefined;
+  try {
+    const words = aggregate3Words(answer);
+    return words.length === n ? words : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Creates the reader of one chain. */
 export function createRenewalReader(opts: ReaderOptions): RenewalReader {
   const chunkSize = opts.chunkSize ?? 1500;
@@ -136,9 +147,16 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
       : [{ to: opts.multicall, data, gas }, hex(block)];
     try {
       const answer = (await client.request({ method: "eth_call", params } as never)) as Hex;
+      const words = wordsOf(answer, chunk.length);
+      if (!words) {
+        // No aggregate3 answer: a node that ignored the override (the address has no code), or a broken answer.
+        if (!capped || overrides !== null) return { failed: chunk.map((_, i) => i), judged: false };
+        overrides = false;
+        return viaMulticall(block, chunk);
+      }
       if (capped) overrides = true;
       const failed: number[] = [];
-      aggregate3Words(answer).forEach((v, i) => {
+      words.forEach((v, i) => {
         if (v === undefined) failed.push(i);
         else chunk[i]!.set(v);
       });

@@ -242,3 +242,51 @@ describe("the loop with a hostile plan token", () => {
     expect(logs.filter((l) => l.msg.includes("quarantined"))).toHaveLength(1);
   });
 });
+
+describe.each([
+  ["ignores it (answers as if the address had no code)", "ignore"],
+  ["refuses it (a JSON-RPC error)", "refuse"],
+] as const)("a node that %s: the state override", (_name, how) => {
+  test("the reader falls back to Multicall3 and reads every good pair", async () => {
+    const hostile = await installHostile(chain);
+    const token = await goodToken(chain);
+    let overridden = 0;
+    const hop = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      async fetch(req) {
+        const body = JSON.parse(await req.text());
+        if (!Array.isArray(body) && body.method === "eth_call" && body.params.length === 3) {
+          overridden++;
+          if (how === "refuse") {
+            const error = { code: -32602, message: "state override is not supported" };
+            return Response.json({ jsonrpc: "2.0", id: body.id, error });
+          }
+          body.params = body.params.slice(0, 2);
+        }
+        const res = await fetch(chain.rpcUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+        return new Response(await res.text(), { headers: { "content-type": "application/json" } });
+      },
+    });
+    afterTest.push(() => hop.stop(true));
+    const reader = createRenewalReader({
+      rpcUrl: `http://127.0.0.1:${hop.port}`,
+      processor: chain.processor,
+      multicall: MULTICALL3_ADDRESS,
+      concurrency: 1,
+    });
+    const block = await chain.publicClient.getBlockNumber();
+    for (let i = 0; i < 2; i++) {
+      const r = await reader.read(block, request(chain, hostile, token, 50));
+      const alice = lower(chain.address("alice"));
+      expect(r.funds.get(`${alice}:${token}`)).toEqual({ balance: 1_000n, allowance: maxUint256 });
+      for (const w of wallets(50)) expect(r.funds.has(`${w}:${token}`)).toBe(true);
+      expect([...r.rejected].sort()).toEqual(Object.values(hostile).map(lower).sort());
+    }
+    expect(overridden).toBe(1); // tried once, never again
+  });
+});

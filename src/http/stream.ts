@@ -496,18 +496,33 @@ export function sendList(
 /** A read-only REPEATABLE READ transaction on a connection of its own, and what ends it (idempotent). */
 export type Snapshot = { sql: Sql; close: () => Promise<void> };
 
+/** Snapshots held on each pool (at most half of its connections: slow downloads never starve other requests). */
+const snapshotsHeld = new WeakMap<object, number>();
+
 /**
  * Opens a {@link Snapshot} on `pool`: every read of an export through it sees the database as of its first
  * statement, so its freshness row and all its rows agree. It holds one pooled connection until closed: only over a
- * pool of two connections or more (PGlite's one session would wait behind the whole download).
+ * pool of two connections or more (PGlite's one session would wait behind the whole download), and at most half of
+ * the pool's connections at once; beyond that (or on PGlite) undefined, and the export reads current rows.
  */
 export async function openSnapshot(pool: Sql): Promise<Snapshot | undefined> {
-  if ((pool.options.max ?? 1) < 2) return undefined;
-  const reserved = await pool.reserve();
+  const max = pool.options.max ?? 1;
+  const held = snapshotsHeld.get(pool) ?? 0;
+  if (max < 2 || held >= Math.floor(max / 2)) return undefined;
+  snapshotsHeld.set(pool, held + 1);
+  const give = () => snapshotsHeld.set(pool, (snapshotsHeld.get(pool) ?? 1) - 1);
+  let reserved: Awaited<ReturnType<Sql["reserve"]>>;
+  try {
+    reserved = await pool.reserve();
+  } catch (err) {
+    give();
+    throw err;
+  }
   try {
     await reserved`begin isolation level repeatable read read only`;
   } catch (err) {
     reserved.release();
+    give();
     throw err;
   }
   let closing: Promise<void> | undefined;
@@ -517,6 +532,7 @@ export async function openSnapshot(pool: Sql): Promise<Snapshot | undefined> {
         await reserved`rollback`;
       } finally {
         reserved.release();
+        give();
       }
     })());
   return { sql: reserved as unknown as Sql, close };

@@ -116,7 +116,8 @@ export function subscriptionsCsvPage(
  * Streams every allocation of `q` (JSON array or CSV) in keyset chunks. The freshness row is read first: it
  * replaces the headers already set and bounds the chunks to allocations created at or below its block. Over a pool
  * the freshness row and every chunk are read in one REPEATABLE READ transaction (openSnapshot), so every row is as
- * of X-Indexed-Block (a charge committed mid-way does not show); on PGlite's one session the rows are current.
+ * of X-Indexed-Block (a charge committed mid-way does not show); on PGlite's one session, and beyond half of the
+ * pool's connections held by exports at once, the rows are current.
  */
 export async function streamSubscriptions(
   deps: Pick<ReadDeps, "readSql" | "config" | "chainState">,

@@ -11,7 +11,7 @@ import { RateLimitedError } from "../../src/http/errors";
 import { createChainRegistry } from "../../src/chain/clients";
 import type { Db } from "../../src/db/client";
 import { createTestDb } from "../../testkit/db";
-import { CHAIN_A, M1, M2, seedFixture } from "../../testkit/seed";
+import { CHAIN_A, M1, M2, MOD, W, seedFixture } from "../../testkit/seed";
 import { testConfig } from "../../testkit/app";
 
 let db: Db;
@@ -57,6 +57,31 @@ describe("per-merchant bucket", () => {
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect((await get(M2, other)).status).toBe(200);
+  });
+
+  test("an authenticated check spends the merchant's bucket, shared with its other routes", async () => {
+    await db.sql`delete from merchant_rate_limits`;
+    const config = testConfig({ RATE_LIMIT_PER_MERCHANT_PER_MINUTE: "3", RATE_LIMIT_PER_KEY_PER_MINUTE: "1000" });
+    const app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config), now: () => 1_000_000 });
+    const key = (await createApiKey(db.sql, { merchant: M1 })).key;
+    const headers = { authorization: `Bearer ${key}` };
+    const check = () =>
+      app.handle(
+        new Request(`http://localhost/v0/auth/check?module_address=${MOD.a1}&wallet=${W.alice}&plan_ids=1`, {
+          headers,
+        }),
+      );
+    const list = () => app.handle(new Request(`http://localhost/v0/subscriptions/${M1}?limit=1`, { headers }));
+    const statuses = [(await list()).status, (await check()).status, (await list()).status, (await check()).status];
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    // Without a credential the check spends its caller's address, not the merchant's bucket.
+    expect(
+      (
+        await app.handle(
+          new Request(`http://localhost/v0/auth/check?module_address=${MOD.a1}&wallet=${W.alice}&plan_ids=1`),
+        )
+      ).status,
+    ).toBe(200);
   });
 
   test("two processes lease from one shared row: together they admit the bucket, in blocks, not a statement each", async () => {

@@ -317,37 +317,41 @@ describe("SIWE sessions (signed in through /v0/siwe/nonce and /v0/siwe/verify)",
   });
 });
 
-describe("/v0/auth/check is public", () => {
+describe("/v0/auth/check is public; a credential sent with it is checked", () => {
   const check = `/v0/auth/check?module_address=${MOD.a1}&wallet=${W.alice}&plan_ids=1`;
 
-  test("answers 200 with no credential and with any Authorization header, valid or not", async () => {
+  test("answers 200 without a credential and with any valid one, the same answer; 401 for an invalid one", async () => {
     const { id, key: revoked } = await newKey(M1);
     await revokeApiKey(s.db.sql, id);
+    const own = (await newKey(M1)).key;
     const foreign = (await newKey(M2)).key;
-    const headerSets: Record<string, string>[] = [
+    const answered: Record<string, string>[] = [
       {},
-      { authorization: "" },
-      bearer("not-a-key"),
-      bearer("sk_live_4Ga8kz1XH4pGqTnUqgMzWbq2MySrJ4dEeu5NnQ5Zfa1x"),
-      { authorization: "Basic dXNlcjpwYXNz" },
-      { authorization: "Bearer a b" },
-      bearer(revoked),
+      { cookie: "siwe_session=sess_unknown" },
+      bearer(own),
       bearer(foreign),
       bearer(ADMIN_KEY),
-      { cookie: "siwe_session=sess_unknown" },
     ];
     let first: unknown;
-    for (const headers of headerSets) {
+    for (const headers of answered) {
       const res = await send(check, headers);
       const what = JSON.stringify(headers);
       expect(res.status, what).toBe(200);
       expect(res.headers.get("www-authenticate"), what).toBeNull();
       expect(res.body.mode, what).toBe("indexed");
       expect(res.body.wallet, what).toBe(W.alice);
-      // The credential changes nothing in the answer.
+      // The credential changes nothing in the answer, only whose rate limit it spends.
       first ??= res.body;
       expect(res.body, what).toEqual(first);
     }
+    const refused: Record<string, string>[] = [
+      bearer("not-a-key"),
+      bearer("sk_live_4Ga8kz1XH4pGqTnUqgMzWbq2MySrJ4dEeu5NnQ5Zfa1x"),
+      { authorization: "Basic dXNlcjpwYXNz" },
+      { authorization: "Bearer a b" },
+      bearer(revoked),
+    ];
+    for (const headers of refused) expectUnauthenticated(await send(check, headers), JSON.stringify(headers));
   });
 });
 

@@ -138,9 +138,9 @@ describe("/docs", () => {
       },
       "/v0/auth/check": {
         path: [],
-        query: ["module_address", "wallet", "plan_ids", "mode", "chain_id"],
+        query: ["module_address", "wallet", "plan_ids", "mode", "chain_id", "min_block"],
         required: ["module_address", "wallet", "plan_ids"],
-        errors: ["400", "429", "502", "503"],
+        errors: ["400", "401", "429", "502", "503"],
       },
     };
     for (const [path, want] of Object.entries(routes)) {

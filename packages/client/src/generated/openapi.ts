@@ -253,9 +253,29 @@ export interface paths {
         };
         /**
          * Check authorization
-         * @description Whether `wallet` is currently authorized (has an ACTIVE subscription) for any of `plan_ids` on `module_address`. Public: no credential needed; rate limited per client address (X-Forwarded-For first hop, else the socket address). `chain_id` must be a chain this service indexes or has an RPC endpoint for (`onchain`/`both` need an RPC endpoint).
+         * @description Whether `wallet` is currently authorized (has an ACTIVE subscription) for any of `plan_ids` on `module_address`. `chain_id` must be a chain this service indexes or has an RPC endpoint for (`onchain`/`both` need an RPC endpoint). Public: no credential needed. Rate limited per client address (RATE_LIMIT_PER_MINUTE): the socket's peer address by default, or the address a trusted proxy reports (the CLIENT_IP_HEADER header, or the TRUSTED_PROXY_HOPS-th address from the right of X-Forwarded-For); IPv6 clients are keyed by their /64. With `Authorization: Bearer <API key or session>` the request is counted against that credential (RATE_LIMIT_PER_KEY_PER_MINUTE) instead of the address, so servers behind one NAT or serverless egress do not share a bucket; an invalid credential is a 401 and spends the address's bucket. On-chain checks are shared fairly: a client (its address, or its credential) holds at most its share of the chain's ONCHAIN_CHECK_CONCURRENCY calls in flight (the cap divided by the clients holding calls, at most half of it); beyond it, 503 `chain_busy`.
          */
         get: operations["getV0AuthCheck"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v0/auth/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Describe plans
+         * @description The price, token and interval of each of `plan_ids` on `module_address`, as indexed: what a paywall shows (the gate package's 402 body). A plan the index does not know is a 400 on plan_ids. Public: no credential needed. Rate limited per client address (RATE_LIMIT_PER_MINUTE): the socket's peer address by default, or the address a trusted proxy reports (the CLIENT_IP_HEADER header, or the TRUSTED_PROXY_HOPS-th address from the right of X-Forwarded-For); IPv6 clients are keyed by their /64. With `Authorization: Bearer <API key or session>` the request is counted against that credential (RATE_LIMIT_PER_KEY_PER_MINUTE) instead of the address, so servers behind one NAT or serverless egress do not share a bucket; an invalid credential is a 401 and spends the address's bucket.
+         */
+        get: operations["getV0AuthPlans"];
         put?: never;
         post?: never;
         delete?: never;
@@ -276,6 +296,66 @@ export interface paths {
          * @description Revenue (gross, fees, net, charges) per period and token, failures per period and reason, subscriptions by status now and created/cancelled per period, and the run rate of ACTIVE subscriptions. Periods are UTC-aligned. Amounts are exact decimal strings in token base units, equal to summing the activity and subscriptions routes.
          */
         get: operations["getV0StatsByMerchant"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v0/stats/{merchant}/mrr": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * MRR, movements and rates per period
+         * @description Per token: MRR, ARR, ARPA, customers and LTV now, and for every period of the range the MRR at its start and end, movements by kind (new, expansion, contraction, churn, reactivation), churn by reason, recovered revenue, subscriber churn rate, gross revenue churn, NRR and GRR. Exact, from the status timeline of the chain.
+         */
+        get: operations["getMrr"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v0/stats/{merchant}/cohorts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Cohort retention
+         * @description Customers grouped by the period of their first `new` movement; for each later period, the customers still with MRR > 0 and their MRR at its end, with customer and revenue retention.
+         */
+        get: operations["getCohorts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v0/stats/{merchant}/mrr/movements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * MRR movements
+         * @description One record per customer and instant at which its MRR changed, newest first, paged with `starting_after` (a `Link` header names the next page); `format=csv` gives Stripe's MRR changes report.
+         */
+        get: operations["listMrrMovements"];
         put?: never;
         post?: never;
         delete?: never;
@@ -387,7 +467,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate the secret
-         * @description A new secret, shown once; the previous one keeps signing alongside it for 24 hours. No body (an empty one or `{}` is fine; any field is a 400). Takes the credential in the `Authorization` header only (never the session cookie alone).
+         * @description A new secret, shown once; the previous one keeps signing alongside it for `expire_previous_in` seconds (default 86400, 24 hours; 0 stops it now, as after a leak; at most 604800, 7 days). Takes the credential in the `Authorization` header only (never the session cookie alone).
          */
         post: operations["postV0Webhook_endpointsByMerchantByIdRotate_secret"];
         delete?: never;
@@ -467,7 +547,7 @@ export interface paths {
         put?: never;
         /**
          * Redeliver an event
-         * @description Sends the event again to one endpoint (`endpoint_id`) or to every endpoint of the merchant it matches (a `webhook.test`: only the endpoint it was written for; an `event.reverted`: only the endpoints that were sent it). An event a reorg withdrew is a 409. Takes the credential in the `Authorization` header only (never the session cookie alone).
+         * @description Sends the event again to one endpoint (`endpoint_id`) or to every endpoint of the merchant it matches (a `webhook.test`: only the endpoint it was written for; an `event.reverted`: the endpoints subscribed to the withdrawn event's type and those that were sent it). An event a reorg withdrew is a 409. Takes the credential in the `Authorization` header only (never the session cookie alone).
          */
         post: operations["postV0EventsByMerchantByIdRedeliver"];
         delete?: never;
@@ -698,50 +778,6 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
-    "event.reverted": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * A reorg withdrew an event
-         * @description A reorg removed the block that caused an event. Sent to every enabled endpoint subscribed to the withdrawn event's type, whether or not it received that event: evict `user_address` from any cache of paid-up answers.
-         *
-         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
-         */
-        post: operations["webhook_event_reverted"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "webhook.test": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * A test delivery
-         * @description Sent by `POST /v0/webhook_endpoints/{merchant}/{id}/test` to that endpoint only.
-         *
-         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
-         */
-        post: operations["webhook_webhook_test"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "customer.churned": {
         parameters: {
             query?: never;
@@ -780,6 +816,50 @@ export interface webhooks {
          *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
          */
         post: operations["webhook_customer_reactivated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "event.reverted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A reorg withdrew an event
+         * @description A reorg removed the block that caused an event. Sent to every enabled endpoint subscribed to the withdrawn event's type, whether or not it received that event: evict `user_address` from any cache of paid-up answers.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_event_reverted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test delivery
+         * @description Sent by `POST /v0/webhook_endpoints/{merchant}/{id}/test` to that endpoint only.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_webhook_test"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3296,6 +3376,11 @@ export interface operations {
                  * @example 31337
                  */
                 chain_id?: number;
+                /**
+                 * @description Mode indexed or both: answer only from an index that has reached this block (decimal). The service waits up to 2 s for it, then answers 503 `index_behind` with Retry-After. A webhook receiver passes the event's `block_number`, so no answer older than the event it just received can replace it.
+                 * @example 1042
+                 */
+                min_block?: string;
             };
             header?: never;
             path?: never;
@@ -3441,6 +3526,42 @@ export interface operations {
                     };
                 };
             };
+            /** @description No credential, a malformed Authorization header, or an unknown, revoked or expired API key or session. */
+            401: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Always `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "authentication_error",
+                     *         "code": "unauthenticated",
+                     *         "message": "invalid, revoked or expired credential",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
             /** @description Over the per-client rate limit (refused credentials count against it too); `Retry-After` says when to come back. */
             429: {
                 headers: {
@@ -3562,7 +3683,230 @@ export interface operations {
                     };
                 };
             };
-            /** @description The database is unreachable (`unavailable`), or in mode onchain/both the chain already has ONCHAIN_CHECK_CONCURRENCY distinct on-chain checks in flight (`chain_busy`); retry after Retry-After. */
+            /** @description The database is unreachable (`unavailable`); the index has not reached `min_block` within 2 s (`index_behind`); or in mode onchain/both the chain already has ONCHAIN_CHECK_CONCURRENCY distinct on-chain checks in flight, or this client its share of them (`chain_busy`). Retry after Retry-After. */
+            503: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "api_error",
+                     *         "code": "unavailable",
+                     *         "message": "the database is unavailable, retry shortly",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getV0AuthPlans: {
+        parameters: {
+            query: {
+                /**
+                 * @description Subscription module contract address (any letter case)
+                 * @example 0xa16e02e87b7454126e5e10d957a927a7f5b5d2be
+                 */
+                module_address: string;
+                /**
+                 * @description Comma-separated on-chain plan ids (uint32, decimal), at most 100. Repeated ids are checked once, keeping the first position.
+                 * @example 1,2
+                 */
+                plan_ids: string;
+                /**
+                 * @description Chain to read. Default: the indexer's configured chain. Must be a chain this service indexes.
+                 * @example 31337
+                 */
+                chain_id?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plans */
+            200: {
+                headers: {
+                    /** @description Newest block of this chain the index has committed (decimal). Absent before the first batch. */
+                    "X-Indexed-Block"?: string;
+                    /** @description Timestamp of that block (ISO 8601, UTC, milliseconds). */
+                    "X-Indexed-At"?: string;
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "chain_id": 31337,
+                     *       "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                     *       "plans": [
+                     *         {
+                     *           "plan_id": "1",
+                     *           "token": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "symbol": "USDC",
+                     *           "decimals": 6,
+                     *           "amount": "10000000",
+                     *           "interval_s": 2592000,
+                     *           "grace_s": 259200
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        chain_id: number;
+                        /** @description The module, lowercase */
+                        module_address: string;
+                        /** @description The requested plans, in request order */
+                        plans: {
+                            /** @description On-chain uint32 plan id (decimal) */
+                            plan_id: string;
+                            /** @description The token charged (lowercase address) */
+                            token: string;
+                            /** @description The token's symbol (null when the chain did not say) */
+                            symbol: string | null;
+                            /** @description The token's decimals (null when unknown) */
+                            decimals: number | null;
+                            /** @description Charged each interval, in the token's smallest unit (decimal) */
+                            amount: string;
+                            /** @description Seconds between charges */
+                            interval_s: number;
+                            /** @description Seconds after a missed charge during which the subscription stays ACTIVE */
+                            grace_s: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description A path or query parameter is missing (`missing_parameter`) or malformed (`invalid_parameter`); `param` names it. */
+            400: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_parameter",
+                     *         "message": "plan 9 of module 0xa16e02e87b7454126e5e10d957a927a7f5b5d2be is not indexed on chain 31337",
+                     *         "param": "plan_ids",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description No credential, a malformed Authorization header, or an unknown, revoked or expired API key or session. */
+            401: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Always `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "authentication_error",
+                     *         "code": "unauthenticated",
+                     *         "message": "invalid, revoked or expired credential",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description Over the per-client rate limit (refused credentials count against it too); `Retry-After` says when to come back. */
+            429: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds until a request is accepted again. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "rate_limit_error",
+                     *         "code": "rate_limited",
+                     *         "message": "too many requests",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The database is unreachable; retry shortly. */
             503: {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
@@ -4058,6 +4402,1029 @@ export interface operations {
             };
         };
     };
+    getMrr: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Chain to read. Default: the indexer's configured chain. Must be a chain this service indexes.
+                 * @example 31337
+                 */
+                chain_id?: number;
+                /** @description Period length: `day` (UTC), `week` (ISO week, from Monday 00:00 UTC) or `month` (calendar month, UTC). */
+                interval?: "day" | "week" | "month";
+                /**
+                 * @description Start of the range, rounded down to its period's start. Default: 30 days, 13 weeks or 12 months before `until` (the current period included). Any ISO 8601 date-time.
+                 * @example 2026-01-01T00:00:00Z
+                 */
+                since?: string;
+                /**
+                 * @description End of the range (exclusive), rounded up to a period boundary. Default: the end of the current period ("now" is the later of the clock and the newest indexed block). At most 1000 periods per request.
+                 * @example 2027-01-01T00:00:00Z
+                 */
+                until?: string;
+                /**
+                 * @description Token symbol, exact and case-insensitive: revenue, failures, subscriptions (by their plan's token) and run rate.
+                 * @example USDC
+                 */
+                token?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Merchant wallet address (0x + 40 hex digits, any letter case).
+                 * @example 0x70997970c51812dc3a010c7d01b50e0d17dc79c8
+                 */
+                merchant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description MRR figures */
+            200: {
+                headers: {
+                    /** @description Newest block of this chain the index has committed (decimal). Absent before the first batch. */
+                    "X-Indexed-Block"?: string;
+                    /** @description Timestamp of that block (ISO 8601, UTC, milliseconds). */
+                    "X-Indexed-At"?: string;
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                     *       "chain_id": 31337,
+                     *       "interval": "month",
+                     *       "since": "2026-11-01T00:00:00.000Z",
+                     *       "until": "2026-12-01T00:00:00.000Z",
+                     *       "now": "2026-11-29T06:00:00.000Z",
+                     *       "tokens": [
+                     *         {
+                     *           "token": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "currency": "USDC",
+                     *           "token_decimals": 6,
+                     *           "mrr": "49990000",
+                     *           "arr": "599880000",
+                     *           "arpa": "5554444",
+                     *           "customers": 9,
+                     *           "ltv": "27772220",
+                     *           "periods": [
+                     *             {
+                     *               "period_start": "2026-11-01T00:00:00.000Z",
+                     *               "mrr_start": "40000000",
+                     *               "mrr_end": "49990000",
+                     *               "movements": {
+                     *                 "new": {
+                     *                   "count": 2,
+                     *                   "amount": "20000000"
+                     *                 },
+                     *                 "expansion": {
+                     *                   "count": 1,
+                     *                   "amount": "5000000"
+                     *                 },
+                     *                 "contraction": {
+                     *                   "count": 1,
+                     *                   "amount": "-2010000"
+                     *                 },
+                     *                 "churn": {
+                     *                   "count": 2,
+                     *                   "amount": "-18000000"
+                     *                 },
+                     *                 "reactivation": {
+                     *                   "count": 1,
+                     *                   "amount": "5000000"
+                     *                 }
+                     *               },
+                     *               "churn_by_reason": {
+                     *                 "cancelled_by_subscriber": {
+                     *                   "count": 1,
+                     *                   "amount": "-10000000"
+                     *                 },
+                     *                 "cancelled_by_merchant": {
+                     *                   "count": 0,
+                     *                   "amount": "0"
+                     *                 },
+                     *                 "blocked": {
+                     *                   "count": 0,
+                     *                   "amount": "0"
+                     *                 },
+                     *                 "paused": {
+                     *                   "count": 0,
+                     *                   "amount": "0"
+                     *                 },
+                     *                 "InsufficientBalance": {
+                     *                   "count": 1,
+                     *                   "amount": "-8000000"
+                     *                 },
+                     *                 "InsufficientAllowance": {
+                     *                   "count": 0,
+                     *                   "amount": "0"
+                     *                 },
+                     *                 "AllowanceExpired": {
+                     *                   "count": 0,
+                     *                   "amount": "0"
+                     *                 },
+                     *                 "TransferFailed": {
+                     *                   "count": 0,
+                     *                   "amount": "0"
+                     *                 },
+                     *                 "not_charged": {
+                     *                   "count": 0,
+                     *                   "amount": "0"
+                     *                 }
+                     *               },
+                     *               "recovered": {
+                     *                 "count": 1,
+                     *                 "amount": "5000000"
+                     *               },
+                     *               "customers_start": 8,
+                     *               "new_customers": 2,
+                     *               "churned_customers": 2,
+                     *               "subscriber_churn_rate": "0.200000",
+                     *               "gross_revenue_churn": "0.500250",
+                     *               "nrr": "0.624750",
+                     *               "grr": "0.499750"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description The merchant (lowercase) */
+                        merchant: string;
+                        /** @description The chain read */
+                        chain_id: number;
+                        /** @description Period length (UTC) */
+                        interval: "day" | "week" | "month";
+                        /**
+                         * Format: date-time
+                         * @description Start of the first period
+                         */
+                        since: string;
+                        /**
+                         * Format: date-time
+                         * @description End of the last period
+                         */
+                        until: string;
+                        /**
+                         * Format: date-time
+                         * @description The instant the current figures are computed at: the later of the clock and the indexed block
+                         */
+                        now: string;
+                        /** @description One entry per token the merchant ever had MRR in (figures of different tokens are never added) */
+                        tokens: {
+                            /** @description Token contract (lowercase) */
+                            token: string;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Token decimals; null when the token has none */
+                            token_decimals: number | null;
+                            /** @description MRR now: Σ over ACTIVE allocations of floor(amount × 2,629,800 ÷ interval_s), base units */
+                            mrr: string;
+                            /** @description 12 × mrr */
+                            arr: string;
+                            /** @description mrr ÷ customers (floor); 0 without customers */
+                            arpa: string;
+                            /** @description Customers (wallets in this token) with MRR > 0 now */
+                            customers: number;
+                            /** @description Lifetime value; null when that mean churn rate is 0 */
+                            ltv: string | null;
+                            /** @description Every period of the range, oldest first (zeros included) */
+                            periods: {
+                                /**
+                                 * Format: date-time
+                                 * @description Start of the UTC period; the period holds the instants in (period_start, next start]
+                                 */
+                                period_start: string;
+                                /** @description The merchant's MRR at period_start */
+                                mrr_start: string;
+                                /** @description The merchant's MRR at the period's end (= mrr_start + Σ movement amounts of the period) */
+                                mrr_end: string;
+                                movements: {
+                                    /** @description `new` movements in the period */
+                                    new: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description `expansion` movements in the period */
+                                    expansion: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description `contraction` movements in the period */
+                                    contraction: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description `churn` movements in the period */
+                                    churn: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description `reactivation` movements in the period */
+                                    reactivation: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                };
+                                churn_by_reason: {
+                                    /** @description Churn movements with reason `cancelled_by_subscriber` */
+                                    cancelled_by_subscriber: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `cancelled_by_merchant` */
+                                    cancelled_by_merchant: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `blocked` */
+                                    blocked: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `paused` */
+                                    paused: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `InsufficientBalance` */
+                                    InsufficientBalance: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `InsufficientAllowance` */
+                                    InsufficientAllowance: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `AllowanceExpired` */
+                                    AllowanceExpired: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `TransferFailed` */
+                                    TransferFailed: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                    /** @description Churn movements with reason `not_charged` */
+                                    not_charged: {
+                                        /** @description How many movements */
+                                        count: number;
+                                        /** @description Sum of their amounts (after − before), token base units, signed */
+                                        amount: string;
+                                    };
+                                };
+                                /** @description Reactivations within 30 days of an involuntary churn of the same customer */
+                                recovered: {
+                                    /** @description How many movements */
+                                    count: number;
+                                    /** @description Sum of their amounts (after − before), token base units, signed */
+                                    amount: string;
+                                };
+                                /** @description Customers with MRR > 0 at period_start */
+                                customers_start: number;
+                                /** @description `new` movements in the period */
+                                new_customers: number;
+                                /** @description Customers with a churn movement (counted once) */
+                                churned_customers: number;
+                                /** @description churned_customers ÷ (customers_start + new_customers); 6 fractional digits, rounded half to even; null when the denominator is 0 */
+                                subscriber_churn_rate: string | null;
+                                /** @description (−Σ contraction − Σ churn) ÷ mrr_start; 6 fractional digits, rounded half to even; null when the denominator is 0 */
+                                gross_revenue_churn: string | null;
+                                /** @description Net revenue retention: (mrr_start + Σ expansion + Σ contraction + Σ churn of customers with MRR > 0 at the start) ÷ mrr_start; 6 fractional digits, rounded half to even; null when the denominator is 0 */
+                                nrr: string | null;
+                                /** @description Gross revenue retention: as nrr without expansion; 6 fractional digits, rounded half to even; null when the denominator is 0 */
+                                grr: string | null;
+                            }[];
+                        }[];
+                    };
+                };
+            };
+            /** @description A path or query parameter is missing (`missing_parameter`) or malformed (`invalid_parameter`); `param` names it. */
+            400: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_parameter",
+                     *         "message": "limit must be an integer from 1 to 1000",
+                     *         "param": "limit",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description No credential, a malformed Authorization header, or an unknown, revoked or expired API key or session. */
+            401: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Always `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "authentication_error",
+                     *         "code": "unauthenticated",
+                     *         "message": "invalid, revoked or expired credential",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The credential belongs to another merchant, or is a SIWE session signed for another chain than `chain_id`. */
+            403: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "permission_error",
+                     *         "code": "forbidden",
+                     *         "message": "this credential cannot read that merchant's data",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The database is unreachable; retry shortly. */
+            503: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "api_error",
+                     *         "code": "unavailable",
+                     *         "message": "the database is unavailable, retry shortly",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    getCohorts: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Chain to read. Default: the indexer's configured chain. Must be a chain this service indexes.
+                 * @example 31337
+                 */
+                chain_id?: number;
+                /** @description Cohort and period length: calendar month (default) or ISO week, UTC. */
+                interval?: "month" | "week";
+                /**
+                 * @description Start of the range, rounded down to its period's start. Default: 30 days, 13 weeks or 12 months before `until` (the current period included). Any ISO 8601 date-time.
+                 * @example 2026-01-01T00:00:00Z
+                 */
+                since?: string;
+                /**
+                 * @description End of the range (exclusive), rounded up to a period boundary. Default: the end of the current period ("now" is the later of the clock and the newest indexed block). At most 1000 periods per request.
+                 * @example 2027-01-01T00:00:00Z
+                 */
+                until?: string;
+                /**
+                 * @description Token symbol, exact and case-insensitive: revenue, failures, subscriptions (by their plan's token) and run rate.
+                 * @example USDC
+                 */
+                token?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Merchant wallet address (0x + 40 hex digits, any letter case).
+                 * @example 0x70997970c51812dc3a010c7d01b50e0d17dc79c8
+                 */
+                merchant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Cohorts */
+            200: {
+                headers: {
+                    /** @description Newest block of this chain the index has committed (decimal). Absent before the first batch. */
+                    "X-Indexed-Block"?: string;
+                    /** @description Timestamp of that block (ISO 8601, UTC, milliseconds). */
+                    "X-Indexed-At"?: string;
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                     *       "chain_id": 31337,
+                     *       "interval": "month",
+                     *       "since": "2026-11-01T00:00:00.000Z",
+                     *       "until": "2026-12-01T00:00:00.000Z",
+                     *       "now": "2026-11-29T06:00:00.000Z",
+                     *       "tokens": [
+                     *         {
+                     *           "token": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *           "currency": "USDC",
+                     *           "token_decimals": 6,
+                     *           "cohorts": [
+                     *             {
+                     *               "cohort_start": "2026-11-01T00:00:00.000Z",
+                     *               "size": 4,
+                     *               "mrr_start": "40000000",
+                     *               "periods": [
+                     *                 {
+                     *                   "n": 0,
+                     *                   "customers": 4,
+                     *                   "mrr": "40000000",
+                     *                   "customer_retention": "1.000000",
+                     *                   "revenue_retention": "1.000000"
+                     *                 }
+                     *               ]
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description The merchant (lowercase) */
+                        merchant: string;
+                        /** @description The chain read */
+                        chain_id: number;
+                        /** @description Period length (UTC) */
+                        interval: "day" | "week" | "month";
+                        /**
+                         * Format: date-time
+                         * @description Start of the first period
+                         */
+                        since: string;
+                        /**
+                         * Format: date-time
+                         * @description End of the last period
+                         */
+                        until: string;
+                        /**
+                         * Format: date-time
+                         * @description The instant the current figures are computed at: the later of the clock and the indexed block
+                         */
+                        now: string;
+                        tokens: {
+                            /** @description Token contract (lowercase) */
+                            token: string;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Token decimals; null when the token has none */
+                            token_decimals: number | null;
+                            cohorts: {
+                                /**
+                                 * Format: date-time
+                                 * @description The period of the customers' first `new` movement
+                                 */
+                                cohort_start: string;
+                                /** @description Customers in the cohort */
+                                size: number;
+                                /** @description The cohort's MRR at the end of period 0 */
+                                mrr_start: string;
+                                periods: {
+                                    /** @description Periods since the cohort's own (0) */
+                                    n: number;
+                                    /** @description Of the cohort, customers with MRR > 0 at the end of period n */
+                                    customers: number;
+                                    /** @description The cohort's MRR at the end of period n */
+                                    mrr: string;
+                                    /** @description customers ÷ size; 6 fractional digits, rounded half to even; null when the denominator is 0 */
+                                    customer_retention: string | null;
+                                    /** @description mrr ÷ mrr_start; 6 fractional digits, rounded half to even; null when the denominator is 0 */
+                                    revenue_retention: string | null;
+                                }[];
+                            }[];
+                        }[];
+                    };
+                };
+            };
+            /** @description A path or query parameter is missing (`missing_parameter`) or malformed (`invalid_parameter`); `param` names it. */
+            400: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_parameter",
+                     *         "message": "limit must be an integer from 1 to 1000",
+                     *         "param": "limit",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description No credential, a malformed Authorization header, or an unknown, revoked or expired API key or session. */
+            401: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Always `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "authentication_error",
+                     *         "code": "unauthenticated",
+                     *         "message": "invalid, revoked or expired credential",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The credential belongs to another merchant, or is a SIWE session signed for another chain than `chain_id`. */
+            403: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "permission_error",
+                     *         "code": "forbidden",
+                     *         "message": "this credential cannot read that merchant's data",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The database is unreachable; retry shortly. */
+            503: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "api_error",
+                     *         "code": "unavailable",
+                     *         "message": "the database is unavailable, retry shortly",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    listMrrMovements: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Chain to read. Default: the indexer's configured chain. Must be a chain this service indexes.
+                 * @example 31337
+                 */
+                chain_id?: number;
+                /**
+                 * @description Token symbol, exact and case-insensitive: revenue, failures, subscriptions (by their plan's token) and run rate.
+                 * @example USDC
+                 */
+                token?: string;
+                /**
+                 * @description Start of the range, rounded down to its period's start. Default: 30 days, 13 weeks or 12 months before `until` (the current period included). Any ISO 8601 date-time.
+                 * @example 2026-01-01T00:00:00Z
+                 */
+                since?: string;
+                /**
+                 * @description End of the range (exclusive), rounded up to a period boundary. Default: the end of the current period ("now" is the later of the clock and the newest indexed block). At most 1000 periods per request.
+                 * @example 2027-01-01T00:00:00Z
+                 */
+                until?: string;
+                /** @description Only movements of this kind. */
+                kind?: "new" | "expansion" | "contraction" | "churn" | "reactivation";
+                /** @description Page size (default 100). */
+                limit?: number;
+                /**
+                 * @description A movement id: the page starts with the movement after it (newest first).
+                 * @example mov_3f1c9a0b7d2e4c6a8b0d1e2f3a4b5c6d7e8f9a0b
+                 */
+                starting_after?: string;
+                /**
+                 * @description json (default): a JSON array. csv: RFC 4180 text (CRLF, a header row of the JSON field names plus the amounts in token units as exact decimals), served as an attachment. Both are streamed when `limit` is absent.
+                 * @example csv
+                 */
+                format?: "json" | "csv";
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Merchant wallet address (0x + 40 hex digits, any letter case).
+                 * @example 0x70997970c51812dc3a010c7d01b50e0d17dc79c8
+                 */
+                merchant: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Movements */
+            200: {
+                headers: {
+                    /** @description Newest block of this chain the index has committed (decimal). Absent before the first batch. */
+                    "X-Indexed-Block"?: string;
+                    /** @description Timestamp of that block (ISO 8601, UTC, milliseconds). */
+                    "X-Indexed-At"?: string;
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Present when the page was cut by `limit`: `<url of the next page>; rel="next"`. */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "id": "mov_3f1c9a0b7d2e4c6a8b0d1e2f3a4b5c6d7e8f9a0b",
+                     *         "at": "2026-11-20T10:00:01.000Z",
+                     *         "block_number": "1234",
+                     *         "customer": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
+                     *         "token": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                     *         "currency": "USDC",
+                     *         "token_decimals": 6,
+                     *         "kind": "churn",
+                     *         "mrr_before": "8000000",
+                     *         "mrr_after": "0",
+                     *         "amount": "-8000000",
+                     *         "reason": "InsufficientBalance",
+                     *         "recovered": false,
+                     *         "allocation_ids": [
+                     *           "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:7"
+                     *         ]
+                     *       }
+                     *     ]
+                     */
+                    "application/json": {
+                        /** @description Movement id (`mov_` + 40 hex digits): the same fact on the same chain, the same id */
+                        id: string;
+                        /**
+                         * Format: date-time
+                         * @description The instant (a block's timestamp, or an expiry's computed instant)
+                         */
+                        at: string;
+                        /** @description The block it belongs to (an expiry: the first block at or after it) */
+                        block_number: string;
+                        /** @description Subscriber wallet (lowercase) */
+                        customer: string;
+                        /** @description Token contract (lowercase) */
+                        token: string;
+                        /** @description Token symbol; null when the token has none */
+                        currency: string | null;
+                        /** @description Token decimals; null when the token has none */
+                        token_decimals: number | null;
+                        /** @description new, expansion, contraction, churn or reactivation */
+                        kind: "new" | "expansion" | "contraction" | "churn" | "reactivation";
+                        /** @description The customer's MRR just before */
+                        mrr_before: string;
+                        /** @description The customer's MRR just after */
+                        mrr_after: string;
+                        /** @description mrr_after − mrr_before (negative for contraction and churn) */
+                        amount: string;
+                        /** @description Churn and contraction only: cancelled_by_subscriber, cancelled_by_merchant, blocked, paused, InsufficientBalance, InsufficientAllowance, AllowanceExpired, TransferFailed, not_charged, or plan_change for a contraction */
+                        reason: string | null;
+                        /** @description A reactivation within 30 days of an involuntary churn of the same customer */
+                        recovered: boolean;
+                        /** @description Allocations (`<chain_id>:<module>:<subscription_id>`) that entered or left ACTIVE at this instant */
+                        allocation_ids: string[];
+                    }[];
+                    /**
+                     * @example id,at,block_number,customer,token,currency,token_decimals,kind,mrr_before,mrr_after,amount,reason,recovered,allocation_ids
+                     *     mov_3f1c9a0b7d2e4c6a8b0d1e2f3a4b5c6d7e8f9a0b,2026-11-20T10:00:01.000Z,1234,0x90f79bf6eb2c4f870365e785982e1f101e93b906,0x5fbdb2315678afecb367f032d93f642f64180aa3,USDC,6,churn,8000000,0,'-8000000,InsufficientBalance,false,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:7
+                     */
+                    "text/csv": string;
+                };
+            };
+            /** @description A path or query parameter is missing (`missing_parameter`) or malformed (`invalid_parameter`); `param` names it. */
+            400: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_parameter",
+                     *         "message": "limit must be an integer from 1 to 1000",
+                     *         "param": "limit",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description No credential, a malformed Authorization header, or an unknown, revoked or expired API key or session. */
+            401: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Always `Bearer`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "authentication_error",
+                     *         "code": "unauthenticated",
+                     *         "message": "invalid, revoked or expired credential",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The credential belongs to another merchant, or is a SIWE session signed for another chain than `chain_id`. */
+            403: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "permission_error",
+                     *         "code": "forbidden",
+                     *         "message": "this credential cannot read that merchant's data",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The database is unreachable; retry shortly. */
+            503: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "api_error",
+                     *         "code": "unavailable",
+                     *         "message": "the database is unavailable, retry shortly",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
     getV0EventsByMerchant: {
         parameters: {
             query?: {
@@ -4145,7 +5512,7 @@ export interface operations {
                         /** @description `evt_` + 40 hex digits; deterministic: the same fact always gets the same id */
                         id: string;
                         /** @description Event type */
-                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "subscription.renewal_upcoming" | "subscription.renewal_at_risk" | "subscription.renewal_recovered" | "event.reverted" | "webhook.test";
+                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "subscription.renewal_upcoming" | "subscription.renewal_at_risk" | "subscription.renewal_recovered" | "customer.churned" | "customer.reactivated" | "event.reverted" | "webhook.test";
                         /**
                          * Format: date-time
                          * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
@@ -4390,7 +5757,7 @@ export interface operations {
                         /** @description `evt_` + 40 hex digits; deterministic: the same fact always gets the same id */
                         id: string;
                         /** @description Event type */
-                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "subscription.renewal_upcoming" | "subscription.renewal_at_risk" | "subscription.renewal_recovered" | "event.reverted" | "webhook.test";
+                        type: "charge.succeeded" | "charge.failed" | "credit.refilled" | "subscription.created" | "subscription.status_changed" | "subscription.renewal_upcoming" | "subscription.renewal_at_risk" | "subscription.renewal_recovered" | "customer.churned" | "customer.reactivated" | "event.reverted" | "webhook.test";
                         /**
                          * Format: date-time
                          * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
@@ -5895,7 +7262,19 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "expire_previous_in": 0
+                 *     }
+                 */
+                "application/json": {
+                    /** @default 86400 */
+                    expire_previous_in?: number;
+                };
+            };
+        };
         responses: {
             /** @description The endpoint and its new secret */
             200: {
@@ -9269,186 +10648,6 @@ export interface operations {
             };
         };
     };
-    webhook_event_reverted: {
-        parameters: {
-            query?: never;
-            header: {
-                /**
-                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
-                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
-                 */
-                "webhook-id": string;
-                /**
-                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
-                 * @example 1795687200
-                 */
-                "webhook-timestamp": string;
-                /**
-                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
-                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
-                 */
-                "webhook-signature": string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
-                 *       "type": "event.reverted",
-                 *       "timestamp": "2026-11-20T10:00:00.000Z",
-                 *       "chain_id": 31337,
-                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
-                 *       "block_number": "1042",
-                 *       "data": {
-                 *         "object": {
-                 *           "id": "evt_3f0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
-                 *           "type": "charge.succeeded",
-                 *           "block_number": "1042",
-                 *           "chain_id": 31337,
-                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
-                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"
-                 *         }
-                 *       }
-                 *     }
-                 */
-                "application/json": {
-                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
-                    id: string;
-                    /** @constant */
-                    type: "event.reverted";
-                    /**
-                     * Format: date-time
-                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
-                     */
-                    timestamp: string;
-                    /** @description The chain */
-                    chain_id: number;
-                    /** @description The merchant (lowercase) */
-                    merchant: string;
-                    /** @description Block that caused it (decimal) */
-                    block_number: string;
-                    data: {
-                        /** @description The withdrawn event; ignore an id you never received */
-                        object: {
-                            /** @description Id of the withdrawn event */
-                            id: string;
-                            /** @description Type of the withdrawn event */
-                            type: string;
-                            /** @description Block of the withdrawn event (decimal) */
-                            block_number: string;
-                            /** @description Its chain */
-                            chain_id: number | null;
-                            /** @description The allocation it concerned; null for an event without a subscriber */
-                            allocation_id: string | null;
-                            /** @description The subscriber it concerned (evict this wallet from a cache); null for an event without one */
-                            user_address: string | null;
-                        };
-                    };
-                };
-            };
-        };
-        responses: {
-            /** @description Any 2xx acknowledges the delivery; the body is ignored */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-        };
-    };
-    webhook_webhook_test: {
-        parameters: {
-            query?: never;
-            header: {
-                /**
-                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
-                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
-                 */
-                "webhook-id": string;
-                /**
-                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
-                 * @example 1795687200
-                 */
-                "webhook-timestamp": string;
-                /**
-                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
-                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
-                 */
-                "webhook-signature": string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
-                 *       "type": "webhook.test",
-                 *       "timestamp": "2026-11-20T10:00:00.000Z",
-                 *       "chain_id": 31337,
-                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
-                 *       "block_number": "1042",
-                 *       "data": {
-                 *         "object": {
-                 *           "endpoint_id": "we_9f2c4a1b7e3d5c6a8b0f"
-                 *         }
-                 *       }
-                 *     }
-                 */
-                "application/json": {
-                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
-                    id: string;
-                    /** @constant */
-                    type: "webhook.test";
-                    /**
-                     * Format: date-time
-                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
-                     */
-                    timestamp: string;
-                    /** @description The chain */
-                    chain_id: number;
-                    /** @description The merchant (lowercase) */
-                    merchant: string;
-                    /** @description Block that caused it (decimal) */
-                    block_number: string;
-                    data: {
-                        object: {
-                            /** @description The endpoint tested */
-                            endpoint_id: string;
-                        };
-                    };
-                };
-            };
-        };
-        responses: {
-            /** @description Any 2xx acknowledges the delivery; the body is ignored */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-        };
-    };
     webhook_customer_churned: {
         parameters: {
             query?: never;
@@ -9681,6 +10880,186 @@ export interface operations {
                             recovered: boolean;
                             /** @description The allocations whose change made the movement */
                             allocation_ids: string[];
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_event_reverted: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "event.reverted",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "id": "evt_3f0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *           "type": "charge.succeeded",
+                 *           "block_number": "1042",
+                 *           "chain_id": 31337,
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "event.reverted";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description The withdrawn event; ignore an id you never received */
+                        object: {
+                            /** @description Id of the withdrawn event */
+                            id: string;
+                            /** @description Type of the withdrawn event */
+                            type: string;
+                            /** @description Block of the withdrawn event (decimal) */
+                            block_number: string;
+                            /** @description Its chain */
+                            chain_id: number | null;
+                            /** @description The allocation it concerned; null for an event without a subscriber */
+                            allocation_id: string | null;
+                            /** @description The subscriber it concerned (evict this wallet from a cache); null for an event without one */
+                            user_address: string | null;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "webhook.test",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "endpoint_id": "we_9f2c4a1b7e3d5c6a8b0f"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "webhook.test";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        object: {
+                            /** @description The endpoint tested */
+                            endpoint_id: string;
                         };
                     };
                 };

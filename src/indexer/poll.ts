@@ -57,8 +57,46 @@ async function actOn(ctx: IndexerContext, check: ChainCheck, guard: DeepReorgGua
   return true;
 }
 
+/**
+ * When the chain makes blocks on a clock slower than the poll, the polls between two blocks find nothing and
+ * still cost a head read each: a poll is skipped while the next block cannot be there yet (less than the block
+ * interval, less half a poll, since the last new head was seen). With regular blocks a block is still seen at the
+ * first poll after it; the interval is measured from the heads' timestamps (never assumed).
+ */
+export function createHeadPacer(pollMs: number) {
+  const heads: { number: bigint; time: number }[] = [];
+  let seenAt = 0;
+  return {
+    /** A head read at `now` (ms); a new one resets the wait. */
+    observe(header: { number: bigint; timestamp: number }, now: number) {
+      const last = heads.at(-1);
+      if (last && header.number <= last.number) return;
+      heads.push({ number: header.number, time: header.timestamp });
+      if (heads.length > 16) heads.shift();
+      seenAt = now;
+    },
+    /** Milliseconds between blocks over the last heads seen; null until 4 blocks are known. */
+    intervalMs(): number | null {
+      const first = heads[0];
+      const last = heads.at(-1);
+      if (!first || !last || heads.length < 4 || last.number <= first.number) return null;
+      return ((last.time - first.time) * 1000) / Number(last.number - first.number);
+    },
+    /** Whether a poll at `now` would come before the next block can exist. */
+    early(now: number): boolean {
+      const interval = this.intervalMs();
+      if (interval === null || interval < 1.5 * pollMs) return false;
+      // Capped: the head is read at least every 15 s (status and readiness call a chain older than 30 s stalled).
+      return now - seenAt < Math.min(interval - pollMs / 2, 15_000);
+    },
+  };
+}
+
+/** A {@link createHeadPacer}. */
+export type HeadPacer = ReturnType<typeof createHeadPacer>;
+
 /** The leader's poll; true when blocks up to the target are left. */
-async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean> {
+async function lead(ctx: IndexerContext, guard: DeepReorgGuard, pacer: HeadPacer): Promise<boolean> {
   const { sql, client, chainId, state, log, policy } = ctx;
   if (state.stale()) {
     await state.reload(sql);
@@ -69,6 +107,7 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
   const latest = await getHeader(client, "latest", policy);
   if (!latest) throw new ChainBehindError("the node returned no latest block");
   ctx.polled.set(latest.number, latest);
+  pacer.observe(latest, performance.now());
   const head = latest.number;
   state.observeHead(head);
   ctx.sync.observe(state.cursor?.block ?? null, head);
@@ -125,6 +164,7 @@ async function refreshTokens(ctx: IndexerContext): Promise<void> {
 export function createPoll(ctx: IndexerContext, opts: PollOptions) {
   const { sql, chainId, state, log } = ctx;
   const guard = createDeepReorgGuard(opts.deepReorgPolls);
+  const pacer = createHeadPacer(ctx.pollMs);
   let tokenRefresh: Promise<void> | null = null;
   return {
     /** One pass of the loop: standby or leader. */
@@ -147,8 +187,12 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
         ctx.sync.reset();
         throw new LeadershipLostError("the session holding the indexer lock was lost");
       }
+      // At the head, between two blocks of a slow clock: nothing to read yet.
+      const atHead =
+        state.cursor !== null && state.headBlock !== null && state.cursor.block >= state.headBlock - ctx.confirmations;
+      if (atHead && !state.needReload && pacer.early(performance.now())) return false;
       state.notice = null;
-      const behind = await lead(ctx, guard);
+      const behind = await lead(ctx, guard, pacer);
       // In the background: a token that hangs never holds the chain back.
       tokenRefresh ??= refreshTokens(ctx).finally(() => (tokenRefresh = null));
       state.lastError = state.notice ?? state.stallMessage();

@@ -59,19 +59,20 @@ async function actOn(ctx: IndexerContext, check: ChainCheck, guard: DeepReorgGua
 
 /**
  * When the chain makes blocks on a clock slower than the poll, the polls between two blocks find nothing and
- * still cost a head read each: a poll is skipped while the next block cannot be there yet (less than the block
- * interval, less half a poll, since the last new head was seen). With regular blocks a block is still seen at the
- * first poll after it; the interval is measured from the heads' timestamps (never assumed).
+ * still cost a head read each: a poll is skipped while the next block cannot be there yet (until half a poll
+ * before it is due). With regular blocks a block is still seen within a poll of it; the interval is measured from
+ * the heads' timestamps (never assumed).
  */
 export function createHeadPacer(pollMs: number) {
-  const heads: { number: bigint; time: number }[] = [];
+  const heads: { number: bigint; time: number; offset: number }[] = [];
   let seenAt = 0;
   return {
     /** A head read at `now` (ms); a new one resets the wait. */
     observe(header: { number: bigint; timestamp: number }, now: number) {
       const last = heads.at(-1);
       if (last && header.number <= last.number) return;
-      heads.push({ number: header.number, time: header.timestamp });
+      // Local clock minus the block's: the smallest over recent heads is the clock offset plus the least lag.
+      heads.push({ number: header.number, time: header.timestamp, offset: now - header.timestamp * 1000 });
       if (heads.length > 16) heads.shift();
       seenAt = now;
     },
@@ -86,8 +87,13 @@ export function createHeadPacer(pollMs: number) {
     early(now: number): boolean {
       const interval = this.intervalMs();
       if (interval === null || interval < 1.5 * pollMs) return false;
-      // Capped: the head is read at least every 15 s (status and readiness call a chain older than 30 s stalled).
-      return now - seenAt < Math.min(interval - pollMs / 2, 15_000);
+      // The next block is due one interval after the last head's timestamp (in the local clock, anchored on the
+      // heads seen soonest, so a late poll does not push the next one later); polls before half a poll ahead of
+      // that are skipped. Capped: the head is read at least every 15 s (status calls a chain older than 30 s stalled).
+      const last = heads.at(-1)!;
+      const offset = Math.min(...heads.map((h) => h.offset));
+      const due = last.time * 1000 + offset + interval;
+      return now < Math.min(due - pollMs / 2, seenAt + 15_000);
     },
   };
 }

@@ -64,7 +64,7 @@ async function actOn(ctx: IndexerContext, check: ChainCheck, guard: DeepReorgGua
  * the heads' timestamps (never assumed).
  */
 export function createHeadPacer(pollMs: number) {
-  const heads: { number: bigint; time: number; offset: number }[] = [];
+  const heads: { number: bigint; time: number; offset: number; seen: number }[] = [];
   let seenAt = 0;
   return {
     /** A head read at `now` (ms); a new one resets the wait. */
@@ -72,7 +72,7 @@ export function createHeadPacer(pollMs: number) {
       const last = heads.at(-1);
       if (last && header.number <= last.number) return;
       // Local clock minus the block's: the smallest over recent heads is the clock offset plus the least lag.
-      heads.push({ number: header.number, time: header.timestamp, offset: now - header.timestamp * 1000 });
+      heads.push({ number: header.number, time: header.timestamp, offset: now - header.timestamp * 1000, seen: now });
       if (heads.length > 16) heads.shift();
       seenAt = now;
     },
@@ -81,7 +81,11 @@ export function createHeadPacer(pollMs: number) {
       const first = heads[0];
       const last = heads.at(-1);
       if (!first || !last || heads.length < 4 || last.number <= first.number) return null;
-      return ((last.time - first.time) * 1000) / Number(last.number - first.number);
+      const blocks = Number(last.number - first.number);
+      const interval = ((last.time - first.time) * 1000) / blocks;
+      // A clock the heads also kept here (not a test moving the chain's time, nor a node catching up).
+      const wall = (last.seen - first.seen) / blocks;
+      return wall >= interval / 2 && wall <= interval * 2 ? interval : null;
     },
     /** Whether a poll at `now` would come before the next block can exist. */
     early(now: number): boolean {

@@ -34,4 +34,11 @@ describe("head pacer", () => {
     p.observe(head(4, 108), 9000);
     expect(p.early(8000 + 1600)).toBe(false);
   });
+
+  test("a chain whose time moves faster than the clock here (a test moving time, a node catching up) is never skipped", () => {
+    const p = createHeadPacer(1000);
+    for (let i = 0; i < 6; i++) p.observe(head(i, 100 + 120 * i), 50 * i);
+    expect(p.intervalMs()).toBeNull();
+    expect(p.early(300)).toBe(false);
+  });
 });

@@ -57,8 +57,56 @@ async function actOn(ctx: IndexerContext, check: ChainCheck, guard: DeepReorgGua
   return true;
 }
 
+/**
+ * When the chain makes blocks on a clock slower than the poll, the polls between two blocks find nothing and
+ * still cost a head read each: a poll is skipped while the next block cannot be there yet (until half a poll
+ * before it is due). With regular blocks a block is still seen within a poll of it; the interval is measured from
+ * the heads' timestamps (never assumed).
+ */
+export function createHeadPacer(pollMs: number) {
+  const heads: { number: bigint; time: number; offset: number; seen: number }[] = [];
+  let seenAt = 0;
+  return {
+    /** A head read at `now` (ms); a new one resets the wait. */
+    observe(header: { number: bigint; timestamp: number }, now: number) {
+      const last = heads.at(-1);
+      if (last && header.number <= last.number) return;
+      // Local clock minus the block's: the smallest over recent heads is the clock offset plus the least lag.
+      heads.push({ number: header.number, time: header.timestamp, offset: now - header.timestamp * 1000, seen: now });
+      if (heads.length > 16) heads.shift();
+      seenAt = now;
+    },
+    /** Milliseconds between blocks over the last heads seen; null until 4 blocks are known. */
+    intervalMs(): number | null {
+      const first = heads[0];
+      const last = heads.at(-1);
+      if (!first || !last || heads.length < 4 || last.number <= first.number) return null;
+      const blocks = Number(last.number - first.number);
+      const interval = ((last.time - first.time) * 1000) / blocks;
+      // A clock the heads also kept here (not a test moving the chain's time, nor a node catching up).
+      const wall = (last.seen - first.seen) / blocks;
+      return wall >= interval / 2 && wall <= interval * 2 ? interval : null;
+    },
+    /** Whether a poll at `now` would come before the next block can exist. */
+    early(now: number): boolean {
+      const interval = this.intervalMs();
+      if (interval === null || interval < 1.5 * pollMs) return false;
+      // The next block is due one interval after the last head's timestamp (in the local clock, anchored on the
+      // heads seen soonest, so a late poll does not push the next one later); polls before half a poll ahead of
+      // that are skipped. Capped: the head is read at least every 15 s (status calls a chain older than 30 s stalled).
+      const last = heads.at(-1)!;
+      const offset = Math.min(...heads.map((h) => h.offset));
+      const due = last.time * 1000 + offset + interval;
+      return now < Math.min(due - pollMs / 2, seenAt + 15_000);
+    },
+  };
+}
+
+/** A {@link createHeadPacer}. */
+export type HeadPacer = ReturnType<typeof createHeadPacer>;
+
 /** The leader's poll; true when blocks up to the target are left. */
-async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean> {
+async function lead(ctx: IndexerContext, guard: DeepReorgGuard, pacer: HeadPacer): Promise<boolean> {
   const { sql, client, chainId, state, log, policy } = ctx;
   if (state.stale()) {
     await state.reload(sql);
@@ -69,6 +117,7 @@ async function lead(ctx: IndexerContext, guard: DeepReorgGuard): Promise<boolean
   const latest = await getHeader(client, "latest", policy);
   if (!latest) throw new ChainBehindError("the node returned no latest block");
   ctx.polled.set(latest.number, latest);
+  pacer.observe(latest, performance.now());
   const head = latest.number;
   state.observeHead(head);
   ctx.sync.observe(state.cursor?.block ?? null, head);
@@ -125,6 +174,7 @@ async function refreshTokens(ctx: IndexerContext): Promise<void> {
 export function createPoll(ctx: IndexerContext, opts: PollOptions) {
   const { sql, chainId, state, log } = ctx;
   const guard = createDeepReorgGuard(opts.deepReorgPolls);
+  const pacer = createHeadPacer(ctx.pollMs);
   let tokenRefresh: Promise<void> | null = null;
   return {
     /** One pass of the loop: standby or leader. */
@@ -147,8 +197,12 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
         ctx.sync.reset();
         throw new LeadershipLostError("the session holding the indexer lock was lost");
       }
+      // At the head, between two blocks of a slow clock: nothing to read yet.
+      const atHead =
+        state.cursor !== null && state.headBlock !== null && state.cursor.block >= state.headBlock - ctx.confirmations;
+      if (atHead && !state.needReload && pacer.early(performance.now())) return false;
       state.notice = null;
-      const behind = await lead(ctx, guard);
+      const behind = await lead(ctx, guard, pacer);
       // In the background: a token that hangs never holds the chain back.
       tokenRefresh ??= refreshTokens(ctx).finally(() => (tokenRefresh = null));
       state.lastError = state.notice ?? state.stallMessage();

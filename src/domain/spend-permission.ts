@@ -75,3 +75,103 @@ export function currentPeriod(
   if (lastUpdated && lastUpdated.start <= t && t < lastUpdated.end) return lastUpdated;
   return fresh;
 }
+
+/** Who revoked a permission, from the revoking transaction (its sender, or the user operation's sender). */
+export type RevokedBy = "subscriber" | "merchant" | "unknown";
+
+/** What the index keeps of one permission: the struct, its charges and its revocation. */
+export type PermissionState = SpendPermission & {
+  timesExecuted: number;
+  totalSpent: bigint;
+  /** `periodSpend.end` of the latest Used log (0 = never charged): the instant the payments cover up to. */
+  paidThrough: number;
+  /** The period of the latest Used log, with what was spent in it (the manager's last updated period). */
+  lastPeriod: PeriodSpend | null;
+  /** N: `start` on Approved, `periodSpend.end` after each Used — the next instant a charge is due. */
+  nextChargeAt: number;
+  revoked: boolean;
+  revokedBy: RevokedBy | null;
+  /** Unix seconds of the Revoked log's block. */
+  revokedAt: number | null;
+};
+
+/** The status of a permission (first match): CANCELLED, EXPIRED (ended), PENDING, EXPIRED (lapsed), ACTIVE. */
+export type PermissionStatus = "CANCELLED" | "EXPIRED" | "PENDING" | "ACTIVE";
+
+/** The state an Approved log starts: nothing charged, the first charge due at `start`. */
+export function permissionFromApproved(p: SpendPermission): PermissionState {
+  return {
+    ...p,
+    timesExecuted: 0,
+    totalSpent: 0n,
+    paidThrough: 0,
+    lastPeriod: null,
+    nextChargeAt: p.start,
+    revoked: false,
+    revokedBy: null,
+    revokedAt: null,
+  };
+}
+
+/** Applies a Used log (the spend's increment and its period) as the manager does. */
+export function applyUsed(s: PermissionState, used: PeriodSpend): void {
+  s.timesExecuted += 1;
+  s.totalSpent += used.spend;
+  const same = s.lastPeriod && s.lastPeriod.start === used.start && s.lastPeriod.end === used.end;
+  s.lastPeriod = { start: used.start, end: used.end, spend: (same ? s.lastPeriod!.spend : 0n) + used.spend };
+  s.paidThrough = used.end;
+  s.nextChargeAt = used.end;
+}
+
+/** Applies a Revoked log: dead for good. */
+export function applyRevoked(s: PermissionState, by: RevokedBy, atS: number): void {
+  s.revoked = true;
+  s.revokedBy = by;
+  s.revokedAt = atS;
+}
+
+/** The grace after a paid period, capped at the permission's period. */
+export function effectiveGrace(s: Pick<SpendPermission, "period">, graceS: number): number {
+  return Math.min(graceS, s.period);
+}
+
+/** The status at unix second `nowS` with grace `graceS` (`SPEND_PERMISSION_GRACE_S`). */
+export function permissionStatus(s: PermissionState, nowS: number, graceS: number): PermissionStatus {
+  if (s.revoked) return "CANCELLED";
+  if (nowS >= s.end) return "EXPIRED";
+  if (s.timesExecuted === 0) return "PENDING";
+  if (nowS >= s.paidThrough + effectiveGrace(s, graceS)) return "EXPIRED";
+  return "ACTIVE";
+}
+
+/**
+ * The first second at which time alone turns the permission EXPIRED (no log marks it): `end` when never charged,
+ * else `min(paid_through + grace, end)`; null once revoked.
+ */
+export function expiryInstant(s: PermissionState, graceS: number): number | null {
+  if (s.revoked) return null;
+  if (s.timesExecuted === 0) return s.end;
+  return Math.min(s.paidThrough + effectiveGrace(s, graceS), s.end);
+}
+
+/** `next_charge_date` in unix seconds: N while ahead, the due period's start once due, null when nothing is due. */
+export function nextChargeInstant(s: PermissionState, nowS: number): number | null {
+  if (s.revoked || nowS >= s.end || s.nextChargeAt >= s.end) return null;
+  if (s.nextChargeAt > nowS) return s.nextChargeAt;
+  return periodAt(s, nowS)!.start;
+}
+
+/**
+ * The time-dependent `spend_permission` fields of the record, as `getCurrentPeriod` would answer at `nowS` (revoked
+ * or not); the period fields are null outside `[start, end)`.
+ */
+export function permissionPeriodView(s: PermissionState, nowS: number) {
+  const current = currentPeriod(s, s.lastPeriod, nowS);
+  return {
+    isSubscribed: !s.revoked && s.start <= nowS && nowS < s.end,
+    currentPeriodStart: current?.start ?? null,
+    currentPeriodEnd: current?.end ?? null,
+    spentInPeriod: current?.spend ?? null,
+    remainingInPeriod: current ? s.allowance - current.spend : null,
+  };
+}

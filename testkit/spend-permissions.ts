@@ -81,6 +81,11 @@ export type SpendPermissionKit = {
   executeAs: (owner: WalletName, account: Address, calls: Call[]) => Promise<TransactionReceipt>;
   /** The same calls as one v0.6 user operation of `account`, signed by `owner`, bundled by `bundler`. */
   sendUserOp: (owner: WalletName, account: Address, calls: Call[], bundler?: WalletName) => Promise<TransactionReceipt>;
+  /** Several user operations (of different accounts) in one `handleOps` bundle, in order. */
+  sendUserOps: (
+    ops: { owner: WalletName; account: Address; calls: Call[] }[],
+    bundler?: WalletName,
+  ) => Promise<TransactionReceipt>;
   /** Calldata of a manager function, for `executeAs`/`sendUserOp` calls. */
   managerCall: (functionName: string, args: readonly unknown[]) => Call;
 };
@@ -140,7 +145,7 @@ export async function deploySpendPermissions(
       }),
     );
 
-  const sendUserOp = async (owner: WalletName, account: Address, calls: Call[], bundler: WalletName = "keeper2") => {
+  const userOp = async (owner: WalletName, account: Address, calls: Call[]) => {
     const nonce = (await chain.publicClient.readContract({
       address: entryPoint,
       abi: entryPointAbi,
@@ -148,7 +153,6 @@ export async function deploySpendPermissions(
       args: [account, 0n],
     })) as bigint;
     const block = await chain.publicClient.getBlock();
-    const maxFeePerGas = (block.baseFeePerGas ?? 1_000_000_000n) * 2n + 1_000_000_000n;
     const op = {
       sender: account,
       nonce,
@@ -157,7 +161,7 @@ export async function deploySpendPermissions(
       callGasLimit: 2_000_000n,
       verificationGasLimit: 300_000n,
       preVerificationGas: 60_000n,
-      maxFeePerGas,
+      maxFeePerGas: (block.baseFeePerGas ?? 1_000_000_000n) * 2n + 1_000_000_000n,
       maxPriorityFeePerGas: 1_000_000_000n,
       paymasterAndData: "0x" as Hex,
       signature: "0x" as Hex,
@@ -169,13 +173,22 @@ export async function deploySpendPermissions(
       args: [op],
     })) as Hash;
     op.signature = await accounts[owner].signMessage({ message: { raw: opHash } });
+    return op;
+  };
+
+  const sendUserOps = async (
+    ops: { owner: WalletName; account: Address; calls: Call[] }[],
+    bundler: WalletName = "keeper2",
+  ) => {
+    const built = [];
+    for (const o of ops) built.push(await userOp(o.owner, o.account, o.calls));
     return chain.send(
       chain.wallet(bundler).writeContract({
         address: entryPoint,
         abi: entryPointAbi,
         functionName: "handleOps",
-        args: [[op], accounts[bundler].address],
-        gas: 5_000_000n,
+        args: [built, accounts[bundler].address],
+        gas: 8_000_000n,
       }),
     );
   };
@@ -205,7 +218,8 @@ export async function deploySpendPermissions(
     hash,
     sign: (owner, p) => accounts[owner].sign({ hash: hash(p) }),
     executeAs,
-    sendUserOp,
+    sendUserOp: (owner, account, calls, bundler) => sendUserOps([{ owner, account, calls }], bundler),
+    sendUserOps,
     managerCall: (functionName, args) => ({
       target: manager,
       value: 0n,

@@ -175,3 +175,47 @@ export function permissionPeriodView(s: PermissionState, nowS: number) {
     remainingInPeriod: current ? s.allowance - current.spend : null,
   };
 }
+
+/** topic0 of ERC-4337's `UserOperationEvent` (v0.6 and v0.7). */
+export const USER_OPERATION_EVENT_TOPIC = "0x49628fd1471006c1482da88028e9ce4dbb080b815c9b0344d39e5a8e6ec1419f";
+
+/** A log of the revoking transaction's receipt, as much of it as `revokedBy` reads. */
+export type ReceiptLog = { address: string; topics: readonly string[]; logIndex: number };
+
+/**
+ * Who revoked: the sender of the first user operation logged after the Revoked log by a trusted EntryPoint, else the
+ * transaction's `from` or `to`; `subscriber` for the account, `merchant` for the spender, `unknown` otherwise (a Safe,
+ * a relayer). When account and spender are one address, `subscriber`.
+ */
+export function revokedBy(opts: {
+  revokedLogIndex: number;
+  account: string;
+  spender: string;
+  logs: readonly ReceiptLog[];
+  txFrom: string;
+  txTo: string | null;
+  entryPoints: readonly string[];
+}): RevokedBy {
+  const account = opts.account.toLowerCase();
+  const spender = opts.spender.toLowerCase();
+  const who = (address: string | null | undefined): RevokedBy | null => {
+    const a = address?.toLowerCase();
+    if (a === account) return "subscriber";
+    if (a === spender) return "merchant";
+    return null;
+  };
+  const entryPoints = new Set(opts.entryPoints.map((e) => e.toLowerCase()));
+  const op = [...opts.logs]
+    .sort((a, b) => a.logIndex - b.logIndex)
+    .find(
+      (l) =>
+        l.logIndex > opts.revokedLogIndex &&
+        entryPoints.has(l.address.toLowerCase()) &&
+        l.topics[0]?.toLowerCase() === USER_OPERATION_EVENT_TOPIC,
+    );
+  if (op) {
+    const sender = op.topics[2] ? `0x${op.topics[2].slice(-40)}` : null;
+    return who(sender) ?? "unknown";
+  }
+  return who(opts.txFrom) ?? who(opts.txTo) ?? "unknown";
+}

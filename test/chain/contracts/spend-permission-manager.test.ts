@@ -11,6 +11,7 @@ import {
   type AbiEvent,
   type AbiFunction,
   type Address,
+  type TransactionReceipt,
 } from "viem";
 import {
   entryPointAbi,
@@ -26,6 +27,7 @@ import {
   SPEND_PERMISSION_TYPES,
   currentPeriod,
   periodAt,
+  revokedBy,
   spendPermissionDomain,
   type SpendPermission,
 } from "../../../src/domain/spend-permission";
@@ -433,3 +435,88 @@ describe("the manager on anvil", () => {
 
 const encodeRemoveOwner = (owner: Address) =>
   encodeFunctionData({ abi: testSmartAccountAbi, functionName: "removeOwnerAddress", args: [owner] });
+
+describe("who revoked, from the revoking transaction", () => {
+  let chain: TestChain;
+  let kit: SpendPermissionKit;
+  let token: Address;
+  beforeAll(async () => {
+    chain = await createTestChain();
+    kit = await deploySpendPermissions(chain);
+    token = await chain.deployToken();
+  });
+  afterAll(async () => {
+    await chain?.stop();
+  });
+
+  const revokedByIn = async (receipt: TransactionReceipt, p: SpendPermission) => {
+    const tx = await chain.publicClient.getTransaction({ hash: receipt.transactionHash });
+    const revoked = managerEvents(receipt, kit.manager).find(
+      (e) => e.eventName === "SpendPermissionRevoked" && e.args.hash === kit.hash(p),
+    )!;
+    return revokedBy({
+      revokedLogIndex: revoked.logIndex,
+      account: p.account,
+      spender: p.spender,
+      logs: receipt.logs,
+      txFrom: tx.from,
+      txTo: tx.to,
+      entryPoints: [kit.entryPoint],
+    });
+  };
+
+  test("through the account, as the spender, as user operations, one bundle of both, and an EOA spender", async () => {
+    const alice = await kit.createAccount("alice");
+    const merchant = await kit.createAccount("merchant", { managerOwner: false });
+    let salt = 1n;
+    const approvedPermission = async (spender: Address) => {
+      const p = kit.permission({ account: alice, spender, token, start: Number(await chain.now()), salt: salt++ });
+      await kit.executeAs("alice", alice, [kit.managerCall("approve", [p])]);
+      return p;
+    };
+    const viaAccount = await approvedPermission(merchant);
+    expect(
+      await revokedByIn(await kit.executeAs("alice", alice, [kit.managerCall("revoke", [viaAccount])]), viaAccount),
+    ).toBe("subscriber");
+    const asSpender = await approvedPermission(merchant);
+    expect(
+      await revokedByIn(
+        await kit.executeAs("merchant", merchant, [kit.managerCall("revokeAsSpender", [asSpender])]),
+        asSpender,
+      ),
+    ).toBe("merchant");
+    const userOp = await approvedPermission(merchant);
+    expect(await revokedByIn(await kit.sendUserOp("alice", alice, [kit.managerCall("revoke", [userOp])]), userOp)).toBe(
+      "subscriber",
+    );
+    const [user, spender] = [await approvedPermission(merchant), await approvedPermission(merchant)];
+    const bundle = await kit.sendUserOps([
+      { owner: "alice", account: alice, calls: [kit.managerCall("revoke", [user])] },
+      { owner: "merchant", account: merchant, calls: [kit.managerCall("revokeAsSpender", [spender])] },
+    ]);
+    expect([await revokedByIn(bundle, user), await revokedByIn(bundle, spender)]).toEqual(["subscriber", "merchant"]);
+    const eoaSpender = await approvedPermission(accounts.merchant2.address);
+    const direct = await chain.send(
+      chain
+        .wallet("merchant2")
+        .writeContract({ address: kit.manager, abi: managerAbi, functionName: "revokeAsSpender", args: [eoaSpender] }),
+    );
+    expect(await revokedByIn(direct, eoaSpender)).toBe("merchant");
+    // A relayer that is neither: the EntryPoint is not trusted, so the user operation does not count either.
+    const relayed = await approvedPermission(merchant);
+    const receipt = await kit.sendUserOp("alice", alice, [kit.managerCall("revoke", [relayed])]);
+    const tx = await chain.publicClient.getTransaction({ hash: receipt.transactionHash });
+    const log = managerEvents(receipt, kit.manager)[0]!;
+    expect(
+      revokedBy({
+        revokedLogIndex: log.logIndex,
+        account: alice,
+        spender: merchant,
+        logs: receipt.logs,
+        txFrom: tx.from,
+        txTo: tx.to,
+        entryPoints: [],
+      }),
+    ).toBe("unknown");
+  });
+});

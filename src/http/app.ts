@@ -4,6 +4,7 @@ import { createAppLimiter, createCredentialLimiter } from "./deps";
 import { createErrorHandler } from "./plugins/error-handler";
 import { bodyLimit, serveOptions } from "./plugins/body-limit";
 import { textGuard } from "./plugins/text-guard";
+import { idempotency } from "./plugins/idempotency";
 import { requestMetrics } from "./plugins/request-metrics";
 import { siweRoutes } from "./features/siwe";
 import { activityRoutes } from "./features/activity";
@@ -13,6 +14,7 @@ import { checkRoutes } from "./features/check";
 import { healthRoutes } from "./features/health";
 import { createChainState } from "./chain-state";
 import { docsRoutes } from "./features/docs";
+import { webhooksSection } from "./features/docs/webhooks";
 import { createApiCaches } from "./caches";
 import { createLogger } from "../common/log";
 import { statsRoutes } from "./features/stats";
@@ -31,12 +33,14 @@ export function createApp(deps: AppDeps) {
   const credentialLimiter = createCredentialLimiter(deps.config, deps.now);
   const routeDeps: RouteDeps = { ...deps, readSql, chainState, limiter, credentialLimiter };
   const caches = deps.caches ?? createApiCaches({ notifier: deps.notifier, sql: readSql });
+  const log = deps.log ?? createLogger(deps.config.LOG_LEVEL);
   return new Elysia({ serve: serveOptions })
     .use(requestMetrics(deps.observeRequest))
-    .use(createErrorHandler(deps.log ?? createLogger(deps.config.LOG_LEVEL)))
+    .use(createErrorHandler(log))
     .use(bodyLimit())
     .use(textGuard())
-    .use(docsRoutes())
+    .use(idempotency({ ...routeDeps, log }))
+    .use(docsRoutes({ webhooks: webhooksSection() }))
     .use(healthRoutes(routeDeps))
     .use(siweRoutes(routeDeps))
     .use(activityRoutes(routeDeps, caches.activity))

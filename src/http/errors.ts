@@ -78,6 +78,33 @@ export class PayloadTooLargeError extends ApiError {
   }
 }
 
+/** 409: an `Idempotency-Key` already used by this merchant for a request with another method, path or body. */
+export class IdempotencyKeyReusedError extends ApiError {
+  constructor() {
+    super(
+      409,
+      "invalid_request_error",
+      "idempotency_key_reused",
+      "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+      "Idempotency-Key",
+    );
+  }
+}
+
+/** 409: a request with the same `Idempotency-Key` is still in flight; retry once it has answered. */
+export class IdempotencyKeyInUseError extends ApiError {
+  constructor() {
+    super(
+      409,
+      "invalid_request_error",
+      "idempotency_key_in_use",
+      "another request with this Idempotency-Key is in progress; retry after it has answered",
+      "Idempotency-Key",
+      { "retry-after": "1" },
+    );
+  }
+}
+
 /** 429: over the rate limit; `Retry-After` tells when to come back. */
 export class RateLimitedError extends ApiError {
   constructor(retryAfterSeconds: number) {

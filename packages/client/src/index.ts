@@ -1,17 +1,53 @@
 /**
  * `@subscription-indexer/client`: a typed client of the Subscription Payments Indexer API. Routes, parameters and
  * answers are the types openapi-typescript generated from the service's OpenAPI document (`./generated/openapi.ts`);
- * calls go through openapi-fetch. A non-2xx answer is thrown as an {@link ApiError}; 429 and 503 are retried after
- * `Retry-After`; {@link Client.paginate} walks a list through its `Link` headers.
+ * calls go through openapi-fetch. A non-2xx answer is thrown as a subclass of {@link ApiError}; each attempt is bounded
+ * by a timeout (80 s); network errors, timeouts, 429, 502, 503 and 504 are retried with jittered backoff (after
+ * `Retry-After` when given) where a second attempt cannot act twice: idempotent methods, and POSTs, which always carry
+ * an `Idempotency-Key`. {@link Client.paginate} walks a list through its `Link` headers; {@link webhooks} verifies
+ * deliveries.
  */
 import createFetchClient, { type Client as FetchClient, type FetchOptions } from "openapi-fetch";
 import type { paths } from "./generated/openapi.js";
 import { ApiError } from "./errors.js";
 import { retryingFetch, type RetryOptions } from "./retry.js";
+import { webhooks } from "./webhooks.js";
 
-export { ApiError } from "./errors.js";
-export { retryAfterMs, type RetryOptions } from "./retry.js";
-export type { paths, components, operations } from "./generated/openapi.js";
+export {
+  ApiError,
+  AuthenticationError,
+  ConflictError,
+  ConnectionError,
+  IdempotencyError,
+  InvalidRequestError,
+  NotFoundError,
+  PermissionError,
+  RateLimitError,
+  ServerError,
+  TimeoutError,
+  type ApiErrorFields,
+} from "./errors.js";
+export {
+  backoffMs,
+  DEFAULT_TIMEOUT_MS,
+  IDEMPOTENCY_KEY_HEADER,
+  mayRetry,
+  newIdempotencyKey,
+  retryAfterMs,
+  type RetryOptions,
+} from "./retry.js";
+export {
+  signWebhook,
+  verifyWebhook,
+  webhooks,
+  WebhookVerificationError,
+  type VerifyOptions,
+  type WebhookEvent,
+  type WebhookEventOf,
+  type WebhookEventType,
+  type WebhookHeaders,
+} from "./webhooks.js";
+export type { paths, components, operations, webhooks as webhookPaths } from "./generated/openapi.js";
 
 /** Options of {@link createClient}. */
 export type ClientOptions = {
@@ -19,8 +55,14 @@ export type ClientOptions = {
   baseUrl: string;
   /** An API key (`sk_live_…`) or a SIWE session token (`sess_…`); omit for the public routes. */
   apiKey?: string;
-  /** Retries of 429 and 503 (see {@link RetryOptions}). */
+  /**
+   * Retries of network errors, timeouts, 429, 502, 503 and 504 (see {@link RetryOptions}; default 2 retries, waits
+   * of at most 10 s). A POST is retried only with its `Idempotency-Key`, which the client adds to every POST (pass
+   * your own in `headers` to retry across processes).
+   */
   retry?: RetryOptions;
+  /** Longest wait for one attempt's answer, body included, in ms (default 80,000). */
+  timeoutMs?: number;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
   /** Extra headers sent on every request. */
@@ -46,6 +88,8 @@ export type ListItem<P extends ListPath> = paths[P] extends {
  * for JSON answers (a CSV export: pass `parseAs: "text"`), plus {@link Client.paginate}.
  */
 export type Client = FetchClient<paths, "application/json"> & {
+  /** {@link webhooks}: `client.webhooks.verify(payload, headers, secret)`. */
+  webhooks: typeof webhooks;
   /**
    * Every element of a list, page after page: follows `Link: <…>; rel="next"` until a page has none. Only the next
    * page's query is taken from the link; it is always requested from `baseUrl`, so the credential never goes to
@@ -73,7 +117,7 @@ export function createClient(opts: ClientOptions): Client {
   const client = createFetchClient<paths, "application/json">({
     baseUrl: opts.baseUrl.replace(/\/+$/, ""),
     headers,
-    fetch: retryingFetch(opts.fetch ?? globalThis.fetch, opts.retry),
+    fetch: retryingFetch(opts.fetch ?? globalThis.fetch, { retry: opts.retry, timeoutMs: opts.timeoutMs }),
   });
   client.use({
     async onResponse({ response }) {
@@ -95,5 +139,5 @@ export function createClient(opts: ClientOptions): Client {
     }
   }
 
-  return Object.assign(client, { paginate }) as Client;
+  return Object.assign(client, { paginate, webhooks }) as Client;
 }

@@ -98,7 +98,8 @@ const EXPECTED: Expected[] = [
   { method: "get", path: "/v0/siwe/nonce", auth: false, errors: [429, 503] },
   { method: "post", path: "/v0/siwe/verify", auth: false, errors: [400, 401, 429, 502, 503] },
   { method: "get", path: "/v0/siwe/me", auth: true, errors: [401, 503] },
-  { method: "post", path: "/v0/siwe/logout", auth: true, errors: [401, 503] },
+  // Every POST with a merchant credential takes an Idempotency-Key, hence its 409.
+  { method: "post", path: "/v0/siwe/logout", auth: true, errors: [401, 409, 503] },
   { method: "get", path: "/healthz", auth: false, errors: [] },
   { method: "get", path: "/readyz", auth: false, errors: [503] },
 ];
@@ -109,6 +110,7 @@ const CODES: Record<string, string[]> = {
   401: ["unauthenticated"],
   403: ["forbidden"],
   404: ["not_found"],
+  409: ["idempotency_key_reused", "idempotency_key_in_use"],
   429: ["rate_limited"],
   502: ["chain_unavailable"],
   503: ["unavailable"],

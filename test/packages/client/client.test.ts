@@ -2,7 +2,7 @@
  * The typed client against the real service (API on a real port over an indexed anvil): typed calls, `ApiError`
  * with the service's envelope, `paginate` following `Link`, and the committed generated types equal to what
  * openapi-typescript produces from the running app's `/docs/json`. Retries against a real local server that
- * answers 429/503 and then 200.
+ * answers 429/503 and then 200 (the rest of the transport: transport.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -10,6 +10,8 @@ import { ApiError, createClient, nextLink, retryAfterMs } from "../../../package
 import { createApiKey } from "../../../src/auth/api-keys";
 import { startSdkStack, type SdkStack } from "../../../testkit/sdk-stack";
 import { fetchDocument, GENERATED_FILE, renderClientTypes } from "../../../scripts/generate-client";
+import { Value } from "@sinclair/typebox/value";
+import { eventSchema } from "../../../src/http/features/docs/webhooks";
 
 let stack: SdkStack;
 let apiKey: string;
@@ -85,6 +87,26 @@ describe("typed calls against the service", () => {
   });
 });
 
+describe("the webhooks section agrees with the indexer", () => {
+  test("every event the indexer wrote for the merchant has the payload schema its type documents", async () => {
+    const client = createClient({ baseUrl: stack.url, apiKey });
+    const { data: events } = await client.GET("/v0/events/{merchant}", {
+      params: { path: { merchant: stack.merchant } },
+    });
+    const types = new Set(events!.map((e) => e.type));
+    expect(types).toContain("charge.succeeded");
+    expect(types).toContain("subscription.created");
+    expect(types).toContain("subscription.status_changed");
+    for (const e of events!) {
+      const schema = eventSchema(e.type);
+      expect(
+        [...Value.Errors(schema, e)].map((x) => `${x.path}: ${x.message}`),
+        `${e.type} ${e.id}`,
+      ).toEqual([]);
+    }
+  });
+});
+
 /** A real local server answering each request with the next of `answers` (the last one repeats). */
 function scripted(answers: { status: number; headers?: Record<string, string> }[]) {
   const seen: { at: number; body: string }[] = [];
@@ -121,7 +143,7 @@ describe("retries", () => {
     s.stop();
   });
 
-  test("503 without Retry-After: retried after a short backoff; a POST is sent again with its body", async () => {
+  test("503 without Retry-After: retried after a short backoff; a POST (with its Idempotency-Key) is sent again with its body", async () => {
     const s = scripted([{ status: 503 }, { status: 200 }]);
     const client = createClient({ baseUrl: s.url, apiKey: "sk_live_x" });
     await client.POST("/v0/webhook_endpoints/{merchant}", {
@@ -129,7 +151,8 @@ describe("retries", () => {
       body: { url: "https://example.com/hook" },
     });
     expect(s.seen.length).toBe(2);
-    expect(s.seen[1]!.at - s.seen[0]!.at).toBeGreaterThanOrEqual(450);
+    // 500 ms jittered to 50–100 %.
+    expect(s.seen[1]!.at - s.seen[0]!.at).toBeGreaterThanOrEqual(240);
     expect(JSON.parse(s.seen[1]!.body)).toEqual({ url: "https://example.com/hook" });
     s.stop();
   });

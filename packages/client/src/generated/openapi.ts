@@ -521,7 +521,272 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "charge.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A payment succeeded
+         * @description A CHARGE activity record was indexed. `data.object` is that record, as GET /v0/activity answers it.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_charge_succeeded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "charge.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A payment attempt failed
+         * @description A FAIL activity record was indexed. `data.object` is that record, as GET /v0/activity answers it.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_charge_failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "credit.refilled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A subscription's credit was refilled
+         * @description A REFILL activity record was indexed. `data.object` is that record, as GET /v0/activity answers it.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_credit_refilled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "subscription.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A subscription appeared
+         * @description An allocation was created on the chain. `data.object` is its subscription record at that moment.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_subscription_created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "subscription.status_changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A subscription's computed status changed
+         * @description The computed status of an allocation changed (a log, or an expiry instant passing). `data.object` is the record after the change; `data.previous_status` the status before.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_subscription_status_changed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "subscription.renewal_upcoming": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A renewal is coming
+         * @description RENEWAL_NOTICE_S (default 3 days) before `next_charge_at` of a chargeable subscription: the due instant and the amount that will be charged.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_subscription_renewal_upcoming"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "subscription.renewal_at_risk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A renewal will fail
+         * @description An evaluation found the next charge will fail (or fail for another reason than the one last sent for that due instant). `data.renewal` is the outlook observed.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_subscription_renewal_at_risk"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "subscription.renewal_recovered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A renewal at risk will succeed again
+         * @description An evaluation found `will_renew` for a due instant whose last outlook sent was `at_risk`.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_subscription_renewal_recovered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "event.reverted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A reorg withdrew an event
+         * @description A reorg removed the block that caused an event. Sent to every enabled endpoint subscribed to the withdrawn event's type, whether or not it received that event: evict `user_address` from any cache of paid-up answers.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_event_reverted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test delivery
+         * @description Sent by `POST /v0/webhook_endpoints/{merchant}/{id}/test` to that endpoint only.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_webhook_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "customer.churned": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A customer churned
+         * @description A `churn` MRR movement: the customer's MRR fell to 0. `data.object` is the movement record, with its `reason`.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_customer_churned"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "customer.reactivated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A customer came back
+         * @description A `reactivation` MRR movement: a customer who had MRR before has MRR again. `recovered` is true within 30 days of an involuntary churn.
+         *
+         *     Delivered as a signed POST (Standard Webhooks) to each enabled endpoint subscribed to this type; verify the signature before trusting the body. Retried with backoff until a 2xx.
+         */
+        post: operations["webhook_customer_reactivated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: never;
     responses: never;
@@ -1156,7 +1421,13 @@ export interface operations {
     postV0SiweLogout: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.
+                 * @example 5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0
+                 */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1169,6 +1440,8 @@ export interface operations {
                     "X-Request-Id"?: string;
                     /** @description Clears `siwe_session` */
                     "Set-Cookie"?: string;
+                    /** @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1199,6 +1472,43 @@ export interface operations {
                      *         "type": "authentication_error",
                      *         "code": "unauthenticated",
                      *         "message": "this route needs a SIWE session token or cookie",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`). */
+            409: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description With `idempotency_key_in_use`: seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+                     *         "param": "Idempotency-Key",
                      *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
                      *       }
                      *     }
@@ -4535,7 +4845,13 @@ export interface operations {
     postV0Webhook_endpointsByMerchant: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.
+                 * @example 5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description Merchant wallet address (0x + 40 hex digits, any letter case).
@@ -4570,6 +4886,8 @@ export interface operations {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
                     "X-Request-Id"?: string;
+                    /** @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -4735,6 +5053,43 @@ export interface operations {
                      *         "type": "invalid_request_error",
                      *         "code": "not_found",
                      *         "message": "no such subscription",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`). */
+            409: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description With `idempotency_key_in_use`: seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+                     *         "param": "Idempotency-Key",
                      *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
                      *       }
                      *     }
@@ -5519,7 +5874,13 @@ export interface operations {
     postV0Webhook_endpointsByMerchantByIdRotate_secret: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.
+                 * @example 5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description Merchant wallet address (0x + 40 hex digits, any letter case).
@@ -5541,6 +5902,8 @@ export interface operations {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
                     "X-Request-Id"?: string;
+                    /** @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5726,6 +6089,43 @@ export interface operations {
                     };
                 };
             };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`). */
+            409: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description With `idempotency_key_in_use`: seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+                     *         "param": "Idempotency-Key",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
             /** @description The database is unreachable; retry shortly. */
             503: {
                 headers: {
@@ -5767,7 +6167,13 @@ export interface operations {
     postV0Webhook_endpointsByMerchantByIdTest: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.
+                 * @example 5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description Merchant wallet address (0x + 40 hex digits, any letter case).
@@ -5789,6 +6195,8 @@ export interface operations {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
                     "X-Request-Id"?: string;
+                    /** @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5945,6 +6353,43 @@ export interface operations {
                      *         "type": "invalid_request_error",
                      *         "code": "not_found",
                      *         "message": "no such subscription",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`). */
+            409: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description With `idempotency_key_in_use`: seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+                     *         "param": "Idempotency-Key",
                      *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
                      *       }
                      *     }
@@ -6292,7 +6737,13 @@ export interface operations {
     postV0Webhook_endpointsByMerchantByIdReplay: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.
+                 * @example 5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description Merchant wallet address (0x + 40 hex digits, any letter case).
@@ -6333,6 +6784,8 @@ export interface operations {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
                     "X-Request-Id"?: string;
+                    /** @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6489,6 +6942,43 @@ export interface operations {
                     };
                 };
             };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`). */
+            409: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description With `idempotency_key_in_use`: seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+                     *         "param": "Idempotency-Key",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
             /** @description The database is unreachable; retry shortly. */
             503: {
                 headers: {
@@ -6530,7 +7020,13 @@ export interface operations {
     postV0EventsByMerchantByIdRedeliver: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.
+                 * @example 5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description Merchant wallet address (0x + 40 hex digits, any letter case).
@@ -6563,6 +7059,8 @@ export interface operations {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
                     "X-Request-Id"?: string;
+                    /** @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6716,7 +7214,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The event was withdrawn by a reorg: an `event.reverted` follows it in the log. */
+            /** @description The event was withdrawn by a reorg: an `event.reverted` follows it in the log. Or: The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`). */
             409: {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
@@ -6988,7 +7486,13 @@ export interface operations {
     postV0Api_keysByMerchant: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.
+                 * @example 5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0
+                 */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /**
                  * @description Merchant wallet address (0x + 40 hex digits, any letter case).
@@ -7017,6 +7521,8 @@ export interface operations {
                 headers: {
                     /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
                     "X-Request-Id"?: string;
+                    /** @description `true` when this is the stored answer of an earlier request with the same `Idempotency-Key`. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7131,6 +7637,43 @@ export interface operations {
                      *         "type": "permission_error",
                      *         "code": "forbidden",
                      *         "message": "an API key cannot mint, list or revoke keys: sign in with the merchant's wallet (SIWE) and send the session token",
+                     *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        error: {
+                            /** @description Error family */
+                            type: "invalid_request_error" | "authentication_error" | "permission_error" | "rate_limit_error" | "api_error";
+                            /** @description Machine-readable code, e.g. invalid_parameter */
+                            code: string;
+                            /** @description Human-readable explanation */
+                            message: string;
+                            /** @description The path or query parameter at fault */
+                            param?: string;
+                            /** @description Also sent as the X-Request-Id header */
+                            request_id: string;
+                        };
+                    };
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`). */
+            409: {
+                headers: {
+                    /** @description Identifier of this request (`req_` + 32 hex), also in `error.request_id`; quote it in support requests. */
+                    "X-Request-Id"?: string;
+                    /** @description With `idempotency_key_in_use`: seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+                     *         "param": "Idempotency-Key",
                      *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
                      *       }
                      *     }
@@ -7405,6 +7948,1758 @@ export interface operations {
                         };
                     };
                 };
+            };
+        };
+    };
+    webhook_charge_succeeded: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "charge.succeeded",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "event_id": "31337:0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060:2",
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "tx_hash": "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060",
+                 *           "block_number": "1042",
+                 *           "type": "CHARGE",
+                 *           "amount_charged": "10000000",
+                 *           "token_decimals": 6,
+                 *           "currency": "USDC",
+                 *           "reason": null,
+                 *           "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
+                 *           "fee_paid": "250000",
+                 *           "timestamp": "2026-11-20T10:00:00.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "charge.succeeded";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        object: {
+                            /** @description `<chain_id>:<tx_hash>:<log_index>` */
+                            event_id: string;
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Transaction hash (lowercase) */
+                            tx_hash: string;
+                            /** @description Block number (decimal string) */
+                            block_number: string;
+                            /** @description CHARGE (successful payment), FAIL (failed payment attempt) or REFILL (credit refill) */
+                            type: "CHARGE" | "FAIL" | "REFILL";
+                            /** @description Token base units (decimal): gross charge, refilled amount, or "0" for failures */
+                            amount_charged: string;
+                            /** @description Token decimals; null when the token has none */
+                            token_decimals: number | null;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Failure reason for FAIL; null otherwise */
+                            reason: ("InsufficientAllowance" | "InsufficientBalance" | "TransferFailed" | "AllowanceExpired") | null;
+                            /** @description Sender of the charge (a keeper or the merchant) for CHARGE and FAIL; null for REFILL */
+                            keeper_address: string | null;
+                            /** @description Protocol fee of a CHARGE (base units); null otherwise */
+                            fee_paid: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp (ISO 8601, UTC, milliseconds)
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_charge_failed: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "charge.failed",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "event_id": "31337:0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060:2",
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "tx_hash": "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060",
+                 *           "block_number": "1042",
+                 *           "type": "FAIL",
+                 *           "amount_charged": "0",
+                 *           "token_decimals": 6,
+                 *           "currency": "USDC",
+                 *           "reason": "InsufficientBalance",
+                 *           "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
+                 *           "fee_paid": null,
+                 *           "timestamp": "2026-11-20T10:00:00.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "charge.failed";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        object: {
+                            /** @description `<chain_id>:<tx_hash>:<log_index>` */
+                            event_id: string;
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Transaction hash (lowercase) */
+                            tx_hash: string;
+                            /** @description Block number (decimal string) */
+                            block_number: string;
+                            /** @description CHARGE (successful payment), FAIL (failed payment attempt) or REFILL (credit refill) */
+                            type: "CHARGE" | "FAIL" | "REFILL";
+                            /** @description Token base units (decimal): gross charge, refilled amount, or "0" for failures */
+                            amount_charged: string;
+                            /** @description Token decimals; null when the token has none */
+                            token_decimals: number | null;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Failure reason for FAIL; null otherwise */
+                            reason: ("InsufficientAllowance" | "InsufficientBalance" | "TransferFailed" | "AllowanceExpired") | null;
+                            /** @description Sender of the charge (a keeper or the merchant) for CHARGE and FAIL; null for REFILL */
+                            keeper_address: string | null;
+                            /** @description Protocol fee of a CHARGE (base units); null otherwise */
+                            fee_paid: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp (ISO 8601, UTC, milliseconds)
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_credit_refilled: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "credit.refilled",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "event_id": "31337:0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060:2",
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "tx_hash": "0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060",
+                 *           "block_number": "1042",
+                 *           "type": "REFILL",
+                 *           "amount_charged": "20000000",
+                 *           "token_decimals": 6,
+                 *           "currency": "USDC",
+                 *           "reason": null,
+                 *           "keeper_address": null,
+                 *           "fee_paid": null,
+                 *           "timestamp": "2026-11-20T10:00:00.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "credit.refilled";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        object: {
+                            /** @description `<chain_id>:<tx_hash>:<log_index>` */
+                            event_id: string;
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Transaction hash (lowercase) */
+                            tx_hash: string;
+                            /** @description Block number (decimal string) */
+                            block_number: string;
+                            /** @description CHARGE (successful payment), FAIL (failed payment attempt) or REFILL (credit refill) */
+                            type: "CHARGE" | "FAIL" | "REFILL";
+                            /** @description Token base units (decimal): gross charge, refilled amount, or "0" for failures */
+                            amount_charged: string;
+                            /** @description Token decimals; null when the token has none */
+                            token_decimals: number | null;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Failure reason for FAIL; null otherwise */
+                            reason: ("InsufficientAllowance" | "InsufficientBalance" | "TransferFailed" | "AllowanceExpired") | null;
+                            /** @description Sender of the charge (a keeper or the merchant) for CHARGE and FAIL; null for REFILL */
+                            keeper_address: string | null;
+                            /** @description Protocol fee of a CHARGE (base units); null otherwise */
+                            fee_paid: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp (ISO 8601, UTC, milliseconds)
+                             */
+                            timestamp: string;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_subscription_created: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "subscription.created",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "on_chain_id": "1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+                 *           "plan_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "status": "PENDING",
+                 *           "total_spent": "0",
+                 *           "times_executed": 0,
+                 *           "next_charge_date": "2026-12-20T10:00:00.000Z",
+                 *           "expires_at": null,
+                 *           "remaining_executions": null,
+                 *           "created_at": "2026-11-20T10:00:00.000Z",
+                 *           "is_blocked": false,
+                 *           "renewal": null
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "subscription.created";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description The subscription record (as GET /v0/subscriptions answers it) at the event's instant */
+                        object: {
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription id on the chain (uint256, decimal) */
+                            on_chain_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Subscriber wallet (lowercase) */
+                            user_address: string;
+                            /** @description `<chain_id>:<module>:<plan_id>` */
+                            plan_id: string;
+                            /** @description Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE. */
+                            status: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
+                            /** @description Cumulative amount charged, token base units (decimal) */
+                            total_spent: string;
+                            /** @description Successful payment executions */
+                            times_executed: number;
+                            /** @description Next scheduled charge; null when none is queued (cancelled, paused, blocked, or every execution used). May lie in the past (PENDING or EXPIRED). */
+                            next_charge_date: string | null;
+                            /** @description Token-allowance expiry in unix seconds (decimal string); null when it never expires */
+                            expires_at: string | null;
+                            /** @description Executions left; null means unlimited */
+                            remaining_executions: number | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp of the subscription
+                             */
+                            created_at: string;
+                            /** @description Whether the merchant has blocked the subscriber on this module */
+                            is_blocked: boolean;
+                            /** @description The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none */
+                            renewal?: {
+                                /**
+                                 * Format: date-time
+                                 * @description The due instant judged: the later of next_charge_date and checked_at
+                                 */
+                                due_at: string;
+                                outlook: "will_renew" | "at_risk";
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description The charge, token base units (decimal) */
+                                amount: string;
+                                /** @description Token symbol */
+                                currency: string | null;
+                                token_decimals: number | null;
+                                /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                                balance: string;
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                allowance: string;
+                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                credit: string;
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                shortfall: string;
+                                /** @description The block every read of the evaluation was pinned to (decimal) */
+                                checked_block: string;
+                                /**
+                                 * Format: date-time
+                                 * @description That block's timestamp
+                                 */
+                                checked_at: string;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_subscription_status_changed: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "subscription.status_changed",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "on_chain_id": "1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+                 *           "plan_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "status": "EXPIRED",
+                 *           "total_spent": "10000000",
+                 *           "times_executed": 1,
+                 *           "next_charge_date": "2026-12-20T10:00:00.000Z",
+                 *           "expires_at": null,
+                 *           "remaining_executions": null,
+                 *           "created_at": "2026-11-20T10:00:00.000Z",
+                 *           "is_blocked": false,
+                 *           "renewal": null
+                 *         },
+                 *         "previous_status": "ACTIVE"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "subscription.status_changed";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description The subscription record (as GET /v0/subscriptions answers it) at the event's instant */
+                        object: {
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription id on the chain (uint256, decimal) */
+                            on_chain_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Subscriber wallet (lowercase) */
+                            user_address: string;
+                            /** @description `<chain_id>:<module>:<plan_id>` */
+                            plan_id: string;
+                            /** @description Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE. */
+                            status: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
+                            /** @description Cumulative amount charged, token base units (decimal) */
+                            total_spent: string;
+                            /** @description Successful payment executions */
+                            times_executed: number;
+                            /** @description Next scheduled charge; null when none is queued (cancelled, paused, blocked, or every execution used). May lie in the past (PENDING or EXPIRED). */
+                            next_charge_date: string | null;
+                            /** @description Token-allowance expiry in unix seconds (decimal string); null when it never expires */
+                            expires_at: string | null;
+                            /** @description Executions left; null means unlimited */
+                            remaining_executions: number | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp of the subscription
+                             */
+                            created_at: string;
+                            /** @description Whether the merchant has blocked the subscriber on this module */
+                            is_blocked: boolean;
+                            /** @description The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none */
+                            renewal?: {
+                                /**
+                                 * Format: date-time
+                                 * @description The due instant judged: the later of next_charge_date and checked_at
+                                 */
+                                due_at: string;
+                                outlook: "will_renew" | "at_risk";
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description The charge, token base units (decimal) */
+                                amount: string;
+                                /** @description Token symbol */
+                                currency: string | null;
+                                token_decimals: number | null;
+                                /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                                balance: string;
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                allowance: string;
+                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                credit: string;
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                shortfall: string;
+                                /** @description The block every read of the evaluation was pinned to (decimal) */
+                                checked_block: string;
+                                /**
+                                 * Format: date-time
+                                 * @description That block's timestamp
+                                 */
+                                checked_at: string;
+                            } | null;
+                        };
+                        /** @description Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE. */
+                        previous_status: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_subscription_renewal_upcoming: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "subscription.renewal_upcoming",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "on_chain_id": "1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+                 *           "plan_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "status": "ACTIVE",
+                 *           "total_spent": "10000000",
+                 *           "times_executed": 1,
+                 *           "next_charge_date": "2026-12-20T10:00:00.000Z",
+                 *           "expires_at": null,
+                 *           "remaining_executions": null,
+                 *           "created_at": "2026-11-20T10:00:00.000Z",
+                 *           "is_blocked": false,
+                 *           "renewal": null
+                 *         },
+                 *         "due_at": "2026-12-20T10:00:00.000Z",
+                 *         "amount": "10000000",
+                 *         "currency": "USDC",
+                 *         "token_decimals": 6
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "subscription.renewal_upcoming";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description The subscription record (as GET /v0/subscriptions answers it) at the event's instant */
+                        object: {
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription id on the chain (uint256, decimal) */
+                            on_chain_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Subscriber wallet (lowercase) */
+                            user_address: string;
+                            /** @description `<chain_id>:<module>:<plan_id>` */
+                            plan_id: string;
+                            /** @description Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE. */
+                            status: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
+                            /** @description Cumulative amount charged, token base units (decimal) */
+                            total_spent: string;
+                            /** @description Successful payment executions */
+                            times_executed: number;
+                            /** @description Next scheduled charge; null when none is queued (cancelled, paused, blocked, or every execution used). May lie in the past (PENDING or EXPIRED). */
+                            next_charge_date: string | null;
+                            /** @description Token-allowance expiry in unix seconds (decimal string); null when it never expires */
+                            expires_at: string | null;
+                            /** @description Executions left; null means unlimited */
+                            remaining_executions: number | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp of the subscription
+                             */
+                            created_at: string;
+                            /** @description Whether the merchant has blocked the subscriber on this module */
+                            is_blocked: boolean;
+                            /** @description The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none */
+                            renewal?: {
+                                /**
+                                 * Format: date-time
+                                 * @description The due instant judged: the later of next_charge_date and checked_at
+                                 */
+                                due_at: string;
+                                outlook: "will_renew" | "at_risk";
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description The charge, token base units (decimal) */
+                                amount: string;
+                                /** @description Token symbol */
+                                currency: string | null;
+                                token_decimals: number | null;
+                                /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                                balance: string;
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                allowance: string;
+                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                credit: string;
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                shortfall: string;
+                                /** @description The block every read of the evaluation was pinned to (decimal) */
+                                checked_block: string;
+                                /**
+                                 * Format: date-time
+                                 * @description That block's timestamp
+                                 */
+                                checked_at: string;
+                            } | null;
+                        };
+                        /**
+                         * Format: date-time
+                         * @description The due instant
+                         */
+                        due_at: string;
+                        /** @description The charge, token base units (decimal) */
+                        amount: string;
+                        /** @description Token symbol */
+                        currency: string | null;
+                        /** @description Token decimals */
+                        token_decimals: number | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_subscription_renewal_at_risk: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "subscription.renewal_at_risk",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "on_chain_id": "1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+                 *           "plan_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "status": "ACTIVE",
+                 *           "total_spent": "10000000",
+                 *           "times_executed": 1,
+                 *           "next_charge_date": "2026-12-20T10:00:00.000Z",
+                 *           "expires_at": null,
+                 *           "remaining_executions": null,
+                 *           "created_at": "2026-11-20T10:00:00.000Z",
+                 *           "is_blocked": false,
+                 *           "renewal": null
+                 *         },
+                 *         "renewal": {
+                 *           "due_at": "2026-12-01T10:00:00.000Z",
+                 *           "outlook": "at_risk",
+                 *           "reason": "InsufficientBalance",
+                 *           "amount": "9990000",
+                 *           "currency": "USDC",
+                 *           "token_decimals": 6,
+                 *           "balance": "4200000",
+                 *           "allowance": "115792089237316195423570985008687907853269984665640564039457584007913129639935",
+                 *           "credit": "0",
+                 *           "shortfall": "5790000",
+                 *           "checked_block": "18422011",
+                 *           "checked_at": "2026-11-28T09:12:44.000Z"
+                 *         },
+                 *         "previous_renewal": null
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "subscription.renewal_at_risk";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description The subscription record (as GET /v0/subscriptions answers it) at the event's instant */
+                        object: {
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription id on the chain (uint256, decimal) */
+                            on_chain_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Subscriber wallet (lowercase) */
+                            user_address: string;
+                            /** @description `<chain_id>:<module>:<plan_id>` */
+                            plan_id: string;
+                            /** @description Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE. */
+                            status: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
+                            /** @description Cumulative amount charged, token base units (decimal) */
+                            total_spent: string;
+                            /** @description Successful payment executions */
+                            times_executed: number;
+                            /** @description Next scheduled charge; null when none is queued (cancelled, paused, blocked, or every execution used). May lie in the past (PENDING or EXPIRED). */
+                            next_charge_date: string | null;
+                            /** @description Token-allowance expiry in unix seconds (decimal string); null when it never expires */
+                            expires_at: string | null;
+                            /** @description Executions left; null means unlimited */
+                            remaining_executions: number | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp of the subscription
+                             */
+                            created_at: string;
+                            /** @description Whether the merchant has blocked the subscriber on this module */
+                            is_blocked: boolean;
+                            /** @description The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none */
+                            renewal?: {
+                                /**
+                                 * Format: date-time
+                                 * @description The due instant judged: the later of next_charge_date and checked_at
+                                 */
+                                due_at: string;
+                                outlook: "will_renew" | "at_risk";
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description The charge, token base units (decimal) */
+                                amount: string;
+                                /** @description Token symbol */
+                                currency: string | null;
+                                token_decimals: number | null;
+                                /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                                balance: string;
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                allowance: string;
+                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                credit: string;
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                shortfall: string;
+                                /** @description The block every read of the evaluation was pinned to (decimal) */
+                                checked_block: string;
+                                /**
+                                 * Format: date-time
+                                 * @description That block's timestamp
+                                 */
+                                checked_at: string;
+                            } | null;
+                        };
+                        /** @description The renewal outlook: what the next charge will do, judged from the chain before it happens. A forecast: the subscriber can still change it. Null when the subscription is not chargeable or not due within the horizon. */
+                        renewal: {
+                            /**
+                             * Format: date-time
+                             * @description The due instant judged: the later of next_charge_date and checked_at
+                             */
+                            due_at: string;
+                            outlook: "will_renew" | "at_risk";
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description The charge, token base units (decimal) */
+                            amount: string;
+                            /** @description Token symbol */
+                            currency: string | null;
+                            token_decimals: number | null;
+                            /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                            balance: string;
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            allowance: string;
+                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            credit: string;
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            shortfall: string;
+                            /** @description The block every read of the evaluation was pinned to (decimal) */
+                            checked_block: string;
+                            /**
+                             * Format: date-time
+                             * @description That block's timestamp
+                             */
+                            checked_at: string;
+                        };
+                        /** @description The outlook last sent for that due instant, or null */
+                        previous_renewal: {
+                            /**
+                             * Format: date-time
+                             * @description The due instant judged: the later of next_charge_date and checked_at
+                             */
+                            due_at: string;
+                            outlook: "will_renew" | "at_risk";
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description The charge, token base units (decimal) */
+                            amount: string;
+                            /** @description Token symbol */
+                            currency: string | null;
+                            token_decimals: number | null;
+                            /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                            balance: string;
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            allowance: string;
+                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            credit: string;
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            shortfall: string;
+                            /** @description The block every read of the evaluation was pinned to (decimal) */
+                            checked_block: string;
+                            /**
+                             * Format: date-time
+                             * @description That block's timestamp
+                             */
+                            checked_at: string;
+                        } | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_subscription_renewal_recovered: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "subscription.renewal_recovered",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "on_chain_id": "1",
+                 *           "module_address": "0xa16e02e87b7454126e5e10d957a927a7f5b5d2be",
+                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+                 *           "plan_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "status": "ACTIVE",
+                 *           "total_spent": "10000000",
+                 *           "times_executed": 1,
+                 *           "next_charge_date": "2026-12-20T10:00:00.000Z",
+                 *           "expires_at": null,
+                 *           "remaining_executions": null,
+                 *           "created_at": "2026-11-20T10:00:00.000Z",
+                 *           "is_blocked": false,
+                 *           "renewal": null
+                 *         },
+                 *         "renewal": {
+                 *           "due_at": "2026-12-01T10:00:00.000Z",
+                 *           "outlook": "will_renew",
+                 *           "reason": null,
+                 *           "amount": "9990000",
+                 *           "currency": "USDC",
+                 *           "token_decimals": 6,
+                 *           "balance": "20000000",
+                 *           "allowance": "115792089237316195423570985008687907853269984665640564039457584007913129639935",
+                 *           "credit": "0",
+                 *           "shortfall": "0",
+                 *           "checked_block": "18422011",
+                 *           "checked_at": "2026-11-28T09:12:44.000Z"
+                 *         },
+                 *         "previous_renewal": {
+                 *           "due_at": "2026-12-01T10:00:00.000Z",
+                 *           "outlook": "at_risk",
+                 *           "reason": "InsufficientBalance",
+                 *           "amount": "9990000",
+                 *           "currency": "USDC",
+                 *           "token_decimals": 6,
+                 *           "balance": "4200000",
+                 *           "allowance": "115792089237316195423570985008687907853269984665640564039457584007913129639935",
+                 *           "credit": "0",
+                 *           "shortfall": "5790000",
+                 *           "checked_block": "18422011",
+                 *           "checked_at": "2026-11-28T09:12:44.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "subscription.renewal_recovered";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description The subscription record (as GET /v0/subscriptions answers it) at the event's instant */
+                        object: {
+                            /** @description `<chain_id>:<module>:<subscription_id>` */
+                            allocation_id: string;
+                            /** @description Subscription id on the chain (uint256, decimal) */
+                            on_chain_id: string;
+                            /** @description Subscription module contract (lowercase) */
+                            module_address: string;
+                            /** @description Subscriber wallet (lowercase) */
+                            user_address: string;
+                            /** @description `<chain_id>:<module>:<plan_id>` */
+                            plan_id: string;
+                            /** @description Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE. */
+                            status: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
+                            /** @description Cumulative amount charged, token base units (decimal) */
+                            total_spent: string;
+                            /** @description Successful payment executions */
+                            times_executed: number;
+                            /** @description Next scheduled charge; null when none is queued (cancelled, paused, blocked, or every execution used). May lie in the past (PENDING or EXPIRED). */
+                            next_charge_date: string | null;
+                            /** @description Token-allowance expiry in unix seconds (decimal string); null when it never expires */
+                            expires_at: string | null;
+                            /** @description Executions left; null means unlimited */
+                            remaining_executions: number | null;
+                            /**
+                             * Format: date-time
+                             * @description Block timestamp of the subscription
+                             */
+                            created_at: string;
+                            /** @description Whether the merchant has blocked the subscriber on this module */
+                            is_blocked: boolean;
+                            /** @description The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none */
+                            renewal?: {
+                                /**
+                                 * Format: date-time
+                                 * @description The due instant judged: the later of next_charge_date and checked_at
+                                 */
+                                due_at: string;
+                                outlook: "will_renew" | "at_risk";
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description The charge, token base units (decimal) */
+                                amount: string;
+                                /** @description Token symbol */
+                                currency: string | null;
+                                token_decimals: number | null;
+                                /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                                balance: string;
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                allowance: string;
+                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                credit: string;
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                shortfall: string;
+                                /** @description The block every read of the evaluation was pinned to (decimal) */
+                                checked_block: string;
+                                /**
+                                 * Format: date-time
+                                 * @description That block's timestamp
+                                 */
+                                checked_at: string;
+                            } | null;
+                        };
+                        /** @description The renewal outlook: what the next charge will do, judged from the chain before it happens. A forecast: the subscriber can still change it. Null when the subscription is not chargeable or not due within the horizon. */
+                        renewal: {
+                            /**
+                             * Format: date-time
+                             * @description The due instant judged: the later of next_charge_date and checked_at
+                             */
+                            due_at: string;
+                            outlook: "will_renew" | "at_risk";
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description The charge, token base units (decimal) */
+                            amount: string;
+                            /** @description Token symbol */
+                            currency: string | null;
+                            token_decimals: number | null;
+                            /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                            balance: string;
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            allowance: string;
+                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            credit: string;
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            shortfall: string;
+                            /** @description The block every read of the evaluation was pinned to (decimal) */
+                            checked_block: string;
+                            /**
+                             * Format: date-time
+                             * @description That block's timestamp
+                             */
+                            checked_at: string;
+                        };
+                        /** @description The outlook last sent for that due instant, or null */
+                        previous_renewal: {
+                            /**
+                             * Format: date-time
+                             * @description The due instant judged: the later of next_charge_date and checked_at
+                             */
+                            due_at: string;
+                            outlook: "will_renew" | "at_risk";
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description The charge, token base units (decimal) */
+                            amount: string;
+                            /** @description Token symbol */
+                            currency: string | null;
+                            token_decimals: number | null;
+                            /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
+                            balance: string;
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            allowance: string;
+                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            credit: string;
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            shortfall: string;
+                            /** @description The block every read of the evaluation was pinned to (decimal) */
+                            checked_block: string;
+                            /**
+                             * Format: date-time
+                             * @description That block's timestamp
+                             */
+                            checked_at: string;
+                        } | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_event_reverted: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "event.reverted",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "id": "evt_3f0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *           "type": "charge.succeeded",
+                 *           "block_number": "1042",
+                 *           "chain_id": 31337,
+                 *           "allocation_id": "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1",
+                 *           "user_address": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "event.reverted";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description The withdrawn event; ignore an id you never received */
+                        object: {
+                            /** @description Id of the withdrawn event */
+                            id: string;
+                            /** @description Type of the withdrawn event */
+                            type: string;
+                            /** @description Block of the withdrawn event (decimal) */
+                            block_number: string;
+                            /** @description Its chain */
+                            chain_id: number | null;
+                            /** @description The allocation it concerned; null for an event without a subscriber */
+                            allocation_id: string | null;
+                            /** @description The subscriber it concerned (evict this wallet from a cache); null for an event without one */
+                            user_address: string | null;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_webhook_test: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "webhook.test",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "endpoint_id": "we_9f2c4a1b7e3d5c6a8b0f"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "webhook.test";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        object: {
+                            /** @description The endpoint tested */
+                            endpoint_id: string;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_customer_churned: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "customer.churned",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "id": "mov_8c1f0e2d3b4a59687766a5b4c3d2e1f00f1e2d3c",
+                 *           "at": "2026-12-23T10:00:01.000Z",
+                 *           "block_number": "2260",
+                 *           "customer": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+                 *           "token": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                 *           "currency": "USDC",
+                 *           "token_decimals": 6,
+                 *           "kind": "churn",
+                 *           "mrr_before": "10000000",
+                 *           "mrr_after": "0",
+                 *           "amount": "-10000000",
+                 *           "reason": "InsufficientBalance",
+                 *           "recovered": false,
+                 *           "allocation_ids": [
+                 *             "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1"
+                 *           ]
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "customer.churned";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description An MRR movement of one customer at one instant (analytics.md) */
+                        object: {
+                            /** @description Movement id: deterministic from the block and the customer */
+                            id: string;
+                            /**
+                             * Format: date-time
+                             * @description Instant of the movement (ISO 8601, ms, UTC)
+                             */
+                            at: string;
+                            /** @description Block of the movement (decimal) */
+                            block_number: string;
+                            /** @description The subscriber wallet (lowercase) */
+                            customer: string;
+                            /** @description The plan token (lowercase address) */
+                            token: string;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Token decimals; null when unknown */
+                            token_decimals: number | null;
+                            /** @description new, expansion, contraction, churn or reactivation */
+                            kind: "new" | "expansion" | "contraction" | "churn" | "reactivation";
+                            /** @description The customer's MRR just before, token base units (decimal) */
+                            mrr_before: string;
+                            /** @description Its MRR just after, token base units (decimal) */
+                            mrr_after: string;
+                            /** @description mrr_after − mrr_before, signed, token base units (decimal) */
+                            amount: string;
+                            /** @description Why a churn or contraction happened; null for the other kinds */
+                            reason: "cancelled_by_subscriber" | "cancelled_by_merchant" | "blocked" | "paused" | "InsufficientBalance" | "InsufficientAllowance" | "AllowanceExpired" | "TransferFailed" | "not_charged" | "plan_change" | null;
+                            /** @description A reactivation within 30 days of an involuntary churn */
+                            recovered: boolean;
+                            /** @description The allocations whose change made the movement */
+                            allocation_ids: string[];
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhook_customer_reactivated: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description The event id: the same on every attempt, so a receiver deduplicates by it
+                 * @example evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6
+                 */
+                "webhook-id": string;
+                /**
+                 * @description Unix seconds of this attempt; refuse one more than 5 minutes away from your clock
+                 * @example 1795687200
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>` (two during a secret rotation)
+                 * @example v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=
+                 */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "evt_5d0c2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6",
+                 *       "type": "customer.reactivated",
+                 *       "timestamp": "2026-11-20T10:00:00.000Z",
+                 *       "chain_id": 31337,
+                 *       "merchant": "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+                 *       "block_number": "1042",
+                 *       "data": {
+                 *         "object": {
+                 *           "id": "mov_2a9e5b7d41c6a8e2f0b1d9c7a5e3f1b2c4d6e8f0",
+                 *           "at": "2026-12-30T09:15:00.000Z",
+                 *           "block_number": "2301",
+                 *           "customer": "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+                 *           "token": "0x5fbdb2315678afecb367f032d93f642f64180aa3",
+                 *           "currency": "USDC",
+                 *           "token_decimals": 6,
+                 *           "kind": "reactivation",
+                 *           "mrr_before": "0",
+                 *           "mrr_after": "10000000",
+                 *           "amount": "10000000",
+                 *           "reason": null,
+                 *           "recovered": true,
+                 *           "allocation_ids": [
+                 *             "31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1"
+                 *           ]
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @description `evt_` + hex or base58; deterministic: the same fact always gets the same id */
+                    id: string;
+                    /** @constant */
+                    type: "customer.reactivated";
+                    /**
+                     * Format: date-time
+                     * @description Block time, or the expiry instant (ISO 8601, ms, UTC)
+                     */
+                    timestamp: string;
+                    /** @description The chain */
+                    chain_id: number;
+                    /** @description The merchant (lowercase) */
+                    merchant: string;
+                    /** @description Block that caused it (decimal) */
+                    block_number: string;
+                    data: {
+                        /** @description An MRR movement of one customer at one instant (analytics.md) */
+                        object: {
+                            /** @description Movement id: deterministic from the block and the customer */
+                            id: string;
+                            /**
+                             * Format: date-time
+                             * @description Instant of the movement (ISO 8601, ms, UTC)
+                             */
+                            at: string;
+                            /** @description Block of the movement (decimal) */
+                            block_number: string;
+                            /** @description The subscriber wallet (lowercase) */
+                            customer: string;
+                            /** @description The plan token (lowercase address) */
+                            token: string;
+                            /** @description Token symbol; null when the token has none */
+                            currency: string | null;
+                            /** @description Token decimals; null when unknown */
+                            token_decimals: number | null;
+                            /** @description new, expansion, contraction, churn or reactivation */
+                            kind: "new" | "expansion" | "contraction" | "churn" | "reactivation";
+                            /** @description The customer's MRR just before, token base units (decimal) */
+                            mrr_before: string;
+                            /** @description Its MRR just after, token base units (decimal) */
+                            mrr_after: string;
+                            /** @description mrr_after − mrr_before, signed, token base units (decimal) */
+                            amount: string;
+                            /** @description Why a churn or contraction happened; null for the other kinds */
+                            reason: "cancelled_by_subscriber" | "cancelled_by_merchant" | "blocked" | "paused" | "InsufficientBalance" | "InsufficientAllowance" | "AllowanceExpired" | "TransferFailed" | "not_charged" | "plan_change" | null;
+                            /** @description A reactivation within 30 days of an involuntary churn */
+                            recovered: boolean;
+                            /** @description The allocations whose change made the movement */
+                            allocation_ids: string[];
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Any 2xx acknowledges the delivery; the body is ignored */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status (or none within the timeout) is a failed attempt, retried later */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

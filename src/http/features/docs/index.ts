@@ -74,6 +74,15 @@ const errorExamples: Record<number, ErrorDoc> = {
     code: "not_found",
     message: "no such subscription",
   },
+  409: {
+    description:
+      "The `Idempotency-Key` was used in the last 24 hours with another request (`idempotency_key_reused`), or a " +
+      "request with it is still in flight (`idempotency_key_in_use`, retry after `Retry-After`).",
+    type: "invalid_request_error",
+    code: "idempotency_key_reused",
+    message: "this Idempotency-Key was already used with another request (method, path or body) in the last 24 hours",
+    param: "Idempotency-Key",
+  },
   429: {
     description:
       "Over the per-client rate limit (refused credentials count against it too); `Retry-After` says when to come back.",
@@ -94,6 +103,30 @@ const errorExamples: Record<number, ErrorDoc> = {
     message: "the database is unavailable, retry shortly",
   },
 };
+
+/** `security` of a route any client may call (the check, sign-in, probes). */
+export const PUBLIC_ROUTE: OpenAPIV3.SecurityRequirementObject[] = [];
+
+/** `security` of a route that needs an API key or a session. */
+export const BEARER_ROUTE: OpenAPIV3.SecurityRequirementObject[] = [{ bearer: [] }];
+
+/**
+ * What a route's `detail` must carry for the document to stay lint-clean (test/http/features/docs-lint.test.ts,
+ * `bun run openapi:lint`): tags declared in the document, a summary, a description, an explicit `security`
+ * ({@link PUBLIC_ROUTE} or {@link BEARER_ROUTE}) and responses with at least one 4xx (see {@link responses}).
+ */
+export type RouteDetail = {
+  tags: [string, ...string[]];
+  summary: string;
+  description: string;
+  security: OpenAPIV3.SecurityRequirementObject[];
+  responses: OpenAPIV3.ResponsesObject;
+  requestBody?: OpenAPIV3.RequestBodyObject;
+  hide?: boolean;
+};
+
+/** A route's `detail`, checked by the compiler against {@link RouteDetail}. */
+export const routeDetail = <T extends RouteDetail>(detail: T): T => detail;
 
 /** Removes TypeBox's symbol keys so the schema serializes as plain JSON Schema. */
 export function jsonSchema(schema: TSchema): Record<string, unknown> {
@@ -123,6 +156,12 @@ const freshnessHeaderDocs: Record<string, OpenAPIV3.HeaderObject> = {
 const errorHeaderDocs: Record<number, Record<string, OpenAPIV3.HeaderObject>> = {
   401: {
     "WWW-Authenticate": { description: "Always `Bearer`.", schema: { type: "string", example: "Bearer" } },
+  },
+  409: {
+    "Retry-After": {
+      description: "With `idempotency_key_in_use`: seconds to wait before retrying.",
+      schema: { type: "integer", example: 1 },
+    },
   },
   429: {
     "Retry-After": {
@@ -220,7 +259,11 @@ const API_DESCRIPTION = `Read-only API over an index of on-chain recurring (subs
 * **Paging**: list routes take \`limit\` and \`starting_after\`; a page cut by \`limit\` carries a \`Link\` header
   with rel=next naming the next page.
 * **Errors**: a JSON envelope \`error\` with \`type\`, \`code\`, \`message\`, \`param\` (when a parameter is at
-  fault) and \`request_id\`; statuses 400, 401, 403, 404, 429, 502 and 503.`;
+  fault) and \`request_id\`; statuses 400, 401, 403, 404, 409, 429, 502 and 503.
+* **Idempotency**: a POST made with an API key or a session may carry an \`Idempotency-Key\` header; for 24 hours a
+  retry with the same key and the same request gets the first answer again (\`Idempotent-Replayed: true\`) instead
+  of acting twice; the same key with another request is a 409 \`idempotency_key_reused\`.
+* **Webhooks**: the \`webhooks\` section describes the signed POST each event type sends to an endpoint.`;
 
 type Operation = OpenAPIV3.OperationObject & { parameters?: OpenAPIV3.ParameterObject[] };
 type DocRoute = {
@@ -243,8 +286,10 @@ function constUnionToEnum(schema: Record<string, unknown>): Record<string, unkno
  * - a route's `detail.responses` and `detail.requestBody` win over what the plugin derives from its `response` and
  *   `body` schemas (the plugin otherwise drops them, losing the examples and error statuses).
  */
-function finishDocument(generated: OpenAPIV3.Document, routes: DocRoute[]): OpenAPIV3.Document {
+function finishDocument(generated: OpenAPIV3.Document, routes: DocRoute[], extra: DocsOptions): OpenAPIV3.Document {
   const doc = structuredClone(generated);
+  doc.servers = [{ url: "/", description: "The server that serves this document" }];
+  doc.info.license = { name: "MIT", identifier: "MIT" } as OpenAPIV3.LicenseObject;
   for (const item of Object.values(doc.paths ?? {})) {
     for (const op of Object.values(item ?? {}) as Operation[]) {
       for (const p of op?.parameters ?? []) {
@@ -266,8 +311,47 @@ function finishDocument(generated: OpenAPIV3.Document, routes: DocRoute[]): Open
     if (detail.responses) op.responses = { ...op.responses, ...structuredClone(detail.responses) };
     if (detail.requestBody) op.requestBody = structuredClone(detail.requestBody);
   }
+  for (const item of Object.values(doc.paths ?? {})) {
+    const post = item?.post as Operation | undefined;
+    if (post && post.security?.some((s) => "bearer" in s)) addIdempotency(post);
+  }
+  if (extra.webhooks) (doc as { webhooks?: unknown }).webhooks = extra.webhooks;
   return doc;
 }
+
+/** The `Idempotency-Key` header of a POST with a merchant credential (src/http/plugins/idempotency.ts) and its 409. */
+function addIdempotency(op: Operation) {
+  op.parameters = [...(op.parameters ?? []), idempotencyKeyParameter];
+  const conflict = errorResponse(409);
+  const own = op.responses?.[409] as OpenAPIV3.ResponseObject | undefined;
+  op.responses = {
+    ...op.responses,
+    409: own ? { ...own, description: `${own.description} Or: ${conflict.description}` } : conflict,
+  };
+  for (const [status, res] of Object.entries(op.responses)) {
+    if (!/^2/.test(status) || "$ref" in res) continue;
+    res.headers = { ...res.headers, "Idempotent-Replayed": replayedHeader };
+  }
+}
+
+/** The header of an answer replayed for an `Idempotency-Key`. */
+const replayedHeader: OpenAPIV3.HeaderObject = {
+  description: "`true` when this is the stored answer of an earlier request with the same `Idempotency-Key`.",
+  schema: { type: "string", enum: ["true"] },
+};
+
+/** The request header of an idempotent POST. */
+const idempotencyKeyParameter: OpenAPIV3.ParameterObject = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description:
+    "Makes a retry safe: the first request with a key runs, and for 24 hours a retry with the same key and the same " +
+    "request (method, path, query, body) gets its answer again, with `Idempotent-Replayed: true`, instead of acting " +
+    "twice. Keys are per merchant; send a new random one (a UUID) per operation. 1 to 255 printable ASCII characters.",
+  schema: { type: "string", minLength: 1, maxLength: 255 },
+  example: "5c1f0e2d-3b4a-4968-8776-a5b4c3d2e1f0",
+};
 
 /** Swagger UI settings: every URL local to this server. */
 const swaggerOptions = {
@@ -282,8 +366,14 @@ const swaggerOptions = {
   validatorUrl: "none",
 };
 
+/** What the app adds to the generated document. */
+export type DocsOptions = {
+  /** The `webhooks` section (OpenAPI 3.1): one entry per event type (./webhooks.ts). */
+  webhooks?: Record<string, OpenAPIV3.PathItemObject>;
+};
+
 /** `/docs` (Swagger UI, assets served locally from swagger-ui-dist) and `/docs/json` (the OpenAPI document). */
-export function docsRoutes() {
+export function docsRoutes(extra: DocsOptions = {}) {
   const finished = new WeakMap<object, OpenAPIV3.Document>();
   const app = new Elysia({ name: "docs" })
     // Local to this plugin: it runs for the routes below (the plugin's included), not for the API's.
@@ -293,7 +383,7 @@ export function docsRoutes() {
       if (!doc) {
         // getGlobalRoutes is what the plugin itself reads: every route of the app this plugin is mounted in.
         const routes = (app as unknown as { getGlobalRoutes(): DocRoute[] }).getGlobalRoutes();
-        doc = finishDocument(response as OpenAPIV3.Document, routes);
+        doc = finishDocument(response as OpenAPIV3.Document, routes, extra);
         finished.set(response, doc);
       }
       return doc;

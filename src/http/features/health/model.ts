@@ -1,6 +1,6 @@
 /** Documentation of /healthz and /readyz. */
 import { Type as t } from "@sinclair/typebox";
-import { errorEnvelopeWith, errorResponse, jsonSchema, requestIdHeader } from "../docs";
+import { errorEnvelopeWith, errorResponse, jsonSchema, PUBLIC_ROUTE, requestIdHeader, routeDetail } from "../docs";
 
 const ChainReadiness = t.Object({
   chain_id: t.Integer({ description: "The chain" }),
@@ -43,7 +43,8 @@ const chainExample = {
 };
 
 /** OpenAPI detail of /healthz. */
-export const healthDetail = {
+export const healthDetail = routeDetail({
+  security: PUBLIC_ROUTE,
   tags: ["operations"],
   summary: "Liveness",
   description: "200 while the process serves HTTP. Reads nothing (not even the database), so it never fails.",
@@ -59,10 +60,11 @@ export const healthDetail = {
       },
     },
   },
-};
+});
 
 /** OpenAPI detail of /readyz. */
-export const readyDetail = {
+export const readyDetail = routeDetail({
+  security: PUBLIC_ROUTE,
   tags: ["operations"],
   summary: "Readiness",
   description:
@@ -102,4 +104,4 @@ export const readyDetail = {
       ),
     }),
   },
-};
+});

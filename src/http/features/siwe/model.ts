@@ -75,6 +75,7 @@ const sessionCookieHeader = {
 
 /** OpenAPI detail of `GET /v0/siwe/nonce`. */
 export const nonceDetail = {
+  security: [],
   tags: ["siwe"],
   summary: "Get a sign-in nonce",
   description:
@@ -106,6 +107,7 @@ const messageExample = [
 
 /** OpenAPI detail of `POST /v0/siwe/verify`. */
 export const verifyDetail = {
+  security: [],
   tags: ["siwe"],
   summary: "Sign in with a signed message",
   description:

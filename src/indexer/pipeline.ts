@@ -14,6 +14,8 @@ import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
 import type { BatchContext } from "./hooks";
 import { buildDeferral, buildDue } from "./deferral";
+import { withSpendPermissionEvents } from "./spend-permission-source";
+import { derivePermissionRows } from "./spend-permission-state";
 
 /** A batch whose transaction was started: when its hooks' `beforeBulk` ran (or it failed), and its commit. */
 type Written = { rows: BatchRows; begun: Promise<void>; committed: Promise<void> };
@@ -161,7 +163,9 @@ async function derive(ctx: IndexerContext, batch: PreparedBatch): Promise<BatchR
   const before = statesBefore(state.subCache, ids);
   const derived = deriveBatch(batch.events, state.modules, state.plans, state.subCache);
   for (const m of metas) state.tokens.known.add(m.address);
-  return { batch, before, derived, tokens: metas };
+  const permissions = await derivePermissionRows(ctx.sql, ctx.chainId, state.subCache, batch.events);
+  if (permissions) derived.activity.push(...permissions.activity);
+  return { batch, before, derived, tokens: metas, permissions };
 }
 
 /** Inside a transaction: the cursor row, locked, must be the one the work was built on. */
@@ -369,7 +373,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
         // The first batch of a range carries the wait for its logs.
         const clock = stageClock(first ? { ...fetchClock.stages } : {});
         first = false;
-        const batch = await prepareBatch({
+        const prepared = await prepareBatch({
           client: ctx.client,
           fetched: part,
           modules: state.modules,
@@ -379,6 +383,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
           processor: ctx.processor,
           policy: ctx.policy,
         });
+        const batch = await withSpendPermissionEvents(ctx.client, ctx.sp, prepared, ctx.policy);
         clock.mark("prepare");
         const rows = await derive(ctx, batch);
         clock.mark("derive");

@@ -38,6 +38,7 @@ export const indexerRole: Role = {
           CONFIRMATIONS: chain.confirmations,
           POLL_INTERVAL_MS: chain.pollIntervalMs,
           chainId: chain.chainId,
+          spendPermissions: chain.spendPermissions,
         },
         notifier,
         log,

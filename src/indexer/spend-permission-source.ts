@@ -1,0 +1,150 @@
+/**
+ * The Spend Permission source of a batch (spend-permissions spec §6): the manager's logs of the batch's range,
+ * decoded for the configured spenders, `revokedBy` resolved from the revoking transaction (stored in the event's
+ * args, so a replay never asks the node again), timestamps and block hashes checked against the headers, and the
+ * events merged with the protocol's in chain order.
+ */
+import type { PublicClient } from "viem";
+import type { SpendPermissionSource } from "../common/config";
+import { getHeaders, getLogs, withRetry, type RetryPolicy } from "../chain/rpc";
+import { revokedBy } from "../domain/spend-permission";
+import { ChainBehindError, RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
+import type { BatchEvent, PreparedBatch } from "./fetch";
+import type { DecodedEvent, RawLog } from "./decode";
+import { decodeSpendPermissionLog, parseSpenders, spendPermissionFilters, type SpenderSet } from "./spend-permissions";
+
+/** The source as the indexer uses it. */
+export type SpendPermissionIndexing = {
+  manager: string;
+  spenders: SpenderSet;
+  startBlock: bigint;
+  graceS: number;
+  entryPoints: string[];
+  nativeSymbol?: string;
+};
+
+/** The indexing view of a configured source (undefined: the chain has none). */
+export function spendPermissionIndexing(
+  source: SpendPermissionSource | undefined,
+): SpendPermissionIndexing | undefined {
+  if (!source) return undefined;
+  return {
+    manager: source.manager.toLowerCase(),
+    spenders: source.spenders === "*" ? "*" : parseSpenders(source.spenders.join(",")),
+    startBlock: BigInt(source.startBlock),
+    graceS: source.graceS,
+    entryPoints: source.entryPoints,
+    nativeSymbol: source.nativeSymbol,
+  };
+}
+
+/** getLogs of [from, to] that halves its range on refusal. */
+async function logsSplit(
+  client: PublicClient,
+  filter: { address: string[]; topics: (string[] | null)[] },
+  from: bigint,
+  to: bigint,
+  policy?: RetryPolicy,
+): Promise<RawLog[]> {
+  try {
+    return await getLogs(client, filter, from, to, policy);
+  } catch (err) {
+    if (!(err instanceof RangeRefusedError)) throw err;
+    if (from === to) throw new RpcUnavailableError(`eth_getLogs refused a single block (${from}): ${err.message}`);
+    const mid = (from + to) / 2n;
+    const left = await logsSplit(client, filter, from, mid, policy);
+    return left.concat(await logsSplit(client, filter, mid + 1n, to, policy));
+  }
+}
+
+/** Who sent a Revoked log's transaction, from its receipt and the transaction itself (§6.3). */
+async function resolveRevokedBy(
+  client: PublicClient,
+  ev: DecodedEvent,
+  entryPoints: string[],
+  policy?: RetryPolicy,
+): Promise<string> {
+  const hash = ev.txHash as `0x${string}`;
+  const [receipt, tx] = await Promise.all([
+    withRetry("eth_getTransactionReceipt", () => client.getTransactionReceipt({ hash }), policy),
+    withRetry("eth_getTransactionByHash", () => client.getTransaction({ hash }), policy),
+  ]);
+  if (receipt.blockHash.toLowerCase() !== ev.blockHash) {
+    throw new ReorgDetectedError(`the receipt of ${ev.txHash} is from another fork`);
+  }
+  return revokedBy({
+    revokedLogIndex: ev.logIndex,
+    account: String(ev.args.account),
+    spender: String(ev.args.spender),
+    logs: receipt.logs.map((l) => ({ address: l.address, topics: l.topics, logIndex: l.logIndex })),
+    txFrom: tx.from,
+    txTo: tx.to ?? null,
+    entryPoints,
+  });
+}
+
+/**
+ * The manager's events of [from, to] for the configured spenders (nothing below the source's start block), in chain
+ * order, with block times and `revokedBy` on Revoked.
+ */
+export async function fetchSpendPermissionEvents(
+  client: PublicClient,
+  sp: SpendPermissionIndexing,
+  from: bigint,
+  to: bigint,
+  policy?: RetryPolicy,
+): Promise<DecodedEvent[]> {
+  const low = from > sp.startBlock ? from : sp.startBlock;
+  if (low > to) return [];
+  const filters = spendPermissionFilters(sp.manager, sp.spenders);
+  const lists = await Promise.all(filters.map((f) => logsSplit(client, f, low, to, policy)));
+  const events: DecodedEvent[] = [];
+  for (const log of lists.flat()) {
+    const ev = decodeSpendPermissionLog(log, sp.manager, sp.spenders);
+    if (ev) events.push(ev);
+  }
+  const seen = new Set<string>();
+  const unique = events.filter((e) => {
+    const key = `${e.blockNumber}:${e.logIndex}`;
+    return seen.has(key) ? false : (seen.add(key), true);
+  });
+  for (const ev of unique) {
+    if (ev.name === "SpendPermissionRevoked") {
+      ev.args.revokedBy = await resolveRevokedBy(client, ev, sp.entryPoints, policy);
+    }
+  }
+  return unique;
+}
+
+/**
+ * Adds the manager's events of the batch's range to `batch` in chain order (by block, then log index), checking
+ * each log's block hash against the chain's header of that number and filling its time.
+ */
+export async function withSpendPermissionEvents(
+  client: PublicClient,
+  sp: SpendPermissionIndexing | undefined,
+  batch: PreparedBatch,
+  policy?: RetryPolicy,
+): Promise<PreparedBatch> {
+  if (!sp) return batch;
+  const found = await fetchSpendPermissionEvents(client, sp, batch.from, batch.to, policy);
+  if (found.length === 0) return batch;
+  const known = new Map<bigint, { hash: string; timestamp: number }>();
+  for (const h of batch.windowHeaders) known.set(h.number, h);
+  known.set(batch.toHeader.number, batch.toHeader);
+  for (const ev of batch.events) known.set(ev.blockNumber, { hash: ev.blockHash, timestamp: ev.blockTime });
+  const missing = [...new Set(found.map((e) => e.blockNumber))].filter((n) => !known.has(n));
+  for (const [n, h] of await getHeaders(client, missing, policy)) {
+    if (!h) throw new ChainBehindError(`block ${n} is not available from the node yet`);
+    known.set(n, h);
+  }
+  for (const ev of found) {
+    const h = known.get(ev.blockNumber)!;
+    if (h.hash !== ev.blockHash) throw new ReorgDetectedError(`logs of block ${ev.blockNumber} are from another fork`);
+    ev.blockTime = h.timestamp;
+  }
+  const events = [...batch.events, ...(found as BatchEvent[])].sort((a, b) =>
+    a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
+  );
+  return { ...batch, events };
+}

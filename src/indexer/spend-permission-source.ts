@@ -5,7 +5,8 @@
  * events merged with the protocol's in chain order.
  */
 import type { PublicClient } from "viem";
-import type { SpendPermissionSource } from "../common/config";
+import { ConfigError, type SpendPermissionSource } from "../common/config";
+import type { Q } from "../db/query";
 import { getHeaders, getLogs, withRetry, type RetryPolicy } from "../chain/rpc";
 import { revokedBy } from "../domain/spend-permission";
 import { ChainBehindError, RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
@@ -147,4 +148,26 @@ export async function withSpendPermissionEvents(
     a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
   );
   return { ...batch, events };
+}
+
+/**
+ * At start: checks that the manager has code (a ConfigError naming the variable otherwise) and records the source in
+ * the chain's row (manager, spenders, start block, grace), which the API reads for the status rule.
+ */
+export async function recordSpendPermissionSource(
+  q: Q,
+  client: PublicClient,
+  chainId: number,
+  sp: SpendPermissionIndexing | undefined,
+  policy?: RetryPolicy,
+): Promise<void> {
+  if (!sp) return;
+  const code = await withRetry("eth_getCode", () => client.getCode({ address: sp.manager as `0x${string}` }), policy);
+  if (!code || code === "0x") {
+    throw new ConfigError(`SPEND_PERMISSION_MANAGER=${sp.manager} has no code on chain ${chainId}`);
+  }
+  const spenders = sp.spenders === "*" ? "*" : [...sp.spenders].sort().join(",");
+  await q`update chains set spend_permission_manager = ${sp.manager}, spend_permission_spenders = ${spenders},
+      spend_permission_start_block = ${sp.startBlock.toString()}, spend_permission_grace_s = ${sp.graceS}
+    where chain_id = ${chainId}`;
 }

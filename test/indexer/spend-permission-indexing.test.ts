@@ -129,6 +129,20 @@ describe("indexing the manager beside the processor", () => {
     }
   });
 
+  test("the chain's row records the source; a manager without code is refused at start", async () => {
+    const [row] = await db.sql`select spend_permission_manager, spend_permission_spenders, spend_permission_start_block,
+      spend_permission_grace_s from chains where chain_id = ${chain.chainId}`;
+    expect(row).toEqual({
+      spend_permission_manager: kit.manager.toLowerCase(),
+      spend_permission_spenders: [...source.spenders].join(","),
+      spend_permission_start_block: String(chain.startBlock),
+      spend_permission_grace_s: "86400",
+    });
+    const wrong = testIndexer(db, chain, { spendPermissions: { ...source, manager: `0x${"ab".repeat(20)}` } });
+    await expect(wrong.start()).rejects.toThrow(/SPEND_PERMISSION_MANAGER=0xabab.* has no code/);
+    await wrong.stop();
+  });
+
   test("an unconfigured spender's permissions and charges leave no row", async () => {
     const id = idOf(perms.theirs!);
     expect(await rowOf(perms.theirs!)).toBeUndefined();

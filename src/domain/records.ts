@@ -5,6 +5,7 @@
 import type postgres from "postgres";
 import type { SubscriptionStatus } from "./status";
 import { toRenewalObject, type RenewalObject, type RenewalRow } from "./renewal-record";
+import type { RevokedBy } from "./spend-permission";
 
 /** The types of an activity record (`activity.type`). */
 export const ACTIVITY_TYPES = ["CHARGE", "FAIL", "REFILL"] as const;
@@ -160,6 +161,27 @@ export type SubscriptionRecordRow = {
   renewal?: RenewalRow | null;
 };
 
+/** The `spend_permission` object of a record. */
+export type SpendPermissionObject = {
+  hash: string;
+  spender: string;
+  token: string;
+  allowance: string;
+  period_s: number;
+  start: string;
+  end: string;
+  salt: string;
+  extra_data: string;
+  is_subscribed: boolean;
+  current_period_start: string | null;
+  current_period_end: string | null;
+  spent_in_period: string | null;
+  remaining_in_period: string | null;
+  paid_through: string | null;
+  revoked_by: RevokedBy | null;
+  revoked_at: string | null;
+};
+
 /** The subscription record (api.md 2.2). */
 export type SubscriptionRecordObject = {
   allocation_id: string;
@@ -176,6 +198,10 @@ export type SubscriptionRecordObject = {
   created_at: string;
   is_blocked: boolean;
   renewal: RenewalObject | null;
+  /** Which source the record comes from: the protocol's modules, or Base Spend Permissions. */
+  source: "subscription_module" | "spend_permission";
+  /** The permission's own fields (./spend-permission-record.ts); null on module records. */
+  spend_permission: SpendPermissionObject | null;
 };
 
 /** ISO 8601 (ms, UTC) of unix seconds held as a decimal string; clamped to the range a JS Date can show. */
@@ -220,5 +246,7 @@ export function toSubscriptionRecord(r: SubscriptionRecordRow): SubscriptionReco
     created_at: isoFromUnix(r.created_at),
     is_blocked: r.is_blocked,
     renewal: r.renewal ? toRenewalObject(r.renewal) : null,
+    source: "subscription_module",
+    spend_permission: null,
   };
 }

@@ -14,7 +14,7 @@ import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
 import type { BatchContext } from "./hooks";
 import { buildDeferral, buildDue } from "./deferral";
-import { withSpendPermissionEvents } from "./spend-permission-source";
+import { permissionTokens, withSpendPermissionEvents } from "./spend-permission-source";
 import { derivePermissionRows } from "./spend-permission-state";
 
 /** A batch whose transaction was started: when its hooks' `beforeBulk` ran (or it failed), and its commit. */
@@ -146,7 +146,8 @@ export async function tokenMetas(ctx: IndexerContext, batch: PreparedBatch | nul
     const token = String(ev.args.token);
     if (ev.name === "PlanCreated" && (all || !state.tokens.known.has(token))) wanted.add(token);
   }
-  return wanted.size === 0 ? [] : state.tokens.read(wanted);
+  const native = permissionTokens(ctx.sp, ctx.client, batch.events, wanted, all ? null : state.tokens.known);
+  return wanted.size === 0 ? native : [...native, ...(await state.tokens.read(wanted))];
 }
 
 /**

@@ -159,7 +159,8 @@ export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null)
   await tx`delete from blocks where chain_id = ${chainId} and number > ${above}`;
   // Tokens are recorded for plans; one whose every plan was rolled back goes too (a fresh index never saw it).
   await tx`delete from tokens t where t.chain_id = ${chainId}
-    and not exists (select 1 from plans p where p.chain_id = t.chain_id and p.token = t.address)`;
+    and not exists (select 1 from plans p where p.chain_id = t.chain_id and p.token = t.address)
+    and not exists (select 1 from spend_permissions sp where sp.chain_id = t.chain_id and sp.token = t.address)`;
 
   // Allocations created at or before the ancestor but changed after it: replay their remaining events.
   const survivors = (

@@ -8,7 +8,8 @@ import type { PublicClient } from "viem";
 import { ConfigError, type SpendPermissionSource } from "../common/config";
 import type { Q } from "../db/query";
 import { getHeaders, getLogs, withRetry, type RetryPolicy } from "../chain/rpc";
-import { revokedBy } from "../domain/spend-permission";
+import { NATIVE_TOKEN, revokedBy } from "../domain/spend-permission";
+import type { TokenMeta } from "./tokens";
 import { ChainBehindError, RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
 import type { BatchEvent, PreparedBatch } from "./fetch";
 import type { DecodedEvent, RawLog } from "./decode";
@@ -170,4 +171,31 @@ export async function recordSpendPermissionSource(
   await q`update chains set spend_permission_manager = ${sp.manager}, spend_permission_spenders = ${spenders},
       spend_permission_start_block = ${sp.startBlock.toString()}, spend_permission_grace_s = ${sp.graceS}
     where chain_id = ${chainId}`;
+}
+
+/**
+ * The tokens of a batch's Approved logs: ERC-20s not known yet join `wanted` (read by `symbol()`/`decimals()` as plan
+ * tokens are); the native token is never called — its metadata is returned from the configuration, else the chain's
+ * viem definition, else ETH, with 18 decimals. `known`: null to take every token again (after a rollback).
+ */
+export function permissionTokens(
+  sp: SpendPermissionIndexing | undefined,
+  client: PublicClient,
+  events: readonly DecodedEvent[],
+  wanted: Set<string>,
+  known: ReadonlySet<string> | null,
+): TokenMeta[] {
+  if (!sp) return [];
+  const native = NATIVE_TOKEN.toLowerCase();
+  let nativeSeen = false;
+  for (const ev of events) {
+    if (ev.name !== "SpendPermissionApproved") continue;
+    const token = String(ev.args.token);
+    if (known?.has(token)) continue;
+    if (token === native) nativeSeen = true;
+    else wanted.add(token);
+  }
+  if (!nativeSeen) return [];
+  const symbol = sp.nativeSymbol ?? client.chain?.nativeCurrency.symbol ?? "ETH";
+  return [{ address: native, symbol, decimals: 18 }];
 }

@@ -30,6 +30,8 @@ export type ActivityRecordRow = {
   keeper: string | null;
   symbol: string | null;
   decimals: number | null;
+  /** A spend permission's charge: the permission's hash (its allocation id names it); null or absent otherwise. */
+  permission_hash?: string | null;
 };
 
 /** The activity record (api.md 2.1). */
@@ -47,6 +49,8 @@ export type ActivityRecordObject = {
   keeper_address: string | null;
   fee_paid: string | null;
   timestamp: string;
+  /** Which source the record comes from: the protocol's modules, or Base Spend Permissions. */
+  source: "subscription_module" | "spend_permission";
 };
 
 /** `<chain_id>:<tx_hash>:<log_index>`. */
@@ -63,7 +67,7 @@ export function allocationId(r: { chain_id: string; module: string; subscription
 export function toActivityRecord(r: ActivityRecordRow): ActivityRecordObject {
   return {
     event_id: eventId(r),
-    allocation_id: allocationId(r),
+    allocation_id: r.permission_hash ? `${r.chain_id}:${r.module}:${r.permission_hash}` : allocationId(r),
     module_address: r.module,
     tx_hash: r.tx_hash,
     block_number: r.block_number,
@@ -75,6 +79,7 @@ export function toActivityRecord(r: ActivityRecordRow): ActivityRecordObject {
     keeper_address: r.type === "REFILL" ? null : r.keeper,
     fee_paid: r.type === "CHARGE" ? r.fee : null,
     timestamp: r.timestamp,
+    source: r.permission_hash ? "spend_permission" : "subscription_module",
   };
 }
 
@@ -119,7 +124,7 @@ export function activityRecordSql(sql: Sql): SqlField[] {
       name: "allocation_id",
       kind: "plain",
       notNull: true,
-      sql: sql`(a.chain_id || ':' || a.module || ':' || a.subscription_id)`,
+      sql: sql`(a.chain_id || ':' || a.module || ':' || coalesce(a.permission_hash, a.subscription_id::text))`,
     },
     { name: "module_address", kind: "plain", notNull: true, sql: sql`a.module` },
     { name: "tx_hash", kind: "plain", notNull: true, sql: sql`a.tx_hash` },
@@ -137,6 +142,12 @@ export function activityRecordSql(sql: Sql): SqlField[] {
     { name: "keeper_address", kind: "plain", sql: sql`(case when a.type <> 'REFILL' then a.keeper end)` },
     { name: "fee_paid", kind: "plain", sql: sql`${activityAmountSql(sql, "fee_paid")}::text` },
     { name: "timestamp", kind: "plain", notNull: true, sql: activityTimestampSql(sql) },
+    {
+      name: "source",
+      kind: "plain",
+      notNull: true,
+      sql: sql`(case when a.permission_hash is null then 'subscription_module' else 'spend_permission' end)`,
+    },
   ];
 }
 

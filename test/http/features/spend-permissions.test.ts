@@ -144,7 +144,7 @@ describe("GET /v0/subscriptions for a spender", () => {
     const activity = (await get(`/v0/activity/${merchant}`)).body as Record<string, unknown>[];
     expect(activity).toHaveLength(1);
     expect(activity[0]).toMatchObject({
-      allocation_id: `${chain.chainId}:${kit.manager.toLowerCase()}:${BigInt(kit.hash(paid))}`,
+      allocation_id: `${chain.chainId}:${kit.manager.toLowerCase()}:${kit.hash(paid)}`,
       module_address: kit.manager.toLowerCase(),
       type: "CHARGE",
       amount_charged: TEST_ALLOWANCE.toString(),
@@ -153,7 +153,13 @@ describe("GET /v0/subscriptions for a spender", () => {
       currency: "USDC",
       token_decimals: 6,
       tx_hash: bundleTx,
+      source: "spend_permission",
     });
+    const payments = (await get(`/v0/payments/${merchant}`)).body as Record<string, unknown>[];
+    expect(payments).toEqual(activity);
+    const csv = await request(app, `/v0/activity/${merchant}?chain_id=${chain.chainId}&format=csv`);
+    expect(csv.body).toContain(`,${kit.hash(paid)},`.slice(1));
+    expect(csv.body).toContain("spend_permission");
   });
 
   test("scenario 12 and the errors: another spender's records stay out; bad ids are 400, foreign hashes 404", async () => {

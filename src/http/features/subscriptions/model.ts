@@ -118,6 +118,7 @@ const FIELDS = [
   "remaining_executions",
   "created_at",
   "is_blocked",
+  "source",
 ] as const;
 
 /** The CSV columns of a subscription: the JSON fields, then `total_spent` in token units (exact decimal). */

@@ -76,7 +76,7 @@ const EXPECTED: Expected[] = [
     path: "/v0/subscriptions/{merchant}",
     auth: true,
     pathParams: ["merchant"],
-    query: ["chain_id", "status", "limit", "starting_after", "format"],
+    query: ["chain_id", "status", "source", "limit", "starting_after", "format"],
     errors: [400, 401, 403, 503],
   },
   {

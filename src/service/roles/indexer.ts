@@ -1,3 +1,4 @@
+import { withPermissionEvents } from "../../events/spend-permission-events";
 import { publicClientFor } from "../../chain/clients";
 import { requireChain } from "../../common/config";
 import { createIndexer, type Indexer } from "../../indexer";
@@ -45,7 +46,7 @@ export const indexerRole: Role = {
         tuning: { deferIndexes: config.BACKFILL_DEFER_INDEXES === "1" },
         hooks: [
           statsRollupsHook(),
-          eventsHook({ onEvents: enqueueFanOut, extra: outlooks.upcoming }),
+          eventsHook({ onEvents: enqueueFanOut, extra: withPermissionEvents(outlooks.upcoming) }),
           outlooks.hook,
           ...indexerHooks,
         ],

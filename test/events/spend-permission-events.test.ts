@@ -9,7 +9,8 @@ import { eventsHook } from "../../src/events/hook";
 import { withPermissionEvents } from "../../src/events/spend-permission-events";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { createTestDb } from "../../testkit/db";
-import { indexTo } from "../../testkit/indexer";
+import { indexTo, testIndexer } from "../../testkit/indexer";
+import { until } from "../../testkit/cli";
 import {
   TEST_ALLOWANCE,
   TEST_PERIOD,
@@ -141,4 +142,55 @@ describe("permission events", () => {
     expect(summary(rows)).toEqual(["subscription.status_changed:PENDING>EXPIRED"]);
     expect(rows[0]!.ts.getTime() / 1000).toBe(end);
   });
+
+  test("scenario 13: a reorg withdraws the first charge's three events; the new branch's replace them", async () => {
+    const live = testIndexer(db, chain, {
+      spendPermissions: source,
+      hooks: [eventsHook({ extra: withPermissionEvents() })],
+    });
+    await live.start();
+    try {
+      await live.waitForBlock(await chain.publicClient.getBlockNumber(), 30_000);
+      await newEvents();
+      const snap = await chain.snapshot();
+      const start = Number(await chain.now()) + 1;
+      const p = kit.permission({ account: alice, spender: merchant, token, start, salt: 20n });
+      await chain.setNextTimestamp(start);
+      await kit.executeAs("merchant", merchant, [
+        kit.managerCall("approveWithSignature", [p, await kit.sign("alice", p)]),
+        kit.managerCall("spend", [p, TEST_ALLOWANCE]),
+      ]);
+      await live.waitForBlock(await chain.publicClient.getBlockNumber(), 30_000);
+      const first = await newEvents();
+      expect(summary(first)).toEqual([
+        "subscription.created:>PENDING",
+        "charge.succeeded",
+        "subscription.status_changed:PENDING>ACTIVE",
+      ]);
+      await chain.revert(snap);
+      const q = kit.permission({ account: alice, spender: merchant, token, start, salt: 21n });
+      await chain.setNextTimestamp(start + 1);
+      await kit.executeAs("merchant", merchant, [
+        kit.managerCall("approveWithSignature", [q, await kit.sign("alice", q)]),
+        kit.managerCall("spend", [q, 7n]),
+      ]);
+      await chain.testClient.mine({ blocks: 2 });
+      const reverted = await until("the withdrawals and the new branch", async () => {
+        const rows = await eventsAfter(last);
+        return rows.filter((r) => r.type === "event.reverted").length === 3 &&
+          rows.some((r) => r.type === "subscription.created")
+          ? rows
+          : null;
+      });
+      const withdrawn = reverted.filter((r) => r.type === "event.reverted").map((r) => r.data.object.type);
+      expect(withdrawn.sort()).toEqual(
+        ["charge.succeeded", "subscription.created", "subscription.status_changed"].sort(),
+      );
+      const created = reverted.find((r) => r.type === "subscription.created")!;
+      expect(created.data.object.on_chain_id).toBe(kit.hash(q));
+      expect(live.status().lastError).toBeNull();
+    } finally {
+      await live.stop();
+    }
+  }, 60_000);
 });

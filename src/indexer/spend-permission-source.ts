@@ -151,9 +151,14 @@ export async function withSpendPermissionEvents(
   return { ...batch, events };
 }
 
+/** The stored form of a spender set: sorted addresses, comma-separated, or `*`. */
+export const spenderList = (spenders: SpenderSet) => (spenders === "*" ? "*" : [...spenders].sort().join(","));
+
 /**
- * At start: checks that the manager has code (a ConfigError naming the variable otherwise) and records the source in
- * the chain's row (manager, spenders, start block, grace), which the API reads for the status rule.
+ * At start: checks that the manager has code (a ConfigError naming the variable otherwise) and that no spender
+ * indexed before was removed from the configuration (its rows would stay: a ConfigError naming it), then records the
+ * source in the chain's row (manager, spenders, start block, grace), which the API reads for the status rule.
+ * Returns the spenders added since the last start (null: none, or the first start), to be caught up.
  */
 export async function recordSpendPermissionSource(
   q: Q,
@@ -161,16 +166,43 @@ export async function recordSpendPermissionSource(
   chainId: number,
   sp: SpendPermissionIndexing | undefined,
   policy?: RetryPolicy,
-): Promise<void> {
-  if (!sp) return;
+): Promise<SpenderSet | null> {
+  if (!sp) return null;
   const code = await withRetry("eth_getCode", () => client.getCode({ address: sp.manager as `0x${string}` }), policy);
   if (!code || code === "0x") {
     throw new ConfigError(`SPEND_PERMISSION_MANAGER=${sp.manager} has no code on chain ${chainId}`);
   }
-  const spenders = sp.spenders === "*" ? "*" : [...sp.spenders].sort().join(",");
+  const [row] = await q<{ spenders: string | null; manager: string | null }[]>`
+    select spend_permission_spenders as spenders, spend_permission_manager as manager from chains
+    where chain_id = ${chainId}`;
+  if (row?.manager && row.manager !== sp.manager) {
+    throw new ConfigError(
+      `SPEND_PERMISSION_MANAGER=${sp.manager} differs from the indexed manager ${row.manager} on chain ${chainId}`,
+    );
+  }
+  const stored = row?.spenders ? parseSpenders(row.spenders) : null;
+  let added: SpenderSet | null = null;
+  if (stored !== null) {
+    if (stored === "*" && sp.spenders !== "*") {
+      throw new ConfigError(`SPEND_PERMISSION_SPENDERS no longer holds * (every spender) on chain ${chainId}`);
+    }
+    if (stored !== "*") {
+      const removed = [...stored].filter((s) => sp.spenders !== "*" && !sp.spenders.has(s));
+      if (removed.length > 0) {
+        throw new ConfigError(
+          `SPEND_PERMISSION_SPENDERS no longer names ${removed.join(", ")} on chain ${chainId}: clear its rows first`,
+        );
+      }
+      added = sp.spenders === "*" ? "*" : new Set([...sp.spenders].filter((s) => !stored.has(s)));
+      if (added !== "*" && added.size === 0) added = null;
+    }
+  }
+  // Added spenders are recorded with their history, by the catch-up's transaction (a crash before it repeats it).
+  const spenders = added ? row!.spenders : spenderList(sp.spenders);
   await q`update chains set spend_permission_manager = ${sp.manager}, spend_permission_spenders = ${spenders},
       spend_permission_start_block = ${sp.startBlock.toString()}, spend_permission_grace_s = ${sp.graceS}
     where chain_id = ${chainId}`;
+  return added;
 }
 
 /**

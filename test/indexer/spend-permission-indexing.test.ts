@@ -217,4 +217,43 @@ describe("indexing the manager beside the processor", () => {
       await fresh.close();
     }
   }, 90_000);
+
+  test("scenario 15: a spender added after its history is caught up at start; a removed one is refused", async () => {
+    const fresh = await createTestDb();
+    try {
+      const ours = { ...source, spenders: [merchant.toLowerCase()] };
+      await indexTo(fresh, chain, await head(), { spendPermissions: ours });
+      const p = (await firstCharge("alice", alice, other, 30n)).p;
+      await indexTo(fresh, chain, await head(), { spendPermissions: ours });
+      expect((await fresh.sql`select 1 from spend_permissions where hash = ${kit.hash(p)}`).length).toBe(0);
+      const both = { ...source, spenders: [merchant.toLowerCase(), other.toLowerCase()].sort() };
+      await indexTo(fresh, chain, await head(), { spendPermissions: both });
+      const [row] = await fresh.sql`select * from spend_permissions where hash = ${kit.hash(p)}`;
+      expect(row).toMatchObject({
+        merchant: other.toLowerCase(),
+        times_executed: 1,
+        total_spent: TEST_ALLOWANCE.toString(),
+      });
+      expect(await fresh.sql`select type from activity where subscription_id = ${idOf(p)}`).toEqual([
+        { type: "CHARGE" },
+      ] as never);
+      // The caught-up index equals one built with both spenders from the start.
+      const full = await createTestDb();
+      try {
+        await indexTo(full, chain, await head(), { spendPermissions: both });
+        const a = await dumpChainData(fresh.sql, chain.chainId);
+        const b = await dumpChainData(full.sql, chain.chainId);
+        expect(a.spend_permissions).toEqual(b.spend_permissions);
+        expect(a.activity).toEqual(b.activity);
+        expect(a.events).toEqual(b.events);
+      } finally {
+        await full.close();
+      }
+      const removed = testIndexer(fresh, chain, { spendPermissions: ours });
+      await expect(removed.start()).rejects.toThrow(/no longer names 0x[0-9a-f]{40}/);
+      await removed.stop();
+    } finally {
+      await fresh.close();
+    }
+  }, 60_000);
 });

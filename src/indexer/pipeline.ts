@@ -6,7 +6,15 @@ import { describeError } from "../common/errors";
 import { createBlockAt } from "./block-at";
 import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { CursorMovedError, RangeRefusedError, RpcUnavailableError } from "./errors";
-import { fetchLogs, logCount, prepareBatch, splitFetched, type FetchedLogs, type PreparedBatch } from "./fetch";
+import {
+  fetchLogs,
+  logCount,
+  prepareBatch,
+  splitFetched,
+  type BatchEvent,
+  type FetchedLogs,
+  type PreparedBatch,
+} from "./fetch";
 import type { IndexerContext } from "./context";
 import type { Tx } from "../db/query";
 import { loadCursor, loadSubscriptions, moveCursor, type Cursor } from "./store";
@@ -14,7 +22,7 @@ import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
 import type { BatchContext } from "./hooks";
 import { buildDeferral, buildDue } from "./deferral";
-import { permissionTokens, withSpendPermissionEvents } from "./spend-permission-source";
+import { fetchEarlierApprovals, permissionTokens, withSpendPermissionEvents } from "./spend-permission-source";
 import { derivePermissionRows } from "./spend-permission-state";
 
 /** A batch whose transaction was started: when its hooks' `beforeBulk` ran (or it failed), and its commit. */
@@ -164,7 +172,13 @@ async function derive(ctx: IndexerContext, batch: PreparedBatch): Promise<BatchR
   const before = statesBefore(state.subCache, ids);
   const derived = deriveBatch(batch.events, state.modules, state.plans, state.subCache);
   for (const m of metas) state.tokens.known.add(m.address);
-  const permissions = await derivePermissionRows(ctx.sql, ctx.chainId, state.subCache, batch.events);
+  const permissions = await derivePermissionRows(
+    ctx.sql,
+    ctx.chainId,
+    state.subCache,
+    batch.events,
+    (hashes) => fetchEarlierApprovals(ctx.client, ctx.sp!, hashes, ctx.policy) as Promise<BatchEvent[]>,
+  );
   if (permissions) derived.activity.push(...permissions.activity);
   return { batch, before, derived, tokens: metas, permissions };
 }

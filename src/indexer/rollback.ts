@@ -10,7 +10,7 @@ import {
 } from "../domain/subscription";
 import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { ChainBehindError } from "./errors";
-import { prepareBatch, type PreparedBatch } from "./fetch";
+import { prepareBatch, type BatchEvent, type PreparedBatch } from "./fetch";
 import {
   announce,
   batchContext,
@@ -35,7 +35,7 @@ import {
   type Cursor,
 } from "./store";
 import { writeState, type BatchRows } from "./write";
-import { withSpendPermissionEvents } from "./spend-permission-source";
+import { fetchEarlierApprovals, withSpendPermissionEvents } from "./spend-permission-source";
 import { derivePermissionRows, rollbackPermissions } from "./spend-permission-state";
 
 /**
@@ -73,7 +73,13 @@ export async function applyReorg(
       const subs = await loadSubscriptions(tx, chainId, ids);
       const before = statesBefore(subs, ids);
       const derived = deriveBatch(batch.events, state.modules, state.plans, subs);
-      const permissions = await derivePermissionRows(tx, chainId, {}, batch.events);
+      const permissions = await derivePermissionRows(
+        tx,
+        chainId,
+        {},
+        batch.events,
+        (hashes) => fetchEarlierApprovals(ctx.client, ctx.sp!, hashes, ctx.policy) as Promise<BatchEvent[]>,
+      );
       if (permissions) derived.activity.push(...permissions.activity);
       batchRows = { batch, before, derived, tokens: metas, permissions };
       bctx = batchContext(ctx, batchRows, ancestor, head, true);

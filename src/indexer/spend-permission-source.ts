@@ -13,7 +13,13 @@ import type { TokenMeta } from "./tokens";
 import { ChainBehindError, RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
 import type { BatchEvent, PreparedBatch } from "./fetch";
 import type { DecodedEvent, RawLog } from "./decode";
-import { decodeSpendPermissionLog, parseSpenders, spendPermissionFilters, type SpenderSet } from "./spend-permissions";
+import {
+  decodeSpendPermissionLog,
+  parseSpenders,
+  SPEND_PERMISSION_TOPICS,
+  spendPermissionFilters,
+  type SpenderSet,
+} from "./spend-permissions";
 
 /** The source as the indexer uses it. */
 export type SpendPermissionIndexing = {
@@ -230,4 +236,33 @@ export function permissionTokens(
   if (!nativeSeen) return [];
   const symbol = sp.nativeSymbol ?? client.chain?.nativeCurrency.symbol ?? "ETH";
   return [{ address: native, symbol, decimals: 18 }];
+}
+
+/**
+ * Orphan lookup (§6.2): the Approved logs of `hashes` before the source's start block (a Used of a configured spender
+ * whose permission was approved earlier), by `topic1 = hash`, with their block times. Charges before the start block
+ * stay uncounted.
+ */
+export async function fetchEarlierApprovals(
+  client: PublicClient,
+  sp: SpendPermissionIndexing,
+  hashes: string[],
+  policy?: RetryPolicy,
+): Promise<DecodedEvent[]> {
+  if (hashes.length === 0 || sp.startBlock === 0n) return [];
+  const filter = { address: [sp.manager], topics: [[SPEND_PERMISSION_TOPICS.approved], hashes] };
+  const events: DecodedEvent[] = [];
+  for (const log of await logsSplit(client, filter, 0n, sp.startBlock - 1n, policy)) {
+    const ev = decodeSpendPermissionLog(log, sp.manager, sp.spenders);
+    if (ev) events.push(ev);
+  }
+  const missing = [...new Set(events.filter((e) => e.blockTime === null).map((e) => e.blockNumber))];
+  const headers = await getHeaders(client, missing, policy);
+  for (const ev of events) {
+    if (ev.blockTime !== null) continue;
+    const h = headers.get(ev.blockNumber);
+    if (!h) throw new ChainBehindError(`block ${ev.blockNumber} is not available from the node yet`);
+    ev.blockTime = h.timestamp;
+  }
+  return events;
 }

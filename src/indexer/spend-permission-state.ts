@@ -13,6 +13,8 @@ import {
   type RevokedBy,
 } from "../domain/spend-permission";
 import type { ActivityRow } from "./derive";
+import type { DecodedEvent } from "./decode";
+import { insertEvents } from "./store";
 
 /** One row of `spend_permissions`: the state and where it comes from. */
 export type PermissionRow = PermissionState & {
@@ -28,8 +30,16 @@ export type PermissionRow = PermissionState & {
   revokedLogIndex: number | null;
 };
 
-/** What a batch changes of the permissions: their final rows and the CHARGE rows of Used logs. */
-export type PermissionRows = { permissions: PermissionRow[]; activity: ActivityRow[]; orphans: number };
+/**
+ * What a batch changes of the permissions: their final rows, the CHARGE rows of Used logs, and the Approved logs found
+ * before the start block for its orphan Used logs (stored in `events` with it).
+ */
+export type PermissionRows = {
+  permissions: PermissionRow[];
+  activity: ActivityRow[];
+  orphans: number;
+  earlierApprovals?: ChainEvent[];
+};
 
 /** Ids (uint256 of the hash) of permissions a batch touches without approving them in it: they are loaded first. */
 export function permissionsToLoad(events: readonly ChainEvent[]): string[] {
@@ -149,13 +159,30 @@ export async function derivePermissionRows(
   chainId: number,
   owner: object,
   events: readonly ChainEvent[],
+  earlier?: (hashes: string[]) => Promise<ChainEvent[]>,
 ): Promise<PermissionRows | undefined> {
   if (!events.some((e) => SPEND_PERMISSION_LOGS.has(e.name))) return undefined;
   let cache = caches.get(owner);
   if (!cache) caches.set(owner, (cache = new Map()));
   const missing = permissionsToLoad(events).filter((id) => !cache.has(id));
   for (const [id, p] of await loadPermissions(q, chainId, missing)) cache.set(id, p);
-  return derivePermissions(events, cache);
+  // Used logs of permissions approved before the start block: their Approved is looked up and applied first.
+  const orphans = new Set(
+    events
+      .filter((e) => e.name === "SpendPermissionUsed" && !cache.has(e.subscriptionId!))
+      .map((e) => String(e.args.hash)),
+  );
+  const found = earlier && orphans.size > 0 ? await earlier([...orphans]) : [];
+  const approvals = found.filter((e) => !cache.has(e.subscriptionId!));
+  const out = derivePermissions([...approvals, ...events], cache);
+  if (approvals.length > 0) out.earlierApprovals = approvals;
+  return out;
+}
+
+/** Writes a batch's permission rows (and the earlier Approved logs its orphans needed, into `events`). */
+export async function writePermissions(q: Q, chainId: number, rows: PermissionRows): Promise<void> {
+  if (rows.earlierApprovals?.length) await insertEvents(q, chainId, rows.earlierApprovals as DecodedEvent[]);
+  await upsertPermissions(q, chainId, rows.permissions);
 }
 
 type PermissionDbRow = {

@@ -16,7 +16,7 @@ import {
   upsertSubscriptions,
 } from "./store";
 import type { TokenMeta } from "./tokens";
-import { upsertPermissions, type PermissionRows } from "./spend-permission-state";
+import { writePermissions, type PermissionRows } from "./spend-permission-state";
 
 /**
  * A batch with everything derived from it, ready to write; `before` holds the states, before the batch, of the
@@ -70,6 +70,6 @@ export async function writeState(tx: Tx, chainId: number, rows: BatchRows, windo
   await insertTokens(tx, chainId, rows.tokens);
   await upsertSubscriptions(tx, chainId, derived.subscriptions);
   await upsertBlocked(tx, chainId, derived.blocked);
-  if (rows.permissions) await upsertPermissions(tx, chainId, rows.permissions.permissions);
+  if (rows.permissions) await writePermissions(tx, chainId, rows.permissions);
   await saveBlocks(tx, chainId, batch.windowHeaders, batch.to - window);
 }

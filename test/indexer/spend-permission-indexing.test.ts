@@ -256,4 +256,25 @@ describe("indexing the manager beside the processor", () => {
       await fresh.close();
     }
   }, 60_000);
+
+  test("scenario 15: a start block after the Approved still gives the record (orphan lookup); earlier charges uncounted", async () => {
+    const p = kit.permission({ account: alice, spender: merchant, token, start: Number(await chain.now()), salt: 40n });
+    await kit.executeAs("alice", alice, [kit.managerCall("approve", [p])]);
+    const late = (await head()) + 1n;
+    await kit.executeAs("merchant", merchant, [kit.managerCall("spend", [p, 3n])]);
+    const fresh = await createTestDb();
+    try {
+      await indexTo(fresh, chain, await head(), { spendPermissions: { ...source, startBlock: Number(late) } });
+      const [row] = await fresh.sql`select * from spend_permissions where hash = ${kit.hash(p)}`;
+      expect(row).toMatchObject({ times_executed: 1, total_spent: "3", merchant: merchant.toLowerCase() });
+      expect(BigInt(row!.block_number)).toBeLessThan(late);
+      const names = await fresh.sql`select name from events where subscription_id = ${idOf(p)}`;
+      expect(names.map((r) => r.name)).toEqual(["SpendPermissionApproved"]);
+      expect((await fresh.sql`select 1 from activity where subscription_id = ${idOf(p)}`).length).toBe(1);
+      // Permissions charged before the start block are not counted (the first charges above are all earlier).
+      expect((await fresh.sql`select 1 from activity where subscription_id = ${idOf(perms.op!)}`).length).toBe(0);
+    } finally {
+      await fresh.close();
+    }
+  }, 60_000);
 });

@@ -29,7 +29,9 @@ export function permissionStatusSql(sql: Sql) {
  */
 export function permissionNow(sql: Sql, chainId: number) {
   return sql`(
-    select floor(extract(epoch from greatest(now(), c.indexed_time)))::bigint as now_s,
+    select c.chain_id as known_chain_id, c.indexed_block, c.indexed_time,
+      floor(extract(epoch from greatest(now(), c.indexed_time)))::bigint as now_s,
+      extract(epoch from greatest(now(), c.indexed_time))::float8 as now_exact,
       coalesce(c.spend_permission_grace_s, ${DEFAULT_PERMISSION_GRACE_S})::bigint as grace_s
     from (select 1) one left join chains c on c.chain_id = ${chainId}
   ) n`;

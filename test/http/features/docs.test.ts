@@ -91,7 +91,7 @@ const EXPECTED: Expected[] = [
     method: "get",
     path: "/v0/auth/check",
     auth: false,
-    query: ["module_address", "wallet", "plan_ids", "mode", "chain_id"],
+    query: ["module_address", "wallet", "plan_ids", "mode", "chain_id", "spender"],
     requiredQuery: ["module_address", "wallet", "plan_ids"],
     errors: [400, 429, 502, 503],
   },

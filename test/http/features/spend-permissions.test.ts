@@ -11,6 +11,7 @@ import { createApp } from "../../../src/http/app";
 import { request, testConfig, type Res } from "../../../testkit/app";
 import { createTestChain, type TestChain } from "../../../testkit/chain";
 import { createTestDb } from "../../../testkit/db";
+import { until } from "../../../testkit/cli";
 import { indexTo } from "../../../testkit/indexer";
 import {
   TEST_ALLOWANCE,
@@ -35,7 +36,10 @@ let paid: SpendPermission;
 let bundleTx: string;
 
 const iso = (t: number) => new Date(t * 1000).toISOString();
-const index = async () => indexTo(db, chain, await chain.publicClient.getBlockNumber(), { spendPermissions: source });
+// The app's notifier: each indexed batch invalidates its cached answers, as in the service.
+let notifier: ReturnType<typeof createNotifier>;
+const index = async () =>
+  indexTo(db, chain, await chain.publicClient.getBlockNumber(), { spendPermissions: source, notifier });
 const get = (path: string): Promise<Res> =>
   request(app, `${path}${path.includes("?") ? "&" : "?"}chain_id=${chain.chainId}`);
 const list = async (spender: Address = merchant, query = "") =>
@@ -70,8 +74,15 @@ beforeAll(async () => {
     graceS: G,
     entryPoints: [kit.entryPoint.toLowerCase()],
   };
-  const config = testConfig({ CHAIN_ID: String(chain.chainId) });
-  app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config), notifier: createNotifier(db) });
+  const config = testConfig({
+    CHAIN_ID: String(chain.chainId),
+    RPC_URL: chain.rpcUrl,
+    PROCESSOR_ADDRESS: chain.processor,
+    SPEND_PERMISSION_MANAGER: kit.manager,
+    SPEND_PERMISSION_SPENDERS: merchant,
+  });
+  notifier = createNotifier(db);
+  app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config), notifier });
   // Base Pay's first charge, as one user operation of the spender: approveWithSignature then spend.
   S = Number(await chain.now()) + 10;
   await chain.setNextTimestamp(S);
@@ -240,5 +251,58 @@ describe("GET /v0/subscriptions for a spender", () => {
     expect(r).toMatchObject({ status: "CANCELLED", next_charge_date: null, renewal: null });
     expect(r.spend_permission).toMatchObject({ revoked_by: "subscriber", is_subscribed: false });
     expect(r.spend_permission.revoked_at).toBe(iso(Number(await chain.now())));
+  });
+
+  test("scenario 11 (indexed): the auth check answers for a permission by spender and plan key", async () => {
+    const check = (wallet: Address, extra = "") =>
+      request(
+        app,
+        `/v0/auth/check?module_address=${kit.manager}&wallet=${wallet}&chain_id=${chain.chainId}${extra}`,
+        {},
+      );
+    expect((await check(alice)).status).toBe(400);
+    expect((await check(alice)).body.error.code).toBe("missing_parameter");
+    const key = `${token.toLowerCase()}:${TEST_ALLOWANCE}:${TEST_PERIOD}`;
+    // alice's permission was revoked above: CANCELLED, not authorized.
+    let r = await check(alice, `&spender=${merchant}`);
+    expect(r.status).toBe(200);
+    expect(r.body.indexed).toMatchObject({ authorized: false, matching_plan_ids: [] });
+    expect(r.body.indexed.details[0]).toMatchObject({
+      status: "CANCELLED",
+      is_subscribed: false,
+      plan_id_on_chain: key,
+    });
+    // bob's permissions: approved only (PENDING) and the finite one (EXPIRED now): not authorized.
+    r = await check(bob, `&spender=${merchant}&plan_ids=${key}`);
+    expect(r.body.indexed.authorized).toBe(false);
+    // A fresh Base Pay charge for bob is ACTIVE: authorized for its plan key, not for another.
+    const now = Number(await chain.now()) + 1;
+    const p = kit.permission({ account: bob, spender: merchant, token, start: now, salt: 50n });
+    await chain.setNextTimestamp(now);
+    await kit.executeAs("merchant", merchant, [
+      kit.managerCall("approveWithSignature", [p, await kit.sign("bob", p)]),
+      kit.managerCall("spend", [p, TEST_ALLOWANCE]),
+    ]);
+    await index();
+    // The batch's notification reaches the app's answer cache asynchronously on a server (LISTEN/NOTIFY).
+    r = await until("the new batch in the check", async () => {
+      const x = await check(bob, `&spender=${merchant}&plan_ids=${key}`);
+      return x.body.indexed.authorized ? x : null;
+    });
+    expect(r.body.indexed).toMatchObject({ authorized: true, matching_plan_ids: [key] });
+    expect(r.body.indexed.valid_until).toBe(iso(now + TEST_PERIOD + G));
+    r = await check(bob, `&spender=${merchant}&plan_ids=${token}:1:${TEST_PERIOD}`);
+    expect(r.body.indexed.authorized).toBe(false);
+    r = await check(bob, `&spender=${other}`);
+    expect(r.body.indexed).toMatchObject({ authorized: false, details: [] });
+    expect((await check(bob, `&spender=${merchant}&plan_ids=1,2`)).status).toBe(400);
+    expect((await check(bob, `&spender=${merchant}&mode=onchain`)).status).toBe(400);
+    // Past grace the same permission lapses, and the check follows.
+    await at(now + TEST_PERIOD + G);
+    r = await until("the lapse in the check", async () => {
+      const x = await check(bob, `&spender=${merchant}&plan_ids=${key}`);
+      return x.body.indexed.authorized ? null : x;
+    });
+    expect(r.body.indexed.details[0]).toMatchObject({ status: "EXPIRED" });
   });
 });

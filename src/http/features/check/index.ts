@@ -17,6 +17,7 @@ import {
 } from "./model";
 import { createOnchainChecker, indexedCheck, type CheckEntry, type CheckQuery, type IndexedAnswer } from "./service";
 import type { ResponseCache } from "../../cache";
+import { indexedPermissionCheck, parsePlanKeys } from "./permissions";
 
 /** A mode of the check. */
 type CheckMode = (typeof CHECK_MODES)[number];
@@ -71,15 +72,32 @@ function checkEntry(q: CheckQuery, answer: IndexedAnswer): CheckEntry {
 }
 
 /** Parses the query (a 400 on any bad value). */
-function parseCheck(raw: RawParams, defaultChainId: number): ParsedCheck {
-  const q: CheckQuery = {
-    module: parseAddress(raw, "module_address"),
-    wallet: parseAddress(raw, "wallet"),
-    planIds: parsePlanIds(raw),
-    chainId: parseChainId(raw, defaultChainId),
-  };
+function parseCheck(raw: RawParams, defaultChainId: number, managers: ReadonlySet<string>): ParsedCheck {
+  const module = parseAddress(raw, "module_address");
+  const wallet = parseAddress(raw, "wallet");
+  const chainId = parseChainId(raw, defaultChainId);
   const mode = parseEnum(raw, "mode", CHECK_MODES, "indexed");
+  if (managers.has(`${chainId}:${module}`)) {
+    // A spend permission manager: the merchant's spender is required, plan ids are optional plan keys.
+    const spender = parseAddress(raw, "spender");
+    const q: CheckQuery = { module, wallet, chainId, spender, planIds: parsePlanKeys(raw) };
+    if (mode !== "indexed") {
+      throw new InvalidParameterError("mode", `mode ${mode} is not available for spend permissions yet: use indexed`);
+    }
+    return { q, mode, key: `${chainId}:${module}:${wallet}:${spender}:${q.planIds.join(",")}` };
+  }
+  const q: CheckQuery = { module, wallet, planIds: parsePlanIds(raw), chainId };
   return { q, mode, key: `${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}` };
+}
+
+/** `<chain_id>:<manager>` of every configured Spend Permission manager. */
+function configuredManagers(deps: RouteDeps): Set<string> {
+  const out = new Set<string>();
+  for (const c of deps.config.indexed ?? []) {
+    const chainId = c.chainId ?? deps.chains.defaultChainId;
+    if (c.spendPermissions) out.add(`${chainId}:${c.spendPermissions.manager}`);
+  }
+  return out;
 }
 
 /** The check route; indexed answers go through `cache` when given (after the rate limit, like every request). */
@@ -90,6 +108,7 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
     timeoutMs: deps.config.RPC_TIMEOUT_MS,
   });
   const parsed = new Map<string, ParsedCheck>();
+  const managers = configuredManagers(deps);
 
   /** The parsed request, from `parsed` when this exact query string was parsed before. */
   const parse = (request: Request, query: unknown): ParsedCheck => {
@@ -97,7 +116,7 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
     const raw = url.slice(queryStart(url, pathStart(url)) + 1);
     let p = parsed.get(raw);
     if (!p) {
-      p = parseCheck(query as RawParams, deps.chains.defaultChainId);
+      p = parseCheck(query as RawParams, deps.chains.defaultChainId, managers);
       if (raw.length <= PARSED_MAX_QUERY_LENGTH) {
         if (parsed.size >= PARSED_MAX_ENTRIES) parsed.clear();
         parsed.set(raw, p);
@@ -107,7 +126,9 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
   };
 
   const load = async (q: CheckQuery) => {
-    const answer = await indexedCheck(deps.readSql, q);
+    const answer = q.spender
+      ? await indexedPermissionCheck(deps.readSql, { ...q, spender: q.spender })
+      : await indexedCheck(deps.readSql, q);
     return { value: checkEntry(q, answer), ttlMs: answer.validForMs };
   };
 

@@ -16,6 +16,9 @@ export const CheckDetail = t.Object({
     description: "Next scheduled charge (ISO 8601); null when none is queued",
   }),
   times_executed: t.Integer({ description: "Successful payment executions" }),
+  is_subscribed: t.Optional(
+    t.Boolean({ description: "Spend permissions only: not revoked and start <= now < end (Base SDK's isSubscribed)" }),
+  ),
 });
 
 /** The index's answer. */
@@ -77,6 +80,16 @@ export type OnchainResult = Static<typeof OnchainResult>;
 
 /** Query of the route (documentation only; parsed in index.ts). */
 export const CheckQueryDoc = t.Object({
+  spender: t.Optional(
+    documented(
+      t.String({
+        pattern: "^0x[0-9a-fA-F]{40}$",
+        description:
+          "Required when module_address is a Spend Permission manager: the merchant's spender. plan_ids are then " +
+          "optional plan keys `<token>:<allowance>:<period>` (default: any of the spender's plans).",
+      }),
+    ),
+  ),
   module_address: documented(
     t.String({
       pattern: "^0x[0-9a-fA-F]{40}$",

@@ -17,7 +17,14 @@ import type { SubscriptionStatus } from "../subscriptions/model";
 import type { IndexedResult, OnchainResult } from "./model";
 
 /** What the check asks. */
-export type CheckQuery = { chainId: number; module: string; wallet: string; planIds: string[] };
+export type CheckQuery = {
+  chainId: number;
+  module: string;
+  wallet: string;
+  planIds: string[];
+  /** A spend permission check: the merchant's spender (and `planIds` are plan keys `<token>:<allowance>:<period>`). */
+  spender?: string;
+};
 
 type CheckRow = {
   known_chain_id: string | null;

@@ -296,7 +296,22 @@ describe("GET /v0/subscriptions for a spender", () => {
     r = await check(bob, `&spender=${other}`);
     expect(r.body.indexed).toMatchObject({ authorized: false, details: [] });
     expect((await check(bob, `&spender=${merchant}&plan_ids=1,2`)).status).toBe(400);
-    expect((await check(bob, `&spender=${merchant}&mode=onchain`)).status).toBe(400);
+    // The three modes agree: ACTIVE bob, CANCELLED alice, bob under another spender.
+    const agree = async (wallet: Address, extra: string, expected: boolean) => {
+      for (const mode of ["indexed", "onchain", "both"]) {
+        const x = await check(wallet, `${extra}&mode=${mode}`);
+        expect(x.status).toBe(200);
+        expect(x.body.authorized).toBe(expected);
+        if (mode !== "indexed") expect(x.body.onchain.method).toBe("isValid+getLastUpdatedPeriod");
+      }
+    };
+    await agree(bob, `&spender=${merchant}&plan_ids=${key}`, true);
+    await agree(bob, `&spender=${merchant}`, true);
+    await agree(alice, `&spender=${merchant}`, false);
+    await agree(bob, `&spender=${other}`, false);
+    // Inside grace after the paid period it still counts, on the chain as in the index.
+    await at(now + TEST_PERIOD + G - 1);
+    await agree(bob, `&spender=${merchant}&plan_ids=${key}`, true);
     // Past grace the same permission lapses, and the check follows.
     await at(now + TEST_PERIOD + G);
     r = await until("the lapse in the check", async () => {
@@ -304,5 +319,6 @@ describe("GET /v0/subscriptions for a spender", () => {
       return x.body.indexed.authorized ? null : x;
     });
     expect(r.body.indexed.details[0]).toMatchObject({ status: "EXPIRED" });
+    await agree(bob, `&spender=${merchant}&plan_ids=${key}`, false);
   });
 });

@@ -17,7 +17,9 @@ import {
 } from "./model";
 import { createOnchainChecker, indexedCheck, type CheckEntry, type CheckQuery, type IndexedAnswer } from "./service";
 import type { ResponseCache } from "../../cache";
-import { indexedPermissionCheck, parsePlanKeys } from "./permissions";
+import { indexedPermissionCheck, onchainPermissionCheck, parsePlanKeys, permissionCandidates } from "./permissions";
+import { MULTICALL3_ADDRESS } from "../../../chain/multicall3";
+import type { Address } from "viem";
 
 /** A mode of the check. */
 type CheckMode = (typeof CHECK_MODES)[number];
@@ -81,9 +83,6 @@ function parseCheck(raw: RawParams, defaultChainId: number, managers: ReadonlySe
     // A spend permission manager: the merchant's spender is required, plan ids are optional plan keys.
     const spender = parseAddress(raw, "spender");
     const q: CheckQuery = { module, wallet, chainId, spender, planIds: parsePlanKeys(raw) };
-    if (mode !== "indexed") {
-      throw new InvalidParameterError("mode", `mode ${mode} is not available for spend permissions yet: use indexed`);
-    }
     return { q, mode, key: `${chainId}:${module}:${wallet}:${spender}:${q.planIds.join(",")}` };
   }
   const q: CheckQuery = { module, wallet, planIds: parsePlanIds(raw), chainId };
@@ -164,9 +163,18 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
         `no RPC endpoint is configured for chain ${q.chainId} (needed by mode ${mode})`,
       );
     }
-    if (mode === "onchain") return checkResult(mode, q, undefined, await checker.check(q));
+    const onchain = q.spender
+      ? async () =>
+          onchainPermissionCheck(
+            client,
+            q,
+            await permissionCandidates(deps.readSql, { ...q, spender: q.spender! }),
+            (deps.config.multicallAddresses?.[q.chainId] as Address | undefined) ?? MULTICALL3_ADDRESS,
+          )
+      : () => checker.check(q);
+    if (mode === "onchain") return checkResult(mode, q, undefined, await onchain());
 
-    const [ix, oc] = await Promise.allSettled([indexed(p), checker.check(q)]);
+    const [ix, oc] = await Promise.allSettled([indexed(p), onchain()]);
     if (ix.status === "rejected") throw ix.reason;
     freshnessHeaders(set.headers as Record<string, string>, ix.value.answer);
     if (oc.status === "rejected") {

@@ -47,8 +47,10 @@ export const IndexedResult = t.Object({
 /** The contract's answer. */
 export const OnchainResult = t.Object({
   authorized: t.Boolean({ description: "The contract's answer" }),
-  method: t.Union([t.Literal("isActive"), t.Literal("isActiveAny")], {
-    description: "isActive for one plan, isActiveAny for several",
+  method: t.Union([t.Literal("isActive"), t.Literal("isActiveAny"), t.Literal("isValid+getLastUpdatedPeriod")], {
+    description:
+      "isActive for one plan, isActiveAny for several; for a spend permission, isValid and getLastUpdatedPeriod " +
+      "of each candidate with the block's timestamp, in one Multicall3 call",
   }),
 });
 

@@ -8,6 +8,11 @@ import { DEADLINE_FAST_MS, withDeadline } from "../../deadline";
 import { InvalidParameterError } from "../../errors";
 import type { RawParams } from "../../params";
 import type { CheckQuery, IndexedAnswer } from "./service";
+import { BaseError, type Address, type PublicClient } from "viem";
+import { spendPermissionManagerAbi } from "../../../chain/abis";
+import { ChainUnavailableError } from "../../errors";
+import type { SpendPermission } from "../../../domain/spend-permission";
+import type { OnchainResult } from "./model";
 
 const PLAN_KEY = /^(0x[0-9a-fA-F]{40}):([0-9]{1,78}):([0-9]{1,15})$/;
 
@@ -93,4 +98,91 @@ export async function indexedPermissionCheck(sql: Sql, q: CheckQuery & { spender
     },
     validForMs: ends.length ? Math.max(0, (Math.min(...ends) - nowExact) * 1000) : Infinity,
   };
+}
+
+const multicall3Abi = [
+  {
+    type: "function",
+    name: "getCurrentBlockTimestamp",
+    stateMutability: "view",
+    inputs: [],
+    outputs: [{ name: "timestamp", type: "uint256" }],
+  },
+] as const;
+
+/** The indexed candidates of a permission check, as structs for the manager's views, and the chain's grace. */
+export async function permissionCandidates(
+  sql: Sql,
+  q: CheckQuery & { spender: string },
+): Promise<{ permissions: SpendPermission[]; graceS: number }> {
+  const rows = await withDeadline(
+    sql<Row[]>`
+      select n.grace_s, sp.subscriber, sp.merchant, sp.token, sp.allowance::text, sp.period_s, sp.start_s, sp.end_s,
+        sp.salt::text, sp.extra_data
+      from ${permissionNow(sql, q.chainId)}
+      join spend_permissions sp on sp.chain_id = ${q.chainId} and sp.manager = ${q.module}
+        and sp.subscriber = ${q.wallet} and sp.merchant = ${q.spender}
+      order by sp.block_number, sp.log_index`,
+    DEADLINE_FAST_MS,
+  );
+  const wanted = new Set(q.planIds);
+  const permissions = rows
+    .filter((r) => wanted.size === 0 || wanted.has(`${r.token}:${r.allowance}:${r.period_s}`))
+    .map((r) => ({
+      account: r.subscriber as Address,
+      spender: r.merchant as Address,
+      token: r.token as Address,
+      allowance: BigInt(r.allowance),
+      period: Number(r.period_s),
+      start: Number(r.start_s),
+      end: Number(r.end_s),
+      salt: BigInt(r.salt),
+      extraData: r.extra_data as `0x${string}`,
+    }));
+  return { permissions, graceS: rows[0] ? Number(rows[0].grace_s) : 0 };
+}
+
+/**
+ * The chain's answer for the candidates: one Multicall3 `aggregate3` at the latest block reading, for each,
+ * `isValid(P)` and `getLastUpdatedPeriod(P)`, and the block's timestamp; P is authorized when it is valid, not ended,
+ * paid (`spend > 0`) and within grace of its paid period (`ts < lup.end + G`) — the status rule exactly.
+ */
+export async function onchainPermissionCheck(
+  client: PublicClient,
+  q: CheckQuery,
+  candidates: { permissions: SpendPermission[]; graceS: number },
+  multicall: Address,
+): Promise<OnchainResult> {
+  const method = "isValid+getLastUpdatedPeriod" as const;
+  if (candidates.permissions.length === 0) return { authorized: false, method };
+  const manager = q.module as Address;
+  const contracts = [
+    { address: multicall, abi: multicall3Abi, functionName: "getCurrentBlockTimestamp" } as const,
+    ...candidates.permissions.flatMap(
+      (p) =>
+        [
+          { address: manager, abi: spendPermissionManagerAbi, functionName: "isValid", args: [p] },
+          { address: manager, abi: spendPermissionManagerAbi, functionName: "getLastUpdatedPeriod", args: [p] },
+        ] as const,
+    ),
+  ];
+  let results: readonly unknown[];
+  try {
+    results = (await client.multicall({
+      contracts: contracts as never,
+      allowFailure: false,
+      multicallAddress: multicall,
+    })) as readonly unknown[];
+  } catch (err) {
+    const kind = err instanceof BaseError && /timed? ?out/i.test(err.name + err.shortMessage) ? "timed out" : "failed";
+    throw new ChainUnavailableError(`the RPC call to chain ${q.chainId} ${kind}`);
+  }
+  const ts = Number(results[0] as bigint);
+  const authorized = candidates.permissions.some((p, i) => {
+    const valid = results[1 + 2 * i] as boolean;
+    const lup = results[2 + 2 * i] as { start: number; end: number; spend: bigint };
+    const grace = Math.min(candidates.graceS, p.period);
+    return valid && ts < p.end && lup.spend > 0n && ts < Number(lup.end) + grace;
+  });
+  return { authorized, method };
 }

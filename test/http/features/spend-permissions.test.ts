@@ -8,6 +8,7 @@ import type { Db } from "../../../src/db/client";
 import { createNotifier } from "../../../src/db/notify";
 import { FOREVER_END, type SpendPermission } from "../../../src/domain/spend-permission";
 import { createApp } from "../../../src/http/app";
+import { statsRollupsHook } from "../../../src/indexer/rollups";
 import { request, testConfig, type Res } from "../../../testkit/app";
 import { createTestChain, type TestChain } from "../../../testkit/chain";
 import { createTestDb } from "../../../testkit/db";
@@ -39,7 +40,11 @@ const iso = (t: number) => new Date(t * 1000).toISOString();
 // The app's notifier: each indexed batch invalidates its cached answers, as in the service.
 let notifier: ReturnType<typeof createNotifier>;
 const index = async () =>
-  indexTo(db, chain, await chain.publicClient.getBlockNumber(), { spendPermissions: source, notifier });
+  indexTo(db, chain, await chain.publicClient.getBlockNumber(), {
+    spendPermissions: source,
+    notifier,
+    hooks: [statsRollupsHook()],
+  });
 const get = (path: string): Promise<Res> =>
   request(app, `${path}${path.includes("?") ? "&" : "?"}chain_id=${chain.chainId}`);
 const list = async (spender: Address = merchant, query = "") =>
@@ -320,5 +325,26 @@ describe("GET /v0/subscriptions for a spender", () => {
     });
     expect(r.body.indexed.details[0]).toMatchObject({ status: "EXPIRED" });
     await agree(bob, `&spender=${merchant}&plan_ids=${key}`, false);
+  });
+
+  test("stats count the permissions by status, their charges as revenue and the ACTIVE ones in the run rate", async () => {
+    const records = await list();
+    const activity = (await get(`/v0/activity/${merchant}`)).body as { amount_charged: string }[];
+    const from = iso(S - 86400);
+    const stats = (await get(`/v0/stats/${merchant}?interval=month&since=${from}`)).body;
+    const byStatus = stats.subscriptions.by_status as Record<string, number>;
+    expect(Object.values(byStatus).reduce((a, b) => a + b, 0)).toBe(records.length);
+    for (const st of ["ACTIVE", "PENDING", "EXPIRED", "CANCELLED"]) {
+      expect(byStatus[st]).toBe(records.filter((r) => r.status === st).length);
+    }
+    const gross = (stats.revenue as { gross: string }[]).reduce((a, r) => a + BigInt(r.gross), 0n);
+    expect(gross).toBe(activity.reduce((a, r) => a + BigInt(r.amount_charged), 0n));
+    expect(gross).toBeGreaterThan(0n);
+    const created = (stats.subscriptions.periods as { created: number }[]).reduce((a, p) => a + p.created, 0);
+    expect(created).toBe(records.length);
+    const active = records.filter((r) => r.status === "ACTIVE").length;
+    expect((stats.run_rate as { active_subscriptions: number }[]).reduce((a, r) => a + r.active_subscriptions, 0)).toBe(
+      active,
+    );
   });
 });

@@ -28,12 +28,34 @@ function lowerFirst(name: string): string {
 /** A compiled contract. */
 export type Artifact = { abi: unknown[]; bytecode: `0x${string}` };
 
-/** Compiles every contract of contracts/src: name → artifact, in sorted order (contracts without bytecode left out). */
+/** Reads an import of a package (`@scope/pkg/path.sol`) from node_modules, for solc's import callback. */
+function findImport(path: string): { contents: string } | { error: string } {
+  try {
+    return { contents: readFileSync(join(root, "node_modules", path), "utf8") };
+  } catch {
+    return { error: `not found in node_modules: ${path}` };
+  }
+}
+
+/** Contract names a source imports by name from a package (`import {EntryPoint} from "@pkg/...";`): built too. */
+function namedPackageImports(source: string): string[] {
+  const names: string[] = [];
+  for (const m of source.matchAll(/import\s*\{([^}]+)\}\s*from\s*"@[^"]+";/g)) {
+    names.push(...m[1]!.split(",").map((n) => n.trim()));
+  }
+  return names;
+}
+
+/**
+ * Compiles every contract of contracts/src: name → artifact, in sorted order (contracts without bytecode left out).
+ * Imports from packages resolve in node_modules; of their contracts, only those a source imports by name are kept.
+ */
 export function compile(): Map<string, Artifact> {
   const files = readdirSync(srcDir)
     .filter((f) => f.endsWith(".sol"))
     .sort();
   const sources = Object.fromEntries(files.map((f) => [f, { content: readFileSync(join(srcDir, f), "utf8") }]));
+  const imported = new Set(files.flatMap((f) => namedPackageImports(sources[f]!.content)));
   const input = {
     language: "Solidity",
     sources,
@@ -43,7 +65,7 @@ export function compile(): Map<string, Artifact> {
       outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
     },
   };
-  const output = JSON.parse(solc.compile(JSON.stringify(input))) as SolcOutput;
+  const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImport })) as SolcOutput;
   const errors = (output.errors ?? []).filter((e) => e.severity === "error");
   for (const e of output.errors ?? []) if (e.severity !== "error") console.error(e.formattedMessage);
   if (errors.length > 0) {
@@ -54,7 +76,9 @@ export function compile(): Map<string, Artifact> {
   const contracts = new Map<string, Artifact>();
   for (const file of Object.keys(output.contracts ?? {}).sort()) {
     const byName = output.contracts![file]!;
+    const own = file in sources;
     for (const name of Object.keys(byName).sort()) {
+      if (!own && !imported.has(name)) continue;
       const { abi, evm } = byName[name]!;
       // Interfaces and abstract contracts have no creation code: nothing to deploy.
       if (!evm.bytecode.object) continue;

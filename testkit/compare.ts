@@ -22,6 +22,9 @@ export async function dumpChainData(sql: Sql, chainId: number) {
     blocked_subscribers: normalize(
       await sql`select * from blocked_subscribers where chain_id = ${chainId} order by module, subscriber`,
     ),
+    spend_permissions: normalize(
+      await sql`select * from spend_permissions where chain_id = ${chainId} order by subscription_id`,
+    ),
     // Without the event log's columns: its seqs differ from run to run, and an index without its hook has none.
     activity: normalize(
       await sql`select * from activity where chain_id = ${chainId} order by block_number, log_index`,
@@ -41,6 +44,7 @@ export async function clearChainData(sql: Sql): Promise<void> {
     "subscriptions",
     "blocked_subscribers",
     "activity",
+    "spend_permissions",
   ]) {
     await sql.unsafe(`delete from ${t}`);
   }

@@ -5,11 +5,14 @@ import { createIndexer, type IndexerOptions, type IndexerStatus, type IndexerTun
 import type { IndexerHook } from "../src/indexer/hooks";
 import { eventsHook, type OnEvents } from "../src/events/hook";
 import type { TestChain } from "./chain";
+import type { SpendPermissionSource } from "../src/common/config";
 
 /** Options of {@link testIndexer}: the node (default the chain's own; a fault proxy's), confirmations, poll interval… */
 export type TestIndexerOptions = Partial<Omit<IndexerOptions, "sql" | "db" | "config">> & {
   confirmations?: number;
   pollMs?: number;
+  /** Index the Spend Permission manager too. */
+  spendPermissions?: SpendPermissionSource;
 };
 
 /** An indexer of the test chain's processor from its deploy block into `db` (not started). */
@@ -18,7 +21,7 @@ export function testIndexer(
   chain: Pick<TestChain, "processor" | "startBlock" | "chainId" | "rpcUrl">,
   opts: TestIndexerOptions = {},
 ) {
-  const { confirmations = 0, pollMs = 20, client = publicClientFor(chain.rpcUrl), ...rest } = opts;
+  const { confirmations = 0, pollMs = 20, client = publicClientFor(chain.rpcUrl), spendPermissions, ...rest } = opts;
   return createIndexer({
     sql: db.sql,
     db: db.kind ? { kind: db.kind } : undefined,
@@ -29,6 +32,7 @@ export function testIndexer(
       CONFIRMATIONS: confirmations,
       POLL_INTERVAL_MS: pollMs,
       chainId: chain.chainId,
+      spendPermissions,
     },
     ...rest,
   });

@@ -141,6 +141,8 @@ export type ActivitySeed = {
   fee: string | null;
   reason: string | null;
   keeper: string | null;
+  /** A spend permission's charge: the permission's hash. */
+  permission_hash?: string | null;
 };
 
 /** Inserts a `chains` row. */

@@ -10,6 +10,10 @@ const PrivateKey = T.String({ pattern: "^0x[0-9a-fA-F]{64}$", description: "0x +
 const Url = T.String({ pattern: "^(https?|wss?)://", description: "an http(s) or ws(s) URL" });
 const PgUrl = T.String({ pattern: "^postgres(ql)?://", description: "a postgres:// URL" });
 const Uint = (min = 0) => T.Integer({ minimum: min, description: `an integer >= ${min}` });
+const Spenders = T.String({
+  pattern: "^\\s*(\\*|0x[0-9a-fA-F]{40}(\\s*,\\s*0x[0-9a-fA-F]{40})*)\\s*$",
+  description: "* or addresses (0x + 40 hex), comma-separated",
+});
 const Role = T.Union([T.Literal("api"), T.Literal("indexer"), T.Literal("keeper"), T.Literal("webhooks")]);
 
 /** Every variable the service reads, with its schema and default. */
@@ -83,6 +87,12 @@ const EnvSchema = {
   RENEWAL_CHECK_INTERVAL_S: Uint(1),
   RENEWAL_RPC_CONCURRENCY: Uint(1),
   BACKFILL_DEFER_INDEXES: T.Union([T.Literal("0"), T.Literal("1")], { description: "0 or 1" }),
+  SPEND_PERMISSION_MANAGER: T.Optional(Address),
+  SPEND_PERMISSION_SPENDERS: T.Optional(Spenders),
+  SPEND_PERMISSION_START_BLOCK: T.Optional(Uint(0)),
+  SPEND_PERMISSION_GRACE_S: Uint(0),
+  ENTRYPOINT_ADDRESSES: T.Array(Address, { minItems: 1, description: "addresses, comma-separated" }),
+  NATIVE_TOKEN_SYMBOL: T.Optional(T.String({ pattern: "^[A-Za-z0-9.]{1,16}$", description: "a symbol, e.g. ETH" })),
   /** `production`: start-up warns about what is unsafe in production (webhook secrets stored in clear). */
   NODE_ENV: T.Optional(T.String()),
 } satisfies Record<string, TSchema>;
@@ -123,6 +133,9 @@ const defaults: Record<string, string> = {
   RENEWAL_CHECK_INTERVAL_S: "900",
   RENEWAL_RPC_CONCURRENCY: "4",
   BACKFILL_DEFER_INDEXES: "1",
+  SPEND_PERMISSION_GRACE_S: "86400",
+  // EntryPoint v0.6 (verified from Coinbase Smart Wallet) and v0.7.
+  ENTRYPOINT_ADDRESSES: "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789,0x0000000071727De22E5E9d8BAf0edAc6f37da032",
 };
 
 type Env = { [K in keyof typeof EnvSchema]: Static<(typeof EnvSchema)[K]> };
@@ -138,6 +151,22 @@ export type ChainConfig = {
   pollIntervalMs: number;
   /** The variable that gave the RPC URL, for error messages. */
   rpcVariable: string;
+  /** Base Spend Permissions as a second source of this chain, when SPEND_PERMISSION_MANAGER is set. */
+  spendPermissions?: SpendPermissionSource;
+};
+
+/** The Spend Permission source of one chain (`SPEND_PERMISSION_*`, `ENTRYPOINT_ADDRESSES`, `NATIVE_TOKEN_SYMBOL`). */
+export type SpendPermissionSource = {
+  /** The manager, lowercase. */
+  manager: string;
+  /** The merchants' spender addresses (lowercase, sorted, deduplicated), or "*" for every spender. */
+  spenders: string[] | "*";
+  startBlock: number;
+  graceS: number;
+  /** EntryPoints trusted to tell who revoked (lowercase). */
+  entryPoints: string[];
+  /** Symbol of the native currency; undefined: the chain's own, else ETH. */
+  nativeSymbol?: string;
 };
 
 /** The parsed configuration of one process. */
@@ -241,6 +270,7 @@ function indexedChains(cfg: Env, env: Record<string, string | undefined>, rpcUrl
       confirmations: cfg.CONFIRMATIONS,
       pollIntervalMs: cfg.POLL_INTERVAL_MS,
       rpcVariable: "RPC_URL",
+      spendPermissions: spendPermissionSource(cfg, env, undefined, cfg.START_BLOCK),
     };
     return [chain];
   }
@@ -256,16 +286,59 @@ function indexedChains(cfg: Env, env: Record<string, string | undefined>, rpcUrl
     if (!rpcUrl) throw new ConfigError(`RPC_URL_${id} is required: CHAINS names chain ${id}`);
     const processor = (own("PROCESSOR_ADDRESS", Address) as string | undefined) ?? cfg.PROCESSOR_ADDRESS;
     if (!processor) throw new ConfigError(`PROCESSOR_ADDRESS_${id} is required: CHAINS names chain ${id}`);
+    const startBlock = (own("START_BLOCK", Uint(0)) as number | undefined) ?? cfg.START_BLOCK;
     return {
       chainId: id,
       rpcUrl,
       processor: processor.toLowerCase(),
-      startBlock: (own("START_BLOCK", Uint(0)) as number | undefined) ?? cfg.START_BLOCK,
+      startBlock,
       confirmations: (own("CONFIRMATIONS", Uint(0)) as number | undefined) ?? cfg.CONFIRMATIONS,
       pollIntervalMs: (own("POLL_INTERVAL_MS", Uint(10)) as number | undefined) ?? cfg.POLL_INTERVAL_MS,
       rpcVariable: rpcUrls[id] ? `RPC_URL_${id}` : "RPC_URL",
+      spendPermissions: spendPermissionSource(cfg, env, id, startBlock),
     };
   });
+}
+
+/**
+ * The Spend Permission source of a chain: each `SPEND_PERMISSION_*`, `ENTRYPOINT_ADDRESSES` and `NATIVE_TOKEN_SYMBOL`
+ * variable read with the `_<chainId>` suffix first, else without it; undefined when no manager is configured.
+ */
+function spendPermissionSource(
+  cfg: Env,
+  env: Record<string, string | undefined>,
+  id: number | undefined,
+  chainStartBlock: number,
+): SpendPermissionSource | undefined {
+  const read = <V>(name: keyof Env & string, schema: TSchema): { value: V; name: string } => {
+    const raw = id === undefined ? undefined : env[`${name}_${id}`];
+    if (raw === undefined || raw === "") return { value: cfg[name] as V, name };
+    return { value: parseOne(`${name}_${id}`, schema, raw) as V, name: `${name}_${id}` };
+  };
+  const manager = read<string | undefined>("SPEND_PERMISSION_MANAGER", Address);
+  const spenders = read<string | undefined>("SPEND_PERMISSION_SPENDERS", Spenders);
+  if (!manager.value) {
+    if (spenders.value) throw new ConfigError(`${spenders.name} needs SPEND_PERMISSION_MANAGER`);
+    return undefined;
+  }
+  if (!spenders.value) {
+    throw new ConfigError(
+      `SPEND_PERMISSION_SPENDERS is required with ${manager.name}: the merchants' spender addresses, or *`,
+    );
+  }
+  const start = read<number | undefined>("SPEND_PERMISSION_START_BLOCK", Uint(0)).value;
+  const entryPoints = read<string[]>("ENTRYPOINT_ADDRESSES", EnvSchema.ENTRYPOINT_ADDRESSES).value;
+  return {
+    manager: manager.value.toLowerCase(),
+    spenders:
+      spenders.value.trim() === "*"
+        ? "*"
+        : [...new Set(spenders.value.split(",").map((s) => s.trim().toLowerCase()))].sort(),
+    startBlock: start ?? chainStartBlock,
+    graceS: read<number>("SPEND_PERMISSION_GRACE_S", Uint(0)).value,
+    entryPoints: entryPoints.map((e) => e.toLowerCase()),
+    nativeSymbol: read<string | undefined>("NATIVE_TOKEN_SYMBOL", EnvSchema.NATIVE_TOKEN_SYMBOL).value,
+  };
 }
 
 /** Checks what the indexer and keeper roles need beyond the schema: at least one chain to index. */

@@ -20,4 +20,16 @@ export type ChainEvent = {
  * The payment logs: each is stored once, as its `activity` row (which holds all of its arguments), never in `events`
  * (migration 0034).
  */
-export const ACTIVITY_LOGS: ReadonlySet<string> = new Set(["ChargeSucceeded", "ChargeFailed", "CreditRefilled"]);
+export const ACTIVITY_LOGS: ReadonlySet<string> = new Set([
+  "ChargeSucceeded",
+  "ChargeFailed",
+  "CreditRefilled",
+  "SpendPermissionUsed",
+]);
+
+/** The Spend Permission manager's logs: derived by their own rules, never by the protocol's. */
+export const SPEND_PERMISSION_LOGS: ReadonlySet<string> = new Set([
+  "SpendPermissionApproved",
+  "SpendPermissionRevoked",
+  "SpendPermissionUsed",
+]);

@@ -5,6 +5,7 @@
 import type postgres from "postgres";
 import type { SubscriptionStatus } from "./status";
 import { toRenewalObject, type RenewalObject, type RenewalRow } from "./renewal-record";
+import type { RevokedBy } from "./spend-permission";
 
 /** The types of an activity record (`activity.type`). */
 export const ACTIVITY_TYPES = ["CHARGE", "FAIL", "REFILL"] as const;
@@ -29,6 +30,8 @@ export type ActivityRecordRow = {
   keeper: string | null;
   symbol: string | null;
   decimals: number | null;
+  /** A spend permission's charge: the permission's hash (its allocation id names it); null or absent otherwise. */
+  permission_hash?: string | null;
 };
 
 /** The activity record (api.md 2.1). */
@@ -46,6 +49,8 @@ export type ActivityRecordObject = {
   keeper_address: string | null;
   fee_paid: string | null;
   timestamp: string;
+  /** Which source the record comes from: the protocol's modules, or Base Spend Permissions. */
+  source: "subscription_module" | "spend_permission";
 };
 
 /** `<chain_id>:<tx_hash>:<log_index>`. */
@@ -62,7 +67,7 @@ export function allocationId(r: { chain_id: string; module: string; subscription
 export function toActivityRecord(r: ActivityRecordRow): ActivityRecordObject {
   return {
     event_id: eventId(r),
-    allocation_id: allocationId(r),
+    allocation_id: r.permission_hash ? `${r.chain_id}:${r.module}:${r.permission_hash}` : allocationId(r),
     module_address: r.module,
     tx_hash: r.tx_hash,
     block_number: r.block_number,
@@ -74,6 +79,7 @@ export function toActivityRecord(r: ActivityRecordRow): ActivityRecordObject {
     keeper_address: r.type === "REFILL" ? null : r.keeper,
     fee_paid: r.type === "CHARGE" ? r.fee : null,
     timestamp: r.timestamp,
+    source: r.permission_hash ? "spend_permission" : "subscription_module",
   };
 }
 
@@ -118,7 +124,7 @@ export function activityRecordSql(sql: Sql): SqlField[] {
       name: "allocation_id",
       kind: "plain",
       notNull: true,
-      sql: sql`(a.chain_id || ':' || a.module || ':' || a.subscription_id)`,
+      sql: sql`(a.chain_id || ':' || a.module || ':' || coalesce(a.permission_hash, a.subscription_id::text))`,
     },
     { name: "module_address", kind: "plain", notNull: true, sql: sql`a.module` },
     { name: "tx_hash", kind: "plain", notNull: true, sql: sql`a.tx_hash` },
@@ -136,6 +142,12 @@ export function activityRecordSql(sql: Sql): SqlField[] {
     { name: "keeper_address", kind: "plain", sql: sql`(case when a.type <> 'REFILL' then a.keeper end)` },
     { name: "fee_paid", kind: "plain", sql: sql`${activityAmountSql(sql, "fee_paid")}::text` },
     { name: "timestamp", kind: "plain", notNull: true, sql: activityTimestampSql(sql) },
+    {
+      name: "source",
+      kind: "plain",
+      notNull: true,
+      sql: sql`(case when a.permission_hash is null then 'subscription_module' else 'spend_permission' end)`,
+    },
   ];
 }
 
@@ -160,6 +172,27 @@ export type SubscriptionRecordRow = {
   renewal?: RenewalRow | null;
 };
 
+/** The `spend_permission` object of a record. */
+export type SpendPermissionObject = {
+  hash: string;
+  spender: string;
+  token: string;
+  allowance: string;
+  period_s: number;
+  start: string;
+  end: string;
+  salt: string;
+  extra_data: string;
+  is_subscribed: boolean;
+  current_period_start: string | null;
+  current_period_end: string | null;
+  spent_in_period: string | null;
+  remaining_in_period: string | null;
+  paid_through: string | null;
+  revoked_by: RevokedBy | null;
+  revoked_at: string | null;
+};
+
 /** The subscription record (api.md 2.2). */
 export type SubscriptionRecordObject = {
   allocation_id: string;
@@ -176,6 +209,10 @@ export type SubscriptionRecordObject = {
   created_at: string;
   is_blocked: boolean;
   renewal: RenewalObject | null;
+  /** Which source the record comes from: the protocol's modules, or Base Spend Permissions. */
+  source: "subscription_module" | "spend_permission";
+  /** The permission's own fields (./spend-permission-record.ts); null on module records. */
+  spend_permission: SpendPermissionObject | null;
 };
 
 /** ISO 8601 (ms, UTC) of unix seconds held as a decimal string; clamped to the range a JS Date can show. */
@@ -220,5 +257,7 @@ export function toSubscriptionRecord(r: SubscriptionRecordRow): SubscriptionReco
     created_at: isoFromUnix(r.created_at),
     is_blocked: r.is_blocked,
     renewal: r.renewal ? toRenewalObject(r.renewal) : null,
+    source: "subscription_module",
+    spend_permission: null,
   };
 }

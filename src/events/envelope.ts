@@ -23,7 +23,7 @@ export const EVENT_COLUMNS = `e.seq, e.id, e.chain_id, e.merchant, e.type, e.blo
   e.a_tx_hash, e.a_module, e.a_subscription_id, e.a_type, e.a_amount, e.a_fee, e.a_reason, e.a_keeper, e.a_symbol,
   e.a_decimals, e.s_subscription_id, e.s_module, e.s_subscriber, e.s_plan_id, e.s_max_executions, e.s_created_at,
   e.s_times_executed, e.s_total_spent, e.s_next_charge_at, e.s_allowance_expiry, e.s_paused, e.s_cancelled,
-  e.s_blocked, e.s_status, e.s_previous_status`;
+  e.s_blocked, e.s_status, e.s_previous_status, e.a_permission_hash`;
 
 /**
  * A row of `event_log` as the readers select it. An activity event has `data` null and its record in `a_*`; a
@@ -40,6 +40,8 @@ export type EventRow = {
   data: Record<string, unknown> | null;
   log_index: number;
   a_tx_hash: string | null;
+  /** A spend permission's charge: its hash (migration 0053). */
+  a_permission_hash?: string | null;
   a_module: string | null;
   a_subscription_id: string | null;
   a_type: "CHARGE" | "FAIL" | "REFILL" | null;
@@ -135,6 +137,7 @@ export function eventData(r: EventRow): Record<string, unknown> {
     keeper: r.a_keeper,
     symbol: r.a_symbol,
     decimals: r.a_decimals,
+    permission_hash: r.a_permission_hash,
   });
   return { object };
 }

@@ -198,7 +198,8 @@ export function parseEventId(params: RawParams, name = "starting_after") {
 export function parseAllocationId(params: RawParams, name = "starting_after") {
   const v = raw(params, name);
   if (v === undefined) return undefined;
-  const m = /^([1-9][0-9]{0,15}):(0x[0-9a-fA-F]{40}):([0-9]{1,78})$/.exec(v);
+  // A spend permission's allocation id names its hash: `<chain_id>:<manager>:0x<64 hex>`.
+  const m = /^([1-9][0-9]{0,15}):(0x[0-9a-fA-F]{40}):([0-9]{1,78}|0x[0-9a-fA-F]{64})$/.exec(v);
   if (!m || BigInt(m[3]) > MAX_UINT256) {
     throw new InvalidParameterError(name, `${name} must be an allocation_id: <chain_id>:<module>:<subscription_id>`);
   }

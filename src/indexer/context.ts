@@ -10,6 +10,7 @@ import type { IndexerObserver, IndexerOptions } from "./options";
 import { createIndexerState, type IndexerState } from "./state";
 import { createSyncLog, type SyncLog } from "./sync-log";
 import { createTokenBook } from "./token-book";
+import { spendPermissionIndexing, type SpendPermissionIndexing } from "./spend-permission-source";
 
 /** Whether an initial backfill's indexes are deferred (./deferral.ts): null until the leader looks (after each change). */
 export type DeferralState = {
@@ -25,6 +26,8 @@ export type IndexerContext = {
   client: PublicClient;
   chainId: number;
   processor: string;
+  /** The Spend Permission source, when configured. */
+  sp?: SpendPermissionIndexing;
   startBlock: bigint;
   confirmations: bigint;
   pollMs: number;
@@ -98,6 +101,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     client,
     chainId,
     processor: config.PROCESSOR_ADDRESS?.toLowerCase() ?? "",
+    sp: spendPermissionIndexing(config.spendPermissions),
     startBlock,
     confirmations,
     pollMs,

@@ -1,6 +1,6 @@
 import { moduleOfEvent } from "../domain/attribution";
 import { failureReasonName } from "../domain/failure-reasons";
-import { ACTIVITY_LOGS, type ChainEvent } from "../domain/chain-event";
+import { ACTIVITY_LOGS, SPEND_PERMISSION_LOGS, type ChainEvent } from "../domain/chain-event";
 import {
   applyToSubscription,
   planKey,
@@ -51,6 +51,10 @@ export type ActivityRow = {
   keeper: string;
   /** Seq of the row's event in the event log, when the events hook gave it one (its id is derived). */
   eventSeq?: string;
+  /** A spend permission's charge: its hash and the period `[periodStart, periodEnd)` it paid. */
+  permissionHash?: string;
+  periodStart?: number;
+  periodEnd?: number;
 };
 
 /** Events that change a subscription's row after its creation. */
@@ -80,6 +84,7 @@ export function subscriptionsToLoad(events: ChainEvent[]): string[] {
   const created = new Set<string>();
   const needed = new Set<string>();
   for (const ev of events) {
+    if (SPEND_PERMISSION_LOGS.has(ev.name)) continue; // ./spend-permission-state.ts
     if (ev.name === "SubscriptionCreated") created.add(ev.subscriptionId!);
     else if (ev.subscriptionId !== null && NEEDS_SUBSCRIPTION.has(ev.name) && !created.has(ev.subscriptionId)) {
       needed.add(ev.subscriptionId);
@@ -162,6 +167,7 @@ export function deriveBatch(
   const changed = new Set<string>();
   const blocked = new Map<string, BlockedRow>();
   for (const ev of events) {
+    if (SPEND_PERMISSION_LOGS.has(ev.name)) continue; // ./spend-permission-state.ts
     const a = ev.args;
     switch (ev.name) {
       case "ModuleCreated": {

@@ -6,6 +6,7 @@ import { createLeaderLock, type LeaderLock } from "./lock";
 import type { Indexer, IndexerOptions } from "./options";
 import { createPoll } from "./poll";
 import { ensureChain } from "./store";
+import { spendPermissionsAtStart } from "./spend-permission-catch-up";
 
 export type { Indexer, IndexerOptions, IndexerTuning } from "./options";
 export type { IndexerStatus } from "./state";
@@ -38,6 +39,7 @@ export function createIndexer(opts: IndexerOptions): Indexer {
       const fields = { chainId, stored: row.startBlock, configured: ctx.startBlock };
       log("warn", "START_BLOCK differs from the indexed start; keeping the existing index", fields);
     }
+    await spendPermissionsAtStart(ctx, row.cursor);
     state.setCursor(row.cursor);
     return kind === "postgres";
   }

@@ -1,5 +1,5 @@
 import type { PublicClient } from "viem";
-import type { Config } from "../common/config";
+import type { Config, SpendPermissionSource } from "../common/config";
 import type { Db, Sql } from "../db/client";
 import type { Notifier } from "../db/notify";
 import type { Logger } from "../common/log";
@@ -46,6 +46,8 @@ export type IndexerOptions = {
   client: PublicClient;
   config: Pick<Config, "PROCESSOR_ADDRESS" | "START_BLOCK" | "CONFIRMATIONS" | "POLL_INTERVAL_MS"> & {
     chainId: number;
+    /** Base Spend Permissions indexed beside the processor (unset: not indexed). */
+    spendPermissions?: SpendPermissionSource;
   };
   notifier?: Notifier;
   log?: Logger;

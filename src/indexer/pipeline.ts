@@ -16,6 +16,7 @@ import {
   prepareBatch,
   readHeadersAhead,
   splitFetched,
+  type BatchEvent,
   type FetchedLogs,
   type PreparedBatch,
 } from "./fetch";
@@ -26,6 +27,8 @@ import type { TokenMeta } from "./tokens";
 import { writeBulk, writeState, type BatchRows } from "./write";
 import type { BatchContext } from "./hooks";
 import { buildDeferral, buildDue } from "./deferral";
+import { fetchEarlierApprovals, permissionTokens, withSpendPermissionEvents } from "./spend-permission-source";
+import { derivePermissionRows } from "./spend-permission-state";
 
 /** A batch whose transaction was started: when its hooks' `beforeBulk` ran (or it failed), and its commit. */
 type Written = { rows: BatchRows; begun: Promise<void>; committed: Promise<void> };
@@ -236,7 +239,8 @@ export async function tokenMetas(ctx: IndexerContext, batch: PreparedBatch | nul
     const token = String(ev.args.token);
     if (ev.name === "PlanCreated" && (all || !state.tokens.known.has(token))) wanted.add(token);
   }
-  return wanted.size === 0 ? [] : state.tokens.read(wanted);
+  const native = permissionTokens(ctx.sp, ctx.client, batch.events, wanted, all ? null : state.tokens.known);
+  return wanted.size === 0 ? native : [...native, ...(await state.tokens.read(wanted))];
 }
 
 /**
@@ -253,7 +257,15 @@ async function derive(ctx: IndexerContext, batch: PreparedBatch): Promise<BatchR
   const before = statesBefore(state.subCache, ids);
   const derived = deriveBatch(batch.events, state.modules, state.plans, state.subCache);
   for (const m of metas) state.tokens.known.add(m.address);
-  return { batch, before, derived, tokens: metas };
+  const permissions = await derivePermissionRows(
+    ctx.sql,
+    ctx.chainId,
+    state.subCache,
+    batch.events,
+    (hashes) => fetchEarlierApprovals(ctx.client, ctx.sp!, hashes, ctx.policy) as Promise<BatchEvent[]>,
+  );
+  if (permissions) derived.activity.push(...permissions.activity);
+  return { batch, before, derived, tokens: metas, permissions };
 }
 
 /** Inside a transaction: the cursor row, locked, must be the one the work was built on. */
@@ -472,7 +484,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
         // The first batch of a range carries the wait for its logs.
         const clock = stageClock(first ? { ...fetchClock.stages } : {});
         first = false;
-        const batch = await prepareBatch({
+        const prepared = await prepareBatch({
           client: ctx.client,
           fetched: part,
           modules: state.modules,
@@ -483,6 +495,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
           policy: ctx.policy,
           known: ctx.polled,
         });
+        const batch = await withSpendPermissionEvents(ctx.client, ctx.sp, prepared, ctx.policy);
         clock.mark("prepare");
         const rows = await derive(ctx, batch);
         clock.mark("derive");

@@ -10,7 +10,7 @@ import {
 } from "../domain/subscription";
 import { deriveBatch, statesBefore, subscriptionsToLoad } from "./derive";
 import { ChainBehindError } from "./errors";
-import { prepareBatch, type PreparedBatch } from "./fetch";
+import { prepareBatch, type BatchEvent, type PreparedBatch } from "./fetch";
 import {
   announce,
   batchContext,
@@ -35,6 +35,8 @@ import {
   type Cursor,
 } from "./store";
 import { writeState, type BatchRows } from "./write";
+import { fetchEarlierApprovals, withSpendPermissionEvents } from "./spend-permission-source";
+import { derivePermissionRows, rollbackPermissions } from "./spend-permission-state";
 
 /**
  * Rolls the index back to `ancestor` (null: to nothing, a deep reorg) and re-ingests the new branch's first batch
@@ -71,12 +73,16 @@ export async function applyReorg(
       const ids = subscriptionsToLoad(batch.events);
       const subs = await loadSubscriptions(tx, chainId, ids);
       const before = statesBefore(subs, ids);
-      batchRows = {
-        batch,
-        before,
-        derived: deriveBatch(batch.events, state.modules, state.plans, subs),
-        tokens: metas,
-      };
+      const derived = deriveBatch(batch.events, state.modules, state.plans, subs);
+      const permissions = await derivePermissionRows(
+        tx,
+        chainId,
+        {},
+        batch.events,
+        (hashes) => fetchEarlierApprovals(ctx.client, ctx.sp!, hashes, ctx.policy) as Promise<BatchEvent[]>,
+      );
+      if (permissions) derived.activity.push(...permissions.activity);
+      batchRows = { batch, before, derived, tokens: metas, permissions };
       bctx = batchContext(ctx, batchRows, ancestor, head, true);
       await writeBatchBulk(ctx, tx, bctx);
       await runBatchHooks(ctx, tx, bctx);
@@ -108,7 +114,7 @@ async function newBranchBatch(
     select address, merchant from modules where chain_id = ${ctx.chainId} and block_number < ${from.toString()}`;
   const atAncestor = new Map(rows.map((r) => [r.address, r.merchant]));
   const fetched = await fetchRange(ctx, from, ctx.sizer.nextTo(from, target), [...atAncestor.keys()]);
-  return prepareBatch({
+  const batch = await prepareBatch({
     client: ctx.client,
     fetched,
     modules: atAncestor,
@@ -118,6 +124,7 @@ async function newBranchBatch(
     processor: ctx.processor,
     policy: ctx.policy,
   });
+  return withSpendPermissionEvents(ctx.client, ctx.sp, batch, ctx.policy);
 }
 
 /** Hashes of the window below the ancestor may have been pruned while the index stood higher: fetch them back. */
@@ -139,6 +146,7 @@ async function windowRefill(ctx: IndexerContext, ancestor: Cursor, next: Cursor)
  */
 export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null): Promise<{ events: number }> {
   const above = ancestor ? ancestor.block.toString() : "-1";
+  await rollbackPermissions(tx, chainId, above);
   // The allocations the removed logs touched: payment logs are stored as activity rows (migration 0034).
   const touchedSubs = (
     await tx<{ id: string }[]>`
@@ -158,7 +166,8 @@ export async function rollback(tx: Tx, chainId: number, ancestor: Cursor | null)
   await tx`delete from blocks where chain_id = ${chainId} and number > ${above}`;
   // Tokens are recorded for plans; one whose every plan was rolled back goes too (a fresh index never saw it).
   await tx`delete from tokens t where t.chain_id = ${chainId}
-    and not exists (select 1 from plans p where p.chain_id = t.chain_id and p.token = t.address)`;
+    and not exists (select 1 from plans p where p.chain_id = t.chain_id and p.token = t.address)
+    and not exists (select 1 from spend_permissions sp where sp.chain_id = t.chain_id and sp.token = t.address)`;
 
   // Allocations created at or before the ancestor but changed after it: replay their remaining events.
   const survivors = (

@@ -110,12 +110,14 @@ export async function copyActivity(tx: Tx, chainId: number, rows: ActivityRow[])
     lines[i] =
       `${chainId}\t${r.blockNumber}\t${r.logIndex}\t${r.txHash}\t${r.blockHash}\t${time(r.blockTime)}\t${r.merchant}\t` +
       `${r.module}\t${r.subscriptionId}\t${r.type}\t${r.token ?? "\\N"}\t${r.amount}\t${r.fee ?? "\\N"}\t` +
-      `${r.reason ?? "\\N"}\t${r.keeper}\t${r.eventSeq ?? "\\N"}\n`;
+      `${r.reason ?? "\\N"}\t${r.keeper}\t${r.eventSeq ?? "\\N"}\t${r.permissionHash ?? "\\N"}\t` +
+      `${r.periodStart ?? "\\N"}\t${r.periodEnd ?? "\\N"}\n`;
   }
   await copyIn(
     tx,
     tx`copy activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant, module,
-      subscription_id, type, token, amount, fee, reason, keeper, event_seq) from stdin`,
+      subscription_id, type, token, amount, fee, reason, keeper, event_seq, permission_hash, period_start,
+      period_end) from stdin`,
     lines.join(""),
   );
 }
@@ -259,14 +261,17 @@ export async function insertActivity(q: Q, chainId: number, rows: ActivityRow[])
     reason: (r) => r.reason,
     keeper: (r) => r.keeper,
     eseq: (r) => r.eventSeq ?? null,
+    ph: (r) => r.permissionHash ?? null,
+    ps: (r) => (r.periodStart === undefined ? null : String(r.periodStart)),
+    pe: (r) => (r.periodEnd === undefined ? null : String(r.periodEnd)),
   });
   await q`insert into activity (chain_id, block_number, log_index, tx_hash, block_hash, block_time, merchant, module,
-      subscription_id, type, token, amount, fee, reason, keeper, event_seq)
+      subscription_id, type, token, amount, fee, reason, keeper, event_seq, permission_hash, period_start, period_end)
     select ${chainId}, bn::bigint, li::integer, tx, bh, to_timestamp(bt::bigint), mer, mod, sid::numeric, type, token,
-      amount::numeric, fee::numeric, reason, keeper, eseq::bigint
+      amount::numeric, fee::numeric, reason, keeper, eseq::bigint, ph, ps::bigint, pe::bigint
     from unnest(${c.bn}, ${c.li}, ${c.tx}, ${c.bh}, ${c.bt}, ${c.mer}, ${c.mod}, ${c.sid}, ${c.type}, ${c.token},
-      ${c.amount}, ${c.fee}, ${c.reason}, ${c.keeper}, ${c.eseq})
-      as u(bn, li, tx, bh, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq)`;
+      ${c.amount}, ${c.fee}, ${c.reason}, ${c.keeper}, ${c.eseq}, ${c.ph}, ${c.ps}, ${c.pe})
+      as u(bn, li, tx, bh, bt, mer, mod, sid, type, token, amount, fee, reason, keeper, eseq, ph, ps, pe)`;
 }
 
 /** Stores hashes of recent blocks and forgets those older than the reorg window. */

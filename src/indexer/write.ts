@@ -16,12 +16,20 @@ import {
   upsertSubscriptions,
 } from "./store";
 import type { TokenMeta } from "./tokens";
+import { writePermissions, type PermissionRows } from "./spend-permission-state";
 
 /**
  * A batch with everything derived from it, ready to write; `before` holds the states, before the batch, of the
  * existing allocations it touches.
  */
-export type BatchRows = { batch: PreparedBatch; before: Map<string, SubState>; derived: Derived; tokens: TokenMeta[] };
+export type BatchRows = {
+  batch: PreparedBatch;
+  before: Map<string, SubState>;
+  derived: Derived;
+  tokens: TokenMeta[];
+  /** The spend permissions the batch changed (their CHARGE rows are in `derived.activity`). */
+  permissions?: PermissionRows;
+};
 
 /**
  * What the batches in flight (written, maybe not committed) leave behind, the latest last: the state of every
@@ -62,5 +70,6 @@ export async function writeState(tx: Tx, chainId: number, rows: BatchRows, windo
   await insertTokens(tx, chainId, rows.tokens);
   await upsertSubscriptions(tx, chainId, derived.subscriptions);
   await upsertBlocked(tx, chainId, derived.blocked);
+  if (rows.permissions) await writePermissions(tx, chainId, rows.permissions);
   await saveBlocks(tx, chainId, batch.windowHeaders, batch.to - window);
 }

@@ -21,7 +21,7 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 }, 60_000);
 
-type Sub = { status: string; allocation_id: string };
+type Sub = { status: string; allocation_id: string; source?: string; spend_permission?: { revoked_by: string | null } };
 type Activity = { type: string; reason: string | null; currency: string | null };
 
 /** Runs one printed `curl` line through fetch: its URL and its Authorization header. */
@@ -52,6 +52,10 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
   expect(new Set(subs.map((s) => s.status))).toEqual(
     new Set(["ACTIVE", "PENDING", "PAUSED", "CANCELLED", "EXPIRED", "BLOCKED"]),
   );
+  // Base Spend Permissions beside the modules: one charged for this month, one lapsed, one revoked by its account.
+  const permissions = subs.filter((s) => s.source === "spend_permission");
+  expect(permissions.map((s) => s.status)).toEqual(["ACTIVE", "EXPIRED", "CANCELLED"]);
+  expect(permissions[2]!.spend_permission!.revoked_by).toBe("subscriber");
 
   const activity = (await (await fetch(`${api}/v0/activity/${merchant}`, { headers })).json()) as Activity[];
   expect(new Set(activity.map((a) => a.type))).toEqual(new Set(["CHARGE", "FAIL", "REFILL"]));

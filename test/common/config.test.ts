@@ -160,3 +160,72 @@ describe("BACKFILL_DEFER_INDEXES", () => {
     expect(() => loadConfig({ BACKFILL_DEFER_INDEXES: "yes" })).toThrow(/BACKFILL_DEFER_INDEXES/);
   });
 });
+
+describe("Spend Permission source", () => {
+  const base = { RPC_URL: "http://127.0.0.1:8545", PROCESSOR_ADDRESS: "0x" + "1".repeat(40) };
+  const mgr = "0xf85210B21cC50302F477BA56686d2019dC9b67Ad";
+
+  test("off without a manager; defaults with one", () => {
+    expect(loadConfig(base).indexed[0]!.spendPermissions).toBeUndefined();
+    const sp = loadConfig({
+      ...base,
+      START_BLOCK: "7",
+      SPEND_PERMISSION_MANAGER: mgr,
+      SPEND_PERMISSION_SPENDERS: `0x${"B".repeat(40)}, 0x${"a".repeat(40)},0x${"b".repeat(40)}`,
+    }).indexed[0]!.spendPermissions!;
+    expect(sp.manager).toBe(mgr.toLowerCase());
+    expect(sp.spenders).toEqual([`0x${"a".repeat(40)}`, `0x${"b".repeat(40)}`]);
+    expect(sp.startBlock).toBe(7);
+    expect(sp.graceS).toBe(86400);
+    expect(sp.entryPoints).toEqual([
+      "0x5ff137d4b0fdcd49dca30c7cf57e578a026d2789",
+      "0x0000000071727de22e5e9d8baf0edac6f37da032",
+    ]);
+    expect(sp.nativeSymbol).toBeUndefined();
+  });
+
+  test("per-chain suffixes override the plain variables", () => {
+    const c = loadConfig({
+      CHAINS: "8453,10",
+      RPC_URL_8453: "https://base.example",
+      RPC_URL_10: "https://op.example",
+      PROCESSOR_ADDRESS: "0x" + "1".repeat(40),
+      SPEND_PERMISSION_MANAGER: mgr,
+      SPEND_PERMISSION_SPENDERS: "*",
+      SPEND_PERMISSION_GRACE_S: "3600",
+      SPEND_PERMISSION_START_BLOCK_10: "99",
+      SPEND_PERMISSION_SPENDERS_10: `0x${"c".repeat(40)}`,
+      NATIVE_TOKEN_SYMBOL_10: "OETH",
+      ENTRYPOINT_ADDRESSES_10: `0x${"d".repeat(40)}`,
+    });
+    const [base8453, op] = c.indexed.map((x) => x.spendPermissions!);
+    expect(base8453!.spenders).toBe("*");
+    expect(base8453!.graceS).toBe(3600);
+    expect(base8453!.startBlock).toBe(0);
+    expect(op!.spenders).toEqual([`0x${"c".repeat(40)}`]);
+    expect(op!.startBlock).toBe(99);
+    expect(op!.nativeSymbol).toBe("OETH");
+    expect(op!.entryPoints).toEqual([`0x${"d".repeat(40)}`]);
+  });
+
+  test("bad or missing values name the variable", () => {
+    expect(() => loadConfig({ ...base, SPEND_PERMISSION_MANAGER: mgr })).toThrow(
+      /SPEND_PERMISSION_SPENDERS is required/,
+    );
+    expect(() => loadConfig({ ...base, SPEND_PERMISSION_SPENDERS: "*" })).toThrow(/needs SPEND_PERMISSION_MANAGER/);
+    expect(() => loadConfig({ ...base, SPEND_PERMISSION_MANAGER: mgr, SPEND_PERMISSION_SPENDERS: "0x12" })).toThrow(
+      ConfigError,
+    );
+    expect(() => loadConfig({ ...base, SPEND_PERMISSION_GRACE_S: "-1" })).toThrow(/SPEND_PERMISSION_GRACE_S/);
+    expect(() =>
+      loadConfig({
+        ...base,
+        CHAINS: "5",
+        RPC_URL_5: "http://x.example",
+        SPEND_PERMISSION_MANAGER: mgr,
+        SPEND_PERMISSION_SPENDERS: "*",
+        SPEND_PERMISSION_START_BLOCK_5: "x",
+      }),
+    ).toThrow(/SPEND_PERMISSION_START_BLOCK_5/);
+  });
+});

@@ -18,7 +18,7 @@ const DEV_KEEPER_KEY = "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19
 
 /** Variables of the caller's environment that dev sets itself (its own chain, database and roles). */
 const OWN_VARIABLES =
-  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|PROCESSOR_ADDRESS.*|CHAIN_ID|CHAINS|START_BLOCK.*|CONFIRMATIONS.*|POLL_INTERVAL_MS_.*|KEEPER_PRIVATE_KEY|ROLES|DATA_DIR|PORT|WEBHOOK_ALLOW_PRIVATE_URLS)$/;
+  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|PROCESSOR_ADDRESS.*|CHAIN_ID|CHAINS|START_BLOCK.*|SPEND_PERMISSION_.*|CONFIRMATIONS.*|POLL_INTERVAL_MS_.*|KEEPER_PRIVATE_KEY|ROLES|DATA_DIR|PORT|WEBHOOK_ALLOW_PRIVATE_URLS)$/;
 
 /** Options for {@link runDev}. */
 export type DevOptions = {
@@ -94,12 +94,16 @@ function devEnv(demos: Demo[], dataDir: string, apiPort: number, logLevel?: LogL
           RPC_URL: first.anvil.rpcUrl,
           PROCESSOR_ADDRESS: first.seeded.processor,
           START_BLOCK: first.seeded.startBlock.toString(),
+          SPEND_PERMISSION_MANAGER: first.seeded.spendPermissionManager,
+          SPEND_PERMISSION_SPENDERS: first.seeded.merchant,
         }
       : Object.fromEntries(
           demos.flatMap(({ anvil, seeded }) => [
             [`RPC_URL_${anvil.chainId}`, anvil.rpcUrl],
             [`PROCESSOR_ADDRESS_${anvil.chainId}`, seeded.processor],
             [`START_BLOCK_${anvil.chainId}`, seeded.startBlock.toString()],
+            [`SPEND_PERMISSION_MANAGER_${anvil.chainId}`, seeded.spendPermissionManager],
+            [`SPEND_PERMISSION_SPENDERS_${anvil.chainId}`, seeded.merchant],
           ]),
         );
   if (demos.length > 1) chains.CHAINS = demos.map((d) => d.anvil.chainId).join(",");

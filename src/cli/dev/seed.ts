@@ -7,6 +7,7 @@
  * Start anvil with {@link demoAnvilArgs} so that the history ends now.
  */
 import {
+  encodeFunctionData,
   createPublicClient,
   createTestClient,
   createWalletClient,
@@ -19,7 +20,15 @@ import {
   type PublicClient,
   type TransactionReceipt,
 } from "viem";
-import { subscriptionModuleAbi, subscriptionProcessorAbi, testTokenAbi } from "../../chain/abis";
+import {
+  spendPermissionManagerAbi,
+  spendPermissionManagerBytecode,
+  subscriptionModuleAbi,
+  subscriptionProcessorAbi,
+  testSmartAccountAbi,
+  testSmartAccountBytecode,
+  testTokenAbi,
+} from "../../chain/abis";
 import { chainDefinition } from "../../chain/define";
 import { createModule, deployProtocol, deployToken, type DeployWallet } from "../../chain/deploy";
 import { createHistory } from "./history";
@@ -54,6 +63,8 @@ export type Seeded = {
   subscriptions: number;
   /** Days from the first seeded block to the last. */
   historyDays: number;
+  /** Base's Spend Permission manager (canonical address) and its demo permissions, the merchant as spender. */
+  spendPermissionManager: Address;
 };
 
 const NAMES = [
@@ -282,8 +293,10 @@ export async function seedDemo(rpcUrl: string, chainId: number): Promise<Seeded>
   await c.test.mine({ blocks: 1 });
   const ids = await dayZero(c, d, a);
   await dayZeroChanges(c, d, a, ids);
+  const sp = await spendPermissionsDayZero(c, d);
   await history.runDays(STORY_DAY, STORY_DAY + 30);
   await dayThirty(c, d, a, ids, storyStart + 30 * DAY + 3600);
+  await spendPermissionsDayThirty(c, sp);
   return {
     processor: d.processor,
     startBlock: d.startBlock,
@@ -294,6 +307,7 @@ export async function seedDemo(rpcUrl: string, chainId: number): Promise<Seeded>
     subscribers: NAMES.length + GROWTH_CUSTOMERS,
     subscriptions: 22 + history.subscriptions,
     historyDays: Math.round(HISTORY_S / DAY),
+    spendPermissionManager: MANAGER,
   };
 }
 
@@ -310,4 +324,78 @@ export async function subscribeNow(rpcUrl: string, chainId: number, seeded: Seed
   const [ev] = parseEventLogs({ abi: subscriptionModuleAbi, eventName: "SubscriptionCreated", logs: r.logs });
   if (!ev) throw new Error("demo: subscribe emitted no SubscriptionCreated");
   return ev.args.subscriptionId;
+}
+
+const MANAGER = "0xf85210B21cC50302F477BA56686d2019dC9b67Ad" as Address;
+const FOREVER = 281474976710655;
+
+/** A permission of the demo account for the merchant's spender in USDC. */
+const demoPermission = (
+  account: Address,
+  spender: Address,
+  usdc: Address,
+  start: number,
+  period: number,
+  salt: bigint,
+) => ({
+  account,
+  spender,
+  token: usdc,
+  allowance: 9_990_000n,
+  period,
+  start,
+  end: FOREVER,
+  salt,
+  extraData: "0x" as const,
+});
+type DemoPermission = ReturnType<typeof demoPermission>;
+
+/**
+ * Base Spend Permissions, day 0: the manager at its canonical address, a smart account of the subscriber "judy" (the
+ * manager one of its owners) with USDC, and three permissions for the merchant as spender: a monthly one, a weekly one
+ * charged now (lapsed by day 30), and a monthly one revoked on day 30.
+ */
+async function spendPermissionsDayZero(c: Conn, d: Deployed): Promise<{ account: Address; perms: DemoPermission[] }> {
+  const { pc, wallet, deployer, test } = c;
+  const deploy = async (abi: Abi, bytecode: `0x${string}`, args: unknown[]) => {
+    const hash = await wallet(deployer).deployContract({ abi, bytecode, args } as never);
+    const r = await pc.waitForTransactionReceipt({ hash, pollingInterval: 5 });
+    if (!r.contractAddress) throw new Error("demo seeding: a deployment produced no contract");
+    return r.contractAddress;
+  };
+  const built = await deploy(spendPermissionManagerAbi as Abi, spendPermissionManagerBytecode, [
+    "0xcfCE48B757601F3f351CB6f434CB0517aEEE293D",
+    "0x011A61C07DbF256A68256B1cB51A5e246730aB92",
+  ]);
+  await test.setCode({ address: MANAGER, bytecode: (await pc.getCode({ address: built }))! });
+  const owner = c.people.judy;
+  const account = await deploy(testSmartAccountAbi as Abi, testSmartAccountBytecode, [
+    "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789",
+    [owner, MANAGER],
+  ]);
+  await c.send(deployer, d.usdc, testTokenAbi, "mint", [account, 1000n * USDC]);
+  const now = Number((await pc.getBlock()).timestamp) + 1;
+  const perms = [
+    demoPermission(account, c.merchant, d.usdc, now, 30 * DAY, 1n),
+    demoPermission(account, c.merchant, d.usdc, now, 7 * DAY, 2n),
+    demoPermission(account, c.merchant, d.usdc, now, 30 * DAY, 3n),
+  ];
+  const call = (fn: string, args: unknown[]) => ({
+    target: MANAGER,
+    value: 0n,
+    data: encodeFunctionData({ abi: spendPermissionManagerAbi, functionName: fn, args } as never),
+  });
+  await test.setNextBlockTimestamp({ timestamp: BigInt(now) });
+  await c.send(owner, account, testSmartAccountAbi as Abi, "executeBatch", [perms.map((p) => call("approve", [p]))]);
+  await c.send(c.merchant, MANAGER, spendPermissionManagerAbi as Abi, "spend", [perms[1], 9_990_000n]);
+  return { account, perms };
+}
+
+/** Day 30: the monthly permission is charged by the merchant; the third one is revoked by its account. */
+async function spendPermissionsDayThirty(c: Conn, sp: { account: Address; perms: DemoPermission[] }) {
+  await c.send(c.merchant, MANAGER, spendPermissionManagerAbi as Abi, "spend", [sp.perms[0], 9_990_000n]);
+  const revoke = encodeFunctionData({ abi: spendPermissionManagerAbi, functionName: "revoke", args: [sp.perms[2]!] });
+  await c.send(c.people.judy, sp.account, testSmartAccountAbi as Abi, "executeBatch", [
+    [{ target: MANAGER, value: 0n, data: revoke }],
+  ]);
 }

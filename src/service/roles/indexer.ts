@@ -1,3 +1,4 @@
+import { withPermissionEvents } from "../../events/spend-permission-events";
 import { publicClientFor } from "../../chain/clients";
 import { requireChain } from "../../common/config";
 import { createIndexer, type Indexer } from "../../indexer";
@@ -40,13 +41,14 @@ export const indexerRole: Role = {
           CONFIRMATIONS: chain.confirmations,
           POLL_INTERVAL_MS: chain.pollIntervalMs,
           chainId: chain.chainId,
+          spendPermissions: chain.spendPermissions,
         },
         notifier,
         log,
         tuning: { deferIndexes: config.BACKFILL_DEFER_INDEXES === "1" },
         hooks: [
           statsRollupsHook(),
-          eventsHook({ onEvents: enqueueFanOut, extra: outlooks.upcoming, derive: mrr.derive }),
+          eventsHook({ onEvents: enqueueFanOut, extra: withPermissionEvents(outlooks.upcoming), derive: mrr.derive }),
           mrr.hook,
           outlooks.hook,
           ...indexerHooks,

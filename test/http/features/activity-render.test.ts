@@ -72,6 +72,7 @@ describe("Postgres renders the activity record as TypeScript does", () => {
       fee: fc.option(uint(UINT256), { nil: null }),
       reason: fc.option(text, { nil: null }),
       keeper: fc.option(hex(20), { nil: null }),
+      permission_hash: fc.option(hex(32), { nil: null }),
     });
     const rows: ActivitySeed[] = fc.sample(row, { numRuns: ROWS, seed: 5 }).map((r, i) => ({
       ...r,

@@ -66,6 +66,7 @@ function expected(f: Fixture, q: Filter = {}): ActivityRecord[] {
         keeper_address: a.type === "REFILL" ? null : a.keeper,
         fee_paid: a.type === "CHARGE" ? a.fee : null,
         timestamp: a.block_time.toISOString(),
+        source: "subscription_module",
       } as ActivityRecord;
     })
     .filter((r) => !q.token || r.currency?.toLowerCase() === q.token.toLowerCase());
@@ -123,6 +124,7 @@ describe("GET /v0/activity/:merchant", () => {
         keeper_address: W.keeper,
         fee_paid: "25000",
         timestamp: "2026-01-01T03:20:00.000Z",
+        source: "subscription_module",
       },
     ]);
   });

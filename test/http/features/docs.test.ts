@@ -76,7 +76,7 @@ const EXPECTED: Expected[] = [
     path: "/v0/subscriptions/{merchant}",
     auth: true,
     pathParams: ["merchant"],
-    query: ["chain_id", "status", "limit", "starting_after", "format"],
+    query: ["chain_id", "status", "source", "limit", "starting_after", "format"],
     errors: [400, 401, 403, 503],
   },
   {
@@ -91,7 +91,7 @@ const EXPECTED: Expected[] = [
     method: "get",
     path: "/v0/auth/check",
     auth: false,
-    query: ["module_address", "wallet", "plan_ids", "mode", "chain_id", "min_block"],
+    query: ["module_address", "wallet", "plan_ids", "mode", "chain_id", "min_block", "spender"],
     requiredQuery: ["module_address", "wallet", "plan_ids"],
     errors: [400, 401, 429, 502, 503],
   },

@@ -52,6 +52,8 @@ function record(x: SubscriptionSeed): SubscriptionRecord {
     created_at: iso(x.created_at),
     is_blocked: blocked,
     renewal: null, // the seed stores no outlooks
+    source: "subscription_module",
+    spend_permission: null,
   };
 }
 

@@ -1726,7 +1726,8 @@ export interface operations {
                      *         "reason": null,
                      *         "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
                      *         "fee_paid": "250000",
-                     *         "timestamp": "2026-11-20T10:00:00.000Z"
+                     *         "timestamp": "2026-11-20T10:00:00.000Z",
+                     *         "source": "subscription_module"
                      *       },
                      *       {
                      *         "event_id": "31337:0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5:0",
@@ -1741,7 +1742,8 @@ export interface operations {
                      *         "reason": "InsufficientBalance",
                      *         "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
                      *         "fee_paid": null,
-                     *         "timestamp": "2026-12-20T10:00:12.000Z"
+                     *         "timestamp": "2026-12-20T10:00:12.000Z",
+                     *         "source": "subscription_module"
                      *       },
                      *       {
                      *         "event_id": "31337:0x1f0e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0:1",
@@ -1756,7 +1758,8 @@ export interface operations {
                      *         "reason": null,
                      *         "keeper_address": null,
                      *         "fee_paid": null,
-                     *         "timestamp": "2026-12-21T08:30:00.000Z"
+                     *         "timestamp": "2026-12-21T08:30:00.000Z",
+                     *         "source": "subscription_module"
                      *       }
                      *     ]
                      */
@@ -1790,12 +1793,14 @@ export interface operations {
                          * @description Block timestamp (ISO 8601, UTC, milliseconds)
                          */
                         timestamp: string;
+                        /** @description A module charge, or a Base Spend Permission's (SpendPermissionUsed; its allocation id names the hash) */
+                        source: "subscription_module" | "spend_permission";
                     }[];
                     /**
-                     * @example event_id,allocation_id,module_address,tx_hash,block_number,type,amount_charged,token_decimals,currency,reason,keeper_address,fee_paid,timestamp,amount_charged_decimal,fee_paid_decimal
-                     *     31337:0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060:2,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060,1042,CHARGE,10000000,6,USDC,,0x90f79bf6eb2c4f870365e785982e1f101e93b906,250000,2026-11-20T10:00:00.000Z,10,0.25
-                     *     31337:0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5:0,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5,2210,FAIL,0,6,USDC,InsufficientBalance,0x90f79bf6eb2c4f870365e785982e1f101e93b906,,2026-12-20T10:00:12.000Z,0,
-                     *     31337:0x1f0e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0:1,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x1f0e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0,2305,REFILL,20000000,6,USDC,,,,2026-12-21T08:30:00.000Z,20,
+                     * @example event_id,allocation_id,module_address,tx_hash,block_number,type,amount_charged,token_decimals,currency,reason,keeper_address,fee_paid,timestamp,source,amount_charged_decimal,fee_paid_decimal
+                     *     31337:0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060:2,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060,1042,CHARGE,10000000,6,USDC,,0x90f79bf6eb2c4f870365e785982e1f101e93b906,250000,2026-11-20T10:00:00.000Z,subscription_module,10,0.25
+                     *     31337:0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5:0,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5,2210,FAIL,0,6,USDC,InsufficientBalance,0x90f79bf6eb2c4f870365e785982e1f101e93b906,,2026-12-20T10:00:12.000Z,subscription_module,0,
+                     *     31337:0x1f0e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0:1,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x1f0e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0,2305,REFILL,20000000,6,USDC,,,,2026-12-21T08:30:00.000Z,subscription_module,20,
                      */
                     "text/csv": string;
                 };
@@ -2020,7 +2025,8 @@ export interface operations {
                      *         "reason": null,
                      *         "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
                      *         "fee_paid": "250000",
-                     *         "timestamp": "2026-11-20T10:00:00.000Z"
+                     *         "timestamp": "2026-11-20T10:00:00.000Z",
+                     *         "source": "subscription_module"
                      *       }
                      *     ]
                      */
@@ -2054,10 +2060,12 @@ export interface operations {
                          * @description Block timestamp (ISO 8601, UTC, milliseconds)
                          */
                         timestamp: string;
+                        /** @description A module charge, or a Base Spend Permission's (SpendPermissionUsed; its allocation id names the hash) */
+                        source: "subscription_module" | "spend_permission";
                     }[];
                     /**
-                     * @example event_id,allocation_id,module_address,tx_hash,block_number,type,amount_charged,token_decimals,currency,reason,keeper_address,fee_paid,timestamp,amount_charged_decimal,fee_paid_decimal
-                     *     31337:0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060:2,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060,1042,CHARGE,10000000,6,USDC,,0x90f79bf6eb2c4f870365e785982e1f101e93b906,250000,2026-11-20T10:00:00.000Z,10,0.25
+                     * @example event_id,allocation_id,module_address,tx_hash,block_number,type,amount_charged,token_decimals,currency,reason,keeper_address,fee_paid,timestamp,source,amount_charged_decimal,fee_paid_decimal
+                     *     31337:0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060:2,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x5c504ed432cb51138bcf09aa5e8a410dd4a1e204ef84bfed1be16dfba1b22060,1042,CHARGE,10000000,6,USDC,,0x90f79bf6eb2c4f870365e785982e1f101e93b906,250000,2026-11-20T10:00:00.000Z,subscription_module,10,0.25
                      */
                     "text/csv": string;
                 };
@@ -2282,7 +2290,8 @@ export interface operations {
                      *         "reason": "InsufficientBalance",
                      *         "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
                      *         "fee_paid": null,
-                     *         "timestamp": "2026-12-20T10:00:12.000Z"
+                     *         "timestamp": "2026-12-20T10:00:12.000Z",
+                     *         "source": "subscription_module"
                      *       }
                      *     ]
                      */
@@ -2316,10 +2325,12 @@ export interface operations {
                          * @description Block timestamp (ISO 8601, UTC, milliseconds)
                          */
                         timestamp: string;
+                        /** @description A module charge, or a Base Spend Permission's (SpendPermissionUsed; its allocation id names the hash) */
+                        source: "subscription_module" | "spend_permission";
                     }[];
                     /**
-                     * @example event_id,allocation_id,module_address,tx_hash,block_number,type,amount_charged,token_decimals,currency,reason,keeper_address,fee_paid,timestamp,amount_charged_decimal,fee_paid_decimal
-                     *     31337:0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5:0,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5,2210,FAIL,0,6,USDC,InsufficientBalance,0x90f79bf6eb2c4f870365e785982e1f101e93b906,,2026-12-20T10:00:12.000Z,0,
+                     * @example event_id,allocation_id,module_address,tx_hash,block_number,type,amount_charged,token_decimals,currency,reason,keeper_address,fee_paid,timestamp,source,amount_charged_decimal,fee_paid_decimal
+                     *     31337:0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5:0,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x9b2c6f0e3a1d4b5c8e7f60a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5,2210,FAIL,0,6,USDC,InsufficientBalance,0x90f79bf6eb2c4f870365e785982e1f101e93b906,,2026-12-20T10:00:12.000Z,subscription_module,0,
                      */
                     "text/csv": string;
                 };
@@ -2482,6 +2493,8 @@ export interface operations {
                 chain_id?: number;
                 /** @description Only subscriptions with this computed status */
                 status?: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
+                /** @description Only module allocations, or only Base Spend Permissions */
+                source?: "subscription_module" | "spend_permission";
                 /**
                  * @description Page size, 1 to 1000. When omitted, every matching row is returned. When a page is cut by the limit, a `Link: <url>; rel="next"` header names the next page.
                  * @example 100
@@ -2548,7 +2561,9 @@ export interface operations {
                      *           "shortfall": "0",
                      *           "checked_block": "18422011",
                      *           "checked_at": "2026-11-28T09:12:44.000Z"
-                     *         }
+                     *         },
+                     *         "source": "subscription_module",
+                     *         "spend_permission": null
                      *       }
                      *     ]
                      */
@@ -2613,10 +2628,41 @@ export interface operations {
                              */
                             checked_at: string;
                         } | null;
+                        /** @description The protocol's module allocation, or a Base Spend Permission (keyed by its hash) */
+                        source: "subscription_module" | "spend_permission";
+                        /** @description The permission's own fields; null on module records */
+                        spend_permission: {
+                            /** @description EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id) */
+                            hash: string;
+                            /** @description The merchant's spender address (lowercase) */
+                            spender: string;
+                            /** @description Token, or 0xEeee…EEeE for the native currency */
+                            token: string;
+                            /** @description Per-period allowance, base units (decimal) */
+                            allowance: string;
+                            /** @description Period length in seconds */
+                            period_s: number;
+                            /** @description Unix seconds (decimal string) */
+                            start: string;
+                            /** @description Unix seconds, exclusive (decimal string) */
+                            end: string;
+                            salt: string;
+                            extra_data: string;
+                            /** @description Not revoked and start <= now < end (Base SDK's isSubscribed) */
+                            is_subscribed: boolean;
+                            current_period_start: string | null;
+                            /** @description Exclusive */
+                            current_period_end: string | null;
+                            spent_in_period: string | null;
+                            remaining_in_period: string | null;
+                            paid_through: string | null;
+                            revoked_by: "subscriber" | "merchant" | "unknown" | null;
+                            revoked_at: string | null;
+                        } | null;
                     }[];
                     /**
-                     * @example allocation_id,on_chain_id,module_address,user_address,plan_id,status,total_spent,times_executed,next_charge_date,expires_at,remaining_executions,created_at,is_blocked,total_spent_decimal
-                     *     31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,ACTIVE,30000000,3,2026-12-20T10:00:00.000Z,1798761600,9,2026-09-21T10:00:00.000Z,false,30
+                     * @example allocation_id,on_chain_id,module_address,user_address,plan_id,status,total_spent,times_executed,next_charge_date,expires_at,remaining_executions,created_at,is_blocked,source,total_spent_decimal
+                     *     31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,1,0xa16e02e87b7454126e5e10d957a927a7f5b5d2be,0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc,31337:0xa16e02e87b7454126e5e10d957a927a7f5b5d2be:1,ACTIVE,30000000,3,2026-12-20T10:00:00.000Z,1798761600,9,2026-09-21T10:00:00.000Z,false,subscription_module,30
                      */
                     "text/csv": string;
                 };
@@ -2781,7 +2827,7 @@ export interface operations {
                  */
                 merchant: string;
                 /**
-                 * @description On-chain subscription id (decimal uint256)
+                 * @description On-chain subscription id (decimal uint256), or a spend permission's hash (0x + 64 hex)
                  * @example 1
                  */
                 id: string;
@@ -2830,7 +2876,9 @@ export interface operations {
                      *         "shortfall": "0",
                      *         "checked_block": "18422011",
                      *         "checked_at": "2026-11-28T09:12:44.000Z"
-                     *       }
+                     *       },
+                     *       "source": "subscription_module",
+                     *       "spend_permission": null
                      *     }
                      */
                     "application/json": {
@@ -2893,6 +2941,37 @@ export interface operations {
                              * @description That block's timestamp
                              */
                             checked_at: string;
+                        } | null;
+                        /** @description The protocol's module allocation, or a Base Spend Permission (keyed by its hash) */
+                        source: "subscription_module" | "spend_permission";
+                        /** @description The permission's own fields; null on module records */
+                        spend_permission: {
+                            /** @description EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id) */
+                            hash: string;
+                            /** @description The merchant's spender address (lowercase) */
+                            spender: string;
+                            /** @description Token, or 0xEeee…EEeE for the native currency */
+                            token: string;
+                            /** @description Per-period allowance, base units (decimal) */
+                            allowance: string;
+                            /** @description Period length in seconds */
+                            period_s: number;
+                            /** @description Unix seconds (decimal string) */
+                            start: string;
+                            /** @description Unix seconds, exclusive (decimal string) */
+                            end: string;
+                            salt: string;
+                            extra_data: string;
+                            /** @description Not revoked and start <= now < end (Base SDK's isSubscribed) */
+                            is_subscribed: boolean;
+                            current_period_start: string | null;
+                            /** @description Exclusive */
+                            current_period_end: string | null;
+                            spent_in_period: string | null;
+                            remaining_in_period: string | null;
+                            paid_through: string | null;
+                            revoked_by: "subscriber" | "merchant" | "unknown" | null;
+                            revoked_at: string | null;
                         } | null;
                     };
                 };
@@ -3354,6 +3433,8 @@ export interface operations {
     getV0AuthCheck: {
         parameters: {
             query: {
+                /** @description Required when module_address is a Spend Permission manager: the merchant's spender. plan_ids are then optional plan keys `<token>:<allowance>:<period>` (default: any of the spender's plans). */
+                spender?: string;
                 /**
                  * @description Subscription module contract address (any letter case)
                  * @example 0xa16e02e87b7454126e5e10d957a927a7f5b5d2be
@@ -3472,6 +3553,8 @@ export interface operations {
                                 next_charge_date: string | null;
                                 /** @description Successful payment executions */
                                 times_executed: number;
+                                /** @description Spend permissions only: not revoked and start <= now < end (Base SDK's isSubscribed) */
+                                is_subscribed?: boolean;
                             }[];
                             /** @description Newest block of the chain the index had committed when it answered (null before the first batch) */
                             indexed_block: string | null;
@@ -3485,8 +3568,8 @@ export interface operations {
                         onchain?: {
                             /** @description The contract's answer */
                             authorized: boolean;
-                            /** @description isActive for one plan, isActiveAny for several */
-                            method: "isActive" | "isActiveAny";
+                            /** @description isActive for one plan, isActiveAny for several; for a spend permission, isValid and getLastUpdatedPeriod of each candidate with the block's timestamp, in one Multicall3 call */
+                            method: "isActive" | "isActiveAny" | "isValid+getLastUpdatedPeriod";
                         };
                     };
                 };
@@ -3670,6 +3753,8 @@ export interface operations {
                                     next_charge_date: string | null;
                                     /** @description Successful payment executions */
                                     times_executed: number;
+                                    /** @description Spend permissions only: not revoked and start <= now < end (Base SDK's isSubscribed) */
+                                    is_subscribed?: boolean;
                                 }[];
                                 /** @description Newest block of the chain the index had committed when it answered (null before the first batch) */
                                 indexed_block: string | null;
@@ -9377,7 +9462,8 @@ export interface operations {
                  *           "reason": null,
                  *           "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
                  *           "fee_paid": "250000",
-                 *           "timestamp": "2026-11-20T10:00:00.000Z"
+                 *           "timestamp": "2026-11-20T10:00:00.000Z",
+                 *           "source": "subscription_module"
                  *         }
                  *       }
                  *     }
@@ -9429,6 +9515,8 @@ export interface operations {
                              * @description Block timestamp (ISO 8601, UTC, milliseconds)
                              */
                             timestamp: string;
+                            /** @description A module charge, or a Base Spend Permission's (SpendPermissionUsed; its allocation id names the hash) */
+                            source: "subscription_module" | "spend_permission";
                         };
                     };
                 };
@@ -9498,7 +9586,8 @@ export interface operations {
                  *           "reason": "InsufficientBalance",
                  *           "keeper_address": "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
                  *           "fee_paid": null,
-                 *           "timestamp": "2026-11-20T10:00:00.000Z"
+                 *           "timestamp": "2026-11-20T10:00:00.000Z",
+                 *           "source": "subscription_module"
                  *         }
                  *       }
                  *     }
@@ -9550,6 +9639,8 @@ export interface operations {
                              * @description Block timestamp (ISO 8601, UTC, milliseconds)
                              */
                             timestamp: string;
+                            /** @description A module charge, or a Base Spend Permission's (SpendPermissionUsed; its allocation id names the hash) */
+                            source: "subscription_module" | "spend_permission";
                         };
                     };
                 };
@@ -9619,7 +9710,8 @@ export interface operations {
                  *           "reason": null,
                  *           "keeper_address": null,
                  *           "fee_paid": null,
-                 *           "timestamp": "2026-11-20T10:00:00.000Z"
+                 *           "timestamp": "2026-11-20T10:00:00.000Z",
+                 *           "source": "subscription_module"
                  *         }
                  *       }
                  *     }
@@ -9671,6 +9763,8 @@ export interface operations {
                              * @description Block timestamp (ISO 8601, UTC, milliseconds)
                              */
                             timestamp: string;
+                            /** @description A module charge, or a Base Spend Permission's (SpendPermissionUsed; its allocation id names the hash) */
+                            source: "subscription_module" | "spend_permission";
                         };
                     };
                 };
@@ -9741,7 +9835,9 @@ export interface operations {
                  *           "remaining_executions": null,
                  *           "created_at": "2026-11-20T10:00:00.000Z",
                  *           "is_blocked": false,
-                 *           "renewal": null
+                 *           "renewal": null,
+                 *           "source": "subscription_module",
+                 *           "spend_permission": null
                  *         }
                  *       }
                  *     }
@@ -9825,6 +9921,37 @@ export interface operations {
                                  */
                                 checked_at: string;
                             } | null;
+                            /** @description The protocol's module allocation, or a Base Spend Permission (keyed by its hash) */
+                            source: "subscription_module" | "spend_permission";
+                            /** @description The permission's own fields; null on module records */
+                            spend_permission: {
+                                /** @description EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id) */
+                                hash: string;
+                                /** @description The merchant's spender address (lowercase) */
+                                spender: string;
+                                /** @description Token, or 0xEeee…EEeE for the native currency */
+                                token: string;
+                                /** @description Per-period allowance, base units (decimal) */
+                                allowance: string;
+                                /** @description Period length in seconds */
+                                period_s: number;
+                                /** @description Unix seconds (decimal string) */
+                                start: string;
+                                /** @description Unix seconds, exclusive (decimal string) */
+                                end: string;
+                                salt: string;
+                                extra_data: string;
+                                /** @description Not revoked and start <= now < end (Base SDK's isSubscribed) */
+                                is_subscribed: boolean;
+                                current_period_start: string | null;
+                                /** @description Exclusive */
+                                current_period_end: string | null;
+                                spent_in_period: string | null;
+                                remaining_in_period: string | null;
+                                paid_through: string | null;
+                                revoked_by: "subscriber" | "merchant" | "unknown" | null;
+                                revoked_at: string | null;
+                            } | null;
                         };
                     };
                 };
@@ -9895,7 +10022,9 @@ export interface operations {
                  *           "remaining_executions": null,
                  *           "created_at": "2026-11-20T10:00:00.000Z",
                  *           "is_blocked": false,
-                 *           "renewal": null
+                 *           "renewal": null,
+                 *           "source": "subscription_module",
+                 *           "spend_permission": null
                  *         },
                  *         "previous_status": "ACTIVE"
                  *       }
@@ -9980,6 +10109,37 @@ export interface operations {
                                  */
                                 checked_at: string;
                             } | null;
+                            /** @description The protocol's module allocation, or a Base Spend Permission (keyed by its hash) */
+                            source: "subscription_module" | "spend_permission";
+                            /** @description The permission's own fields; null on module records */
+                            spend_permission: {
+                                /** @description EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id) */
+                                hash: string;
+                                /** @description The merchant's spender address (lowercase) */
+                                spender: string;
+                                /** @description Token, or 0xEeee…EEeE for the native currency */
+                                token: string;
+                                /** @description Per-period allowance, base units (decimal) */
+                                allowance: string;
+                                /** @description Period length in seconds */
+                                period_s: number;
+                                /** @description Unix seconds (decimal string) */
+                                start: string;
+                                /** @description Unix seconds, exclusive (decimal string) */
+                                end: string;
+                                salt: string;
+                                extra_data: string;
+                                /** @description Not revoked and start <= now < end (Base SDK's isSubscribed) */
+                                is_subscribed: boolean;
+                                current_period_start: string | null;
+                                /** @description Exclusive */
+                                current_period_end: string | null;
+                                spent_in_period: string | null;
+                                remaining_in_period: string | null;
+                                paid_through: string | null;
+                                revoked_by: "subscriber" | "merchant" | "unknown" | null;
+                                revoked_at: string | null;
+                            } | null;
                         };
                         /** @description Computed at query time, first match wins: BLOCKED (merchant blocked the subscriber), CANCELLED, PAUSED, PENDING (no payment yet), EXPIRED (now > last payment + interval + grace period), ACTIVE. */
                         previous_status: "BLOCKED" | "CANCELLED" | "PAUSED" | "PENDING" | "EXPIRED" | "ACTIVE";
@@ -10052,7 +10212,9 @@ export interface operations {
                  *           "remaining_executions": null,
                  *           "created_at": "2026-11-20T10:00:00.000Z",
                  *           "is_blocked": false,
-                 *           "renewal": null
+                 *           "renewal": null,
+                 *           "source": "subscription_module",
+                 *           "spend_permission": null
                  *         },
                  *         "due_at": "2026-12-20T10:00:00.000Z",
                  *         "amount": "10000000",
@@ -10140,6 +10302,37 @@ export interface operations {
                                  */
                                 checked_at: string;
                             } | null;
+                            /** @description The protocol's module allocation, or a Base Spend Permission (keyed by its hash) */
+                            source: "subscription_module" | "spend_permission";
+                            /** @description The permission's own fields; null on module records */
+                            spend_permission: {
+                                /** @description EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id) */
+                                hash: string;
+                                /** @description The merchant's spender address (lowercase) */
+                                spender: string;
+                                /** @description Token, or 0xEeee…EEeE for the native currency */
+                                token: string;
+                                /** @description Per-period allowance, base units (decimal) */
+                                allowance: string;
+                                /** @description Period length in seconds */
+                                period_s: number;
+                                /** @description Unix seconds (decimal string) */
+                                start: string;
+                                /** @description Unix seconds, exclusive (decimal string) */
+                                end: string;
+                                salt: string;
+                                extra_data: string;
+                                /** @description Not revoked and start <= now < end (Base SDK's isSubscribed) */
+                                is_subscribed: boolean;
+                                current_period_start: string | null;
+                                /** @description Exclusive */
+                                current_period_end: string | null;
+                                spent_in_period: string | null;
+                                remaining_in_period: string | null;
+                                paid_through: string | null;
+                                revoked_by: "subscriber" | "merchant" | "unknown" | null;
+                                revoked_at: string | null;
+                            } | null;
                         };
                         /**
                          * Format: date-time
@@ -10221,7 +10414,9 @@ export interface operations {
                  *           "remaining_executions": null,
                  *           "created_at": "2026-11-20T10:00:00.000Z",
                  *           "is_blocked": false,
-                 *           "renewal": null
+                 *           "renewal": null,
+                 *           "source": "subscription_module",
+                 *           "spend_permission": null
                  *         },
                  *         "renewal": {
                  *           "due_at": "2026-12-01T10:00:00.000Z",
@@ -10319,6 +10514,37 @@ export interface operations {
                                  * @description That block's timestamp
                                  */
                                 checked_at: string;
+                            } | null;
+                            /** @description The protocol's module allocation, or a Base Spend Permission (keyed by its hash) */
+                            source: "subscription_module" | "spend_permission";
+                            /** @description The permission's own fields; null on module records */
+                            spend_permission: {
+                                /** @description EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id) */
+                                hash: string;
+                                /** @description The merchant's spender address (lowercase) */
+                                spender: string;
+                                /** @description Token, or 0xEeee…EEeE for the native currency */
+                                token: string;
+                                /** @description Per-period allowance, base units (decimal) */
+                                allowance: string;
+                                /** @description Period length in seconds */
+                                period_s: number;
+                                /** @description Unix seconds (decimal string) */
+                                start: string;
+                                /** @description Unix seconds, exclusive (decimal string) */
+                                end: string;
+                                salt: string;
+                                extra_data: string;
+                                /** @description Not revoked and start <= now < end (Base SDK's isSubscribed) */
+                                is_subscribed: boolean;
+                                current_period_start: string | null;
+                                /** @description Exclusive */
+                                current_period_end: string | null;
+                                spent_in_period: string | null;
+                                remaining_in_period: string | null;
+                                paid_through: string | null;
+                                revoked_by: "subscriber" | "merchant" | "unknown" | null;
+                                revoked_at: string | null;
                             } | null;
                         };
                         /** @description The renewal outlook: what the next charge will do, judged from the chain before it happens. A forecast: the subscriber can still change it. Null when the subscription is not chargeable or not due within the horizon. */
@@ -10452,7 +10678,9 @@ export interface operations {
                  *           "remaining_executions": null,
                  *           "created_at": "2026-11-20T10:00:00.000Z",
                  *           "is_blocked": false,
-                 *           "renewal": null
+                 *           "renewal": null,
+                 *           "source": "subscription_module",
+                 *           "spend_permission": null
                  *         },
                  *         "renewal": {
                  *           "due_at": "2026-12-01T10:00:00.000Z",
@@ -10563,6 +10791,37 @@ export interface operations {
                                  * @description That block's timestamp
                                  */
                                 checked_at: string;
+                            } | null;
+                            /** @description The protocol's module allocation, or a Base Spend Permission (keyed by its hash) */
+                            source: "subscription_module" | "spend_permission";
+                            /** @description The permission's own fields; null on module records */
+                            spend_permission: {
+                                /** @description EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id) */
+                                hash: string;
+                                /** @description The merchant's spender address (lowercase) */
+                                spender: string;
+                                /** @description Token, or 0xEeee…EEeE for the native currency */
+                                token: string;
+                                /** @description Per-period allowance, base units (decimal) */
+                                allowance: string;
+                                /** @description Period length in seconds */
+                                period_s: number;
+                                /** @description Unix seconds (decimal string) */
+                                start: string;
+                                /** @description Unix seconds, exclusive (decimal string) */
+                                end: string;
+                                salt: string;
+                                extra_data: string;
+                                /** @description Not revoked and start <= now < end (Base SDK's isSubscribed) */
+                                is_subscribed: boolean;
+                                current_period_start: string | null;
+                                /** @description Exclusive */
+                                current_period_end: string | null;
+                                spent_in_period: string | null;
+                                remaining_in_period: string | null;
+                                paid_through: string | null;
+                                revoked_by: "subscriber" | "merchant" | "unknown" | null;
+                                revoked_at: string | null;
                             } | null;
                         };
                         /** @description The renewal outlook: what the next charge will do, judged from the chain before it happens. A forecast: the subscriber can still change it. Null when the subscription is not chargeable or not due within the horizon. */

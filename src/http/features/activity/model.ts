@@ -35,6 +35,10 @@ export const ActivityRecord = t.Object({
   }),
   fee_paid: t.Union([t.String(), t.Null()], { description: "Protocol fee of a CHARGE (base units); null otherwise" }),
   timestamp: t.String({ format: "date-time", description: "Block timestamp (ISO 8601, UTC, milliseconds)" }),
+  source: t.Union([t.Literal("subscription_module"), t.Literal("spend_permission")], {
+    description:
+      "A module charge, or a Base Spend Permission's (SpendPermissionUsed; its allocation id names the hash)",
+  }),
 });
 
 /** An activity record. */
@@ -54,6 +58,7 @@ const charge: ActivityRecord = {
   keeper_address: "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
   fee_paid: "250000",
   timestamp: "2026-11-20T10:00:00.000Z",
+  source: "subscription_module",
 };
 
 const failure: ActivityRecord = {
@@ -97,6 +102,7 @@ export const ACTIVITY_CSV_COLUMNS: readonly CsvColumn<ActivityRecord>[] = [
       "keeper_address",
       "fee_paid",
       "timestamp",
+      "source",
     ] as const
   ).map((name) => ({ name, value: (r: ActivityRecord) => r[name], sql: (sql: Sql) => recordField(sql, name) })),
   {

@@ -90,7 +90,8 @@ export async function selectActivity(sql: Sql, q: ActivityQuery, rows: number | 
   return withDeadline(
     sql<ActivityRow[]>`
       select a.chain_id, a.block_number, a.log_index, a.tx_hash, ${activityTimestampSql(sql)} as timestamp,
-        a.module, a.subscription_id, a.type, a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals
+        a.module, a.subscription_id, a.type, a.amount, a.fee, a.reason, a.keeper, t.symbol, t.decimals,
+        a.permission_hash
       ${activityFrom(sql, q, rows)}
       ${orderBy(sql, q)}`,
     DEADLINE_LIST_MS,

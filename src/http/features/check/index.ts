@@ -10,6 +10,10 @@ import { createCheckAdmission } from "./admit";
 import { parseAddress, parseChainId, parsePlanIds, type RawParams } from "../../params";
 import type { RouteDeps } from "../../deps";
 import type { ResponseCache } from "../../cache";
+import { indexedPermissionCheck, onchainPermissionCheck, permissionCandidates } from "./permissions";
+import { MULTICALL3_ADDRESS } from "../../../chain/multicall3";
+import type { Address } from "viem";
+import type { Sql } from "../../../db/client";
 import { CheckQueryDoc, checkDetail, plansDetail, PlansQueryDoc, type CheckResult } from "./model";
 import type { IndexedResult, OnchainResult } from "./model";
 import { createParseMemo, type CheckMode, type ParsedCheck } from "./parse";
@@ -54,10 +58,24 @@ const reached = (p: ParsedCheck, e: CheckEntry) =>
 
 type Ctx = { request: Request; query: unknown; server: unknown; set: { headers: Record<string, unknown> } };
 
+/** The indexed answer of a question: a module's allocations, or a spender's permissions on a manager. */
+const indexedAnswer = (sql: Sql, q: CheckQuery): Promise<IndexedAnswer> =>
+  q.spender ? indexedPermissionCheck(sql, { ...q, spender: q.spender }) : indexedCheck(sql, q);
+
+/** `<chain_id>:<manager>` of every configured Spend Permission manager. */
+function configuredManagers(deps: RouteDeps): Set<string> {
+  const out = new Set<string>();
+  for (const c of deps.config.indexed ?? []) {
+    const chainId = c.chainId ?? deps.chains.defaultChainId;
+    if (c.spendPermissions) out.add(`${chainId}:${c.spendPermissions.manager}`);
+  }
+  return out;
+}
+
 /** Indexed answers: from `cache` when given, of a chain this service may answer for, waited for to `min_block`. */
 function indexedAnswers(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
   const load = async (p: ParsedCheck) => {
-    const answer = await indexedCheck(deps.readSql, p.q);
+    const answer = await indexedAnswer(deps.readSql, p.q);
     return { value: checkEntry(p.q, answer), ttlMs: answer.validForMs };
   };
   const servable = (p: ParsedCheck, e: CheckEntry) => e.answer.chainIndexed || isConfiguredChain(deps, p.q.chainId);
@@ -74,7 +92,7 @@ function indexedAnswers(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
   const get = async (p: ParsedCheck): Promise<CheckEntry> => {
     const e = cache ? await cache.get(p.key, p.q.chainId, () => load(p)) : (await load(p)).value;
     if (reached(p, e)) return served(p, e);
-    return served(p, checkEntry(p.q, await indexedCheckAt(deps.readSql, p.q, p.minBlock!, e.answer)));
+    return served(p, checkEntry(p.q, await indexedCheckAt(deps.readSql, p.q, p.minBlock!, e.answer, indexedAnswer)));
   };
   return { load, servable, hit, get };
 }
@@ -97,7 +115,7 @@ const send = (e: CheckEntry, set: Ctx["set"]) => (Object.assign(set.headers, e.h
 export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) {
   const { ONCHAIN_CHECK_CONCURRENCY: concurrency, RPC_TIMEOUT_MS: timeoutMs } = deps.config;
   const onchain = createOnchainChecker({ chains: deps.chains, concurrency, timeoutMs });
-  const memo = createParseMemo(deps.chains.defaultChainId);
+  const memo = createParseMemo(deps.chains.defaultChainId, configuredManagers(deps));
   const admit = createCheckAdmission(deps);
   const indexed = indexedAnswers(deps, cache);
 
@@ -108,8 +126,19 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
       const why = `no RPC endpoint is configured for chain ${q.chainId} (needed by mode ${mode})`;
       throw new InvalidParameterError("chain_id", why);
     }
-    if (mode === "onchain") return checkResult(mode, q, undefined, await onchain.check(q, client));
-    const [ix, oc] = await Promise.allSettled([indexed.get(p), onchain.check(q, client)]);
+    const chain = () =>
+      q.spender
+        ? permissionCandidates(deps.readSql, { ...q, spender: q.spender }).then((candidates) =>
+            onchainPermissionCheck(
+              deps.chains.get(q.chainId)!,
+              q,
+              candidates,
+              (deps.config.multicallAddresses?.[q.chainId] as Address | undefined) ?? MULTICALL3_ADDRESS,
+            ),
+          )
+        : onchain.check(q, client);
+    if (mode === "onchain") return checkResult(mode, q, undefined, await chain());
+    const [ix, oc] = await Promise.allSettled([indexed.get(p), chain()]);
     if (ix.status === "rejected") throw ix.reason;
     freshnessHeaders(set.headers as Record<string, string>, ix.value.answer);
     if (oc.status === "fulfilled") return checkResult(mode, q, ix.value.answer.result, oc.value);

@@ -16,6 +16,9 @@ export const CheckDetail = t.Object({
     description: "Next scheduled charge (ISO 8601); null when none is queued",
   }),
   times_executed: t.Integer({ description: "Successful payment executions" }),
+  is_subscribed: t.Optional(
+    t.Boolean({ description: "Spend permissions only: not revoked and start <= now < end (Base SDK's isSubscribed)" }),
+  ),
 });
 
 /** The index's answer. */
@@ -44,8 +47,10 @@ export const IndexedResult = t.Object({
 /** The contract's answer. */
 export const OnchainResult = t.Object({
   authorized: t.Boolean({ description: "The contract's answer" }),
-  method: t.Union([t.Literal("isActive"), t.Literal("isActiveAny")], {
-    description: "isActive for one plan, isActiveAny for several",
+  method: t.Union([t.Literal("isActive"), t.Literal("isActiveAny"), t.Literal("isValid+getLastUpdatedPeriod")], {
+    description:
+      "isActive for one plan, isActiveAny for several; for a spend permission, isValid and getLastUpdatedPeriod " +
+      "of each candidate with the block's timestamp, in one Multicall3 call",
   }),
 });
 
@@ -77,6 +82,16 @@ export type OnchainResult = Static<typeof OnchainResult>;
 
 /** Query of the route (documentation only; parsed in index.ts). */
 export const CheckQueryDoc = t.Object({
+  spender: t.Optional(
+    documented(
+      t.String({
+        pattern: "^0x[0-9a-fA-F]{40}$",
+        description:
+          "Required when module_address is a Spend Permission manager: the merchant's spender. plan_ids are then " +
+          "optional plan keys `<token>:<allowance>:<period>` (default: any of the spender's plans).",
+      }),
+    ),
+  ),
   module_address: documented(
     t.String({
       pattern: "^0x[0-9a-fA-F]{40}$",

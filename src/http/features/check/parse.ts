@@ -3,6 +3,7 @@ import { InvalidParameterError } from "../../errors";
 import { parseAddress, parseChainId, parseEnum, parsePlanIds, type RawParams } from "../../params";
 import { CHECK_MODES } from "./model";
 import type { CheckQuery } from "./service";
+import { parsePlanKeys } from "./permissions";
 
 /** A mode of the check. */
 export type CheckMode = (typeof CHECK_MODES)[number];
@@ -34,21 +35,31 @@ function parseMinBlock(raw: RawParams): bigint | undefined {
   return BigInt(v);
 }
 
-/** Parses the query (a 400 on any bad value). */
-export function parseCheck(raw: RawParams, defaultChainId: number): ParsedCheck {
-  const q: CheckQuery = {
-    module: parseAddress(raw, "module_address"),
-    wallet: parseAddress(raw, "wallet"),
-    planIds: parsePlanIds(raw),
-    chainId: parseChainId(raw, defaultChainId),
-  };
+/**
+ * Parses the query (a 400 on any bad value). On a Spend Permission manager (`managers` holds
+ * `<chain_id>:<manager>`), the merchant's `spender` is required and `plan_ids` are optional plan keys.
+ */
+export function parseCheck(
+  raw: RawParams,
+  defaultChainId: number,
+  managers: ReadonlySet<string> = new Set(),
+): ParsedCheck {
+  const module = parseAddress(raw, "module_address");
+  const wallet = parseAddress(raw, "wallet");
+  const chainId = parseChainId(raw, defaultChainId);
   const mode = parseEnum(raw, "mode", CHECK_MODES, "indexed");
   const minBlock = parseMinBlock(raw);
+  if (managers.has(`${chainId}:${module}`)) {
+    const spender = parseAddress(raw, "spender");
+    const q: CheckQuery = { module, wallet, chainId, spender, planIds: parsePlanKeys(raw) };
+    return { q, mode, key: `${chainId}:${module}:${wallet}:${spender}:${q.planIds.join(",")}`, minBlock };
+  }
+  const q: CheckQuery = { module, wallet, planIds: parsePlanIds(raw), chainId };
   return { q, mode, key: `${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}`, minBlock };
 }
 
 /** A memo of parsed queries: `parse(request, query)` parses a query string once, `get(raw)` finds it again. */
-export function createParseMemo(defaultChainId: number) {
+export function createParseMemo(defaultChainId: number, managers: ReadonlySet<string> = new Set()) {
   const parsed = new Map<string, ParsedCheck>();
   return {
     get: (raw: string) => parsed.get(raw),
@@ -56,7 +67,7 @@ export function createParseMemo(defaultChainId: number) {
       const raw = rawQuery(request.url) ?? "";
       let p = parsed.get(raw);
       if (!p) {
-        p = parseCheck(query as RawParams, defaultChainId);
+        p = parseCheck(query as RawParams, defaultChainId, managers);
         if (raw.length <= PARSED_MAX_QUERY_LENGTH) {
           if (parsed.size >= PARSED_MAX_ENTRIES) parsed.clear();
           parsed.set(raw, p);

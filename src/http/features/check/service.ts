@@ -17,7 +17,14 @@ import type { SubscriptionStatus } from "../subscriptions/model";
 import type { IndexedResult, OnchainResult } from "./model";
 
 /** What the check asks. */
-export type CheckQuery = { chainId: number; module: string; wallet: string; planIds: string[] };
+export type CheckQuery = {
+  chainId: number;
+  module: string;
+  wallet: string;
+  planIds: string[];
+  /** A spend permission check: the merchant's spender (and `planIds` are plan keys `<token>:<allowance>:<period>`). */
+  spender?: string;
+};
 
 type CheckRow = {
   known_chain_id: string | null;
@@ -204,14 +211,15 @@ export async function indexedCheckAt(
   q: CheckQuery,
   minBlock: bigint,
   first?: IndexedAnswer,
+  load: (sql: Sql, q: CheckQuery) => Promise<IndexedAnswer> = indexedCheck,
 ): Promise<IndexedAnswer> {
   const reached = (a: IndexedAnswer) => a.indexedBlock !== null && BigInt(a.indexedBlock) >= minBlock;
   const end = Date.now() + MIN_BLOCK_WAIT_MS;
-  let answer = first ?? (await indexedCheck(sql, q));
+  let answer = first ?? (await load(sql, q));
   while (!reached(answer)) {
     if (Date.now() + MIN_BLOCK_POLL_MS > end) throw new IndexBehindError(String(minBlock), answer.indexedBlock);
     await Bun.sleep(MIN_BLOCK_POLL_MS);
-    answer = await indexedCheck(sql, q);
+    answer = await load(sql, q);
   }
   return answer;
 }

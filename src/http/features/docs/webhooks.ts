@@ -94,6 +94,7 @@ const activity = {
   keeper_address: "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
   fee_paid: "250000",
   timestamp: "2026-11-20T10:00:00.000Z",
+  source: "subscription_module",
 };
 
 const subscription = {
@@ -111,6 +112,8 @@ const subscription = {
   created_at: "2026-11-20T10:00:00.000Z",
   is_blocked: false,
   renewal: null,
+  source: "subscription_module",
+  spend_permission: null,
 };
 
 const movement = {

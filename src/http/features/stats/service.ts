@@ -4,6 +4,7 @@
  * rate of ACTIVE subscriptions. Every query runs in one read-only snapshot, so the parts agree with each other.
  */
 import type { Sql } from "../../../db/client";
+import { permissionNow, permissionStatusSql } from "../../../domain/spend-permission-status";
 import { chainNow, statusJoins, statusSql, SUBSCRIPTION_STATUSES } from "../../../domain/status";
 import { DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 import { InvalidParameterError } from "../../errors";
@@ -146,6 +147,13 @@ function subscriptionFigures(sql: Sql, q: StatsQuery) {
       cross join ${chainNow(sql, q.chainId)}
       ${statusJoins(sql)}
       where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId} ${planToken(sql, q)}
+      union all
+      -- The merchant's spend permissions (it is their spender): allowance per period is the plan amount.
+      select ${permissionStatusSql(sql)}, sp.token, sp.allowance, sp.period_s,
+        floor(extract(epoch from sp.created_at))::bigint
+      from spend_permissions sp
+      cross join ${permissionNow(sql, q.chainId)}
+      where sp.merchant = ${q.merchant} and sp.chain_id = ${q.chainId} ${permissionToken(sql, q)}
     )
     select 'status' as kind, status as key, null as token, null as symbol, null::int as decimals,
       count(*) as count, null::numeric as amount
@@ -164,19 +172,38 @@ function subscriptionFigures(sql: Sql, q: StatsQuery) {
     group by u.token, t.symbol, t.decimals`;
 }
 
-/** Subscriptions cancelled per period (block time of SubscriptionCancelled; a subscription is cancelled once). */
+/**
+ * Subscriptions cancelled per period (block time of SubscriptionCancelled; a subscription is cancelled once), spend
+ * permissions revoked included (block time of their Revoked log).
+ */
 function cancelledPerPeriod(sql: Sql, q: StatsQuery) {
   return sql<{ period_start: string; count: string }[]>`
-    select to_char(date_trunc(${q.interval}, e.block_time at time zone 'UTC'),
+    select to_char(date_trunc(${q.interval}, x.at at time zone 'UTC'),
         'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as period_start, count(*) as count
-    from subscriptions s
-    left join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
-    join events e on e.chain_id = s.chain_id and e.subscription_id = s.subscription_id
-      and e.name = 'SubscriptionCancelled'
-    where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId} and s.cancelled
-      and e.block_time >= ${q.range.since} and e.block_time < ${q.range.until}
-      ${planToken(sql, q)}
+    from (
+      select e.block_time as at
+      from subscriptions s
+      left join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
+      join events e on e.chain_id = s.chain_id and e.subscription_id = s.subscription_id
+        and e.name = 'SubscriptionCancelled'
+      where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId} and s.cancelled
+        and e.block_time >= ${q.range.since} and e.block_time < ${q.range.until}
+        ${planToken(sql, q)}
+      union all
+      select sp.revoked_at from spend_permissions sp
+      where sp.merchant = ${q.merchant} and sp.chain_id = ${q.chainId} and sp.revoked
+        and sp.revoked_at >= ${q.range.since} and sp.revoked_at < ${q.range.until}
+        ${permissionToken(sql, q)}
+    ) x
     group by 1`;
+}
+
+/** The `token` filter (a symbol) over a spend permission `sp`. */
+function permissionToken(sql: Sql, q: StatsQuery) {
+  return q.token
+    ? sql`and exists (select 1 from tokens t where t.chain_id = sp.chain_id and t.address = sp.token
+        and lower(t.symbol) = lower(${q.token}))`
+    : sql``;
 }
 
 const byPeriod = (rows: { period_start: string; count: string }[]) =>

@@ -24,8 +24,9 @@ import {
   SUBSCRIPTION_STATUSES,
 } from "./model";
 import {
-  allocationId,
   getSubscription,
+  rowAllocationId,
+  SUBSCRIPTION_SOURCES,
   listSubscriptions,
   subscriptionPosition,
   toSubscriptionRecord,
@@ -37,6 +38,20 @@ import { parseFormat } from "../../stream";
 /** The parsed parameters the route's `resolve` put in the context (Elysia does not type a route-level resolve). */
 const inputOf = <R extends { input: unknown }>(ctx: object): R["input"] => (ctx as R).input;
 
+const HASH_RE = /^0x[0-9a-fA-F]{64}$/;
+
+/** `id`: a decimal uint256, or a spend permission's hash (`0x` + 64 hex) standing for uint256(hash). */
+function parseSubscriptionId(params: RawParams): { subscriptionId: string; hash: boolean } {
+  const v = params.id;
+  if (typeof v === "string" && HASH_RE.test(v)) return { subscriptionId: BigInt(v).toString(), hash: true };
+  try {
+    return { subscriptionId: parseUint256(params, "id"), hash: false };
+  } catch (err) {
+    if (!(err instanceof InvalidParameterError)) throw err;
+    throw new InvalidParameterError("id", "id must be a decimal uint256 or a spend permission hash (0x + 64 hex)");
+  }
+}
+
 /** Subscription routes. */
 export function subscriptionRoutes(deps: RouteDeps) {
   // Parameters are parsed in `resolve`, before `merchantReader` checks the credential (a 400 comes first).
@@ -45,6 +60,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
       merchant: parseAddress(params as RawParams, "merchant"),
       chainId: parseChainId(query as RawParams, deps.chains.defaultChainId),
       status: parseEnum(query as RawParams, "status", SUBSCRIPTION_STATUSES, undefined),
+      source: parseEnum(query as RawParams, "source", SUBSCRIPTION_SOURCES, undefined),
       format: parseFormat(query as RawParams),
       limit: parseLimit(query as RawParams),
       cursor: parseAllocationId(query as RawParams),
@@ -53,7 +69,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
   const parseGet = ({ params, query }: { params: unknown; query: unknown }) => ({
     input: {
       merchant: parseAddress(params as RawParams, "merchant"),
-      subscriptionId: parseUint256(params as RawParams, "id"),
+      ...parseSubscriptionId(params as RawParams),
       chainId: parseChainId(query as RawParams, deps.chains.defaultChainId),
     },
   });
@@ -64,10 +80,10 @@ export function subscriptionRoutes(deps: RouteDeps) {
       "/:merchant",
       async (ctx) => {
         const { request, set } = ctx;
-        const { merchant, chainId, status, format, limit, cursor } = inputOf<ReturnType<typeof parseList>>(ctx);
+        const { merchant, chainId, status, source, format, limit, cursor } = inputOf<ReturnType<typeof parseList>>(ctx);
         freshnessHeaders(set.headers, await resolveChain(deps, chainId));
 
-        const q: SubscriptionQuery = { merchant, chainId, status, limit };
+        const q: SubscriptionQuery = { merchant, chainId, status, limit, source };
         if (cursor) {
           const position =
             cursor.chainId === chainId
@@ -85,7 +101,7 @@ export function subscriptionRoutes(deps: RouteDeps) {
         const rows = await listSubscriptions(deps.readSql, q);
         if (rows.length > limit) {
           rows.length = limit;
-          set.headers.link = nextLink(request.url, allocationId(rows[rows.length - 1]));
+          set.headers.link = nextLink(request.url, rowAllocationId(rows[rows.length - 1]!));
         }
         if (format === "csv") return subscriptionsCsvPage(rows, merchant, chainId, set.headers);
         return rows.map(toSubscriptionRecord);
@@ -96,9 +112,9 @@ export function subscriptionRoutes(deps: RouteDeps) {
       "/:merchant/:id",
       async (ctx) => {
         const { set } = ctx;
-        const { merchant, subscriptionId, chainId } = inputOf<ReturnType<typeof parseGet>>(ctx);
+        const { merchant, subscriptionId, hash, chainId } = inputOf<ReturnType<typeof parseGet>>(ctx);
         freshnessHeaders(set.headers, await resolveChain(deps, chainId));
-        const row = await getSubscription(deps.readSql, { merchant, chainId, subscriptionId });
+        const row = await getSubscription(deps.readSql, { merchant, chainId, subscriptionId, hash });
         if (!row)
           throw new NotFoundError(`no subscription ${subscriptionId} of this merchant on chain ${chainId}`, "id");
         return toSubscriptionRecord(row);

@@ -20,6 +20,27 @@ export const SubscriptionStatusSchema = t.Union(
   },
 );
 
+/** The `spend_permission` object of a permission's record. */
+export const SpendPermissionSchema = t.Object({
+  hash: t.String({ description: "EIP-712 hash of the permission (= on_chain_id, the SDK's subscription id)" }),
+  spender: t.String({ description: "The merchant's spender address (lowercase)" }),
+  token: t.String({ description: "Token, or 0xEeee…EEeE for the native currency" }),
+  allowance: t.String({ description: "Per-period allowance, base units (decimal)" }),
+  period_s: t.Integer({ description: "Period length in seconds" }),
+  start: t.String({ description: "Unix seconds (decimal string)" }),
+  end: t.String({ description: "Unix seconds, exclusive (decimal string)" }),
+  salt: t.String(),
+  extra_data: t.String(),
+  is_subscribed: t.Boolean({ description: "Not revoked and start <= now < end (Base SDK's isSubscribed)" }),
+  current_period_start: t.Union([t.String({ format: "date-time" }), t.Null()]),
+  current_period_end: t.Union([t.String({ format: "date-time" }), t.Null()], { description: "Exclusive" }),
+  spent_in_period: t.Union([t.String(), t.Null()]),
+  remaining_in_period: t.Union([t.String(), t.Null()]),
+  paid_through: t.Union([t.String({ format: "date-time" }), t.Null()]),
+  revoked_by: t.Union([t.Literal("subscriber"), t.Literal("merchant"), t.Literal("unknown"), t.Null()]),
+  revoked_at: t.Union([t.String({ format: "date-time" }), t.Null()]),
+});
+
 /** One subscription allocation. */
 export const SubscriptionRecord = t.Object({
   allocation_id: t.String({ description: "`<chain_id>:<module>:<subscription_id>`" }),
@@ -43,6 +64,12 @@ export const SubscriptionRecord = t.Object({
   is_blocked: t.Boolean({ description: "Whether the merchant has blocked the subscriber on this module" }),
   renewal: t.Union([RenewalSchema, t.Null()], {
     description: "The renewal outlook of the next charge (see `GET /v0/renewals/{merchant}`); null when none",
+  }),
+  source: t.Union([t.Literal("subscription_module"), t.Literal("spend_permission")], {
+    description: "The protocol's module allocation, or a Base Spend Permission (keyed by its hash)",
+  }),
+  spend_permission: t.Union([SpendPermissionSchema, t.Null()], {
+    description: "The permission's own fields; null on module records",
   }),
 });
 
@@ -70,6 +97,8 @@ const example: SubscriptionRecord = {
     reason: null,
     shortfall: "0",
   },
+  source: "subscription_module",
+  spend_permission: null,
 };
 
 /** A subscription record plus the decimals of its plan's token (null when unknown), for the CSV. */
@@ -89,6 +118,7 @@ const FIELDS = [
   "remaining_executions",
   "created_at",
   "is_blocked",
+  "source",
 ] as const;
 
 /** The CSV columns of a subscription: the JSON fields, then `total_spent` in token units (exact decimal). */
@@ -107,6 +137,13 @@ export const ListQueryDoc = t.Object({
         SUBSCRIPTION_STATUSES.map((s) => t.Literal(s)),
         { description: "Only subscriptions with this computed status" },
       ),
+    ),
+  ),
+  source: t.Optional(
+    documented(
+      t.Union([t.Literal("subscription_module"), t.Literal("spend_permission")], {
+        description: "Only module allocations, or only Base Spend Permissions",
+      }),
     ),
   ),
   limit: t.Optional(ParamDocs.limit),
@@ -130,7 +167,11 @@ export const ListParamsDoc = t.Object({ merchant: ParamDocs.merchant });
 export const GetParamsDoc = t.Object({
   merchant: ParamDocs.merchant,
   id: documented(
-    t.String({ pattern: "^[0-9]{1,78}$", description: "On-chain subscription id (decimal uint256)", examples: ["1"] }),
+    t.String({
+      pattern: "^([0-9]{1,78}|0x[0-9a-fA-F]{64})$",
+      description: "On-chain subscription id (decimal uint256), or a spend permission's hash (0x + 64 hex)",
+      examples: ["1"],
+    }),
   ),
 });
 

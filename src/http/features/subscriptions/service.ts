@@ -30,14 +30,34 @@ import {
 } from "../../stream";
 import { csvText } from "../../csv";
 import { renewalColumn, renewalJoins } from "../../../renewals/sql";
+import {
+  getPermission,
+  permissionPosition,
+  selectPermissions,
+  toPermissionSubscriptionRecord,
+  type PermissionRow,
+} from "./permissions";
 
-/** A subscription row as the queries below select it: the record's columns, plus what lists need. */
-export type SubscriptionRow = SubscriptionRecordRow & {
+/** A module allocation's row as the queries below select it: the record's columns, plus what lists need. */
+export type ModuleSubscriptionRow = SubscriptionRecordRow & {
   /** List queries only: creation position (the keyset) and the plan token's decimals. */
   block_number?: string;
   log_index?: number;
   token_decimals?: number | null;
 };
+
+/** A row of a subscription list: a module allocation, or a spend permission (which has a `hash`). */
+export type SubscriptionRow = ModuleSubscriptionRow | PermissionRow;
+
+const isPermission = (r: SubscriptionRow): r is PermissionRow => "hash" in r;
+
+/** The allocation id of a row (a permission's names its hash). */
+export function rowAllocationId(r: SubscriptionRow): string {
+  return isPermission(r) ? `${r.chain_id}:${r.manager}:${r.hash}` : allocationId(r);
+}
+
+/** Which records a list holds (`source`). */
+export const SUBSCRIPTION_SOURCES = ["subscription_module", "spend_permission"] as const;
 
 function columns(sql: Sql) {
   return sql`s.chain_id, s.subscription_id, s.module, s.subscriber, s.plan_id, s.max_executions, s.times_executed,
@@ -47,7 +67,7 @@ function columns(sql: Sql) {
 
 /** The API record of a row (one mapping, in domain/records.ts). */
 export function toSubscriptionRecord(r: SubscriptionRow): SubscriptionRecord {
-  return toRecord(r);
+  return isPermission(r) ? toPermissionSubscriptionRecord(r) : toRecord(r);
 }
 
 /** Filters and page of a subscription list. */
@@ -60,6 +80,8 @@ export type SubscriptionQuery = {
   after?: { blockNumber: string; logIndex: number };
   /** Only allocations created at or below this block: the indexed block the freshness headers name. */
   maxBlock?: string;
+  /** Only module allocations, or only spend permissions. */
+  source?: (typeof SUBSCRIPTION_SOURCES)[number];
 };
 
 /** A merchant's allocations in creation order; `limit + 1` rows at most so the caller can tell a cut page. */
@@ -68,13 +90,13 @@ export function listSubscriptions(sql: Sql, q: SubscriptionQuery): Promise<Subsc
 }
 
 /** A merchant's allocations in creation order (subscriptions_merchant_idx), `rows` at most. */
-export async function selectSubscriptions(
+async function selectModuleSubscriptions(
   sql: Sql,
   q: SubscriptionQuery,
   rows: number | undefined,
-): Promise<SubscriptionRow[]> {
+): Promise<ModuleSubscriptionRow[]> {
   return withDeadline(
-    sql<SubscriptionRow[]>`
+    sql<ModuleSubscriptionRow[]>`
       select ${columns(sql)}, s.block_number, s.log_index, tk.decimals as token_decimals
       from subscriptions s
       cross join ${chainNow(sql, q.chainId)}
@@ -89,6 +111,35 @@ export async function selectSubscriptions(
       ${rows ? sql`limit ${rows}` : sql``}`,
     DEADLINE_LIST_MS,
   );
+}
+
+/**
+ * A merchant's subscriptions in creation order, `rows` at most: its module allocations and the spend permissions it
+ * is the spender of, merged by creation position (block, log index).
+ */
+export async function selectSubscriptions(
+  sql: Sql,
+  q: SubscriptionQuery,
+  rows: number | undefined,
+): Promise<SubscriptionRow[]> {
+  const [modules, permissions] = await Promise.all([
+    q.source === "spend_permission" ? [] : selectModuleSubscriptions(sql, q, rows),
+    q.source === "subscription_module" ? [] : selectPermissions(sql, q, rows),
+  ]);
+  if (permissions.length === 0) return modules;
+  if (modules.length === 0) return permissions;
+  const out: SubscriptionRow[] = [];
+  let i = 0;
+  let j = 0;
+  const before = (a: ModuleSubscriptionRow, b: PermissionRow) =>
+    BigInt(a.block_number!) < BigInt(b.block_number) ||
+    (BigInt(a.block_number!) === BigInt(b.block_number) && a.log_index! < b.log_index);
+  while ((rows === undefined || out.length < rows) && (i < modules.length || j < permissions.length)) {
+    if (j >= permissions.length || (i < modules.length && before(modules[i]!, permissions[j]!)))
+      out.push(modules[i++]!);
+    else out.push(permissions[j++]!);
+  }
+  return out;
 }
 
 /** What the CSV columns read from a row. */
@@ -152,7 +203,7 @@ async function streamFrom(
   const batches = keysetBatches({
     after: q.after,
     read: (after, size) => selectSubscriptions(sql, { ...q, after }, size),
-    position: (r) => ({ blockNumber: r.block_number!, logIndex: r.log_index! }),
+    position: (r) => ({ blockNumber: String(r.block_number!), logIndex: r.log_index! }),
   });
   return listResponse({
     format: opts.format,
@@ -167,13 +218,24 @@ async function streamFrom(
   });
 }
 
-/** One allocation of the merchant by on-chain id, or undefined (unknown, or another merchant's). */
+/**
+ * One allocation of the merchant by on-chain id, or undefined (unknown, or another merchant's): a module allocation,
+ * else a spend permission whose uint256(hash) it is (`hash`: only a permission).
+ */
 export async function getSubscription(
   sql: Sql,
-  q: { merchant: string; chainId: number; subscriptionId: string },
+  q: { merchant: string; chainId: number; subscriptionId: string; hash?: boolean },
 ): Promise<SubscriptionRow | undefined> {
+  const row = q.hash ? undefined : await getModuleSubscription(sql, q);
+  return row ?? getPermission(sql, q);
+}
+
+async function getModuleSubscription(
+  sql: Sql,
+  q: { merchant: string; chainId: number; subscriptionId: string },
+): Promise<ModuleSubscriptionRow | undefined> {
   const [row] = await withDeadline(
-    sql<SubscriptionRow[]>`
+    sql<ModuleSubscriptionRow[]>`
       select ${columns(sql)}
       from subscriptions s
       cross join ${chainNow(sql, q.chainId)}
@@ -185,8 +247,15 @@ export async function getSubscription(
   return row;
 }
 
-/** Creation position of an allocation of the merchant (for `starting_after`), or undefined. */
+/** Creation position of an allocation (or a permission) of the merchant (for `starting_after`), or undefined. */
 export async function subscriptionPosition(
+  sql: Sql,
+  q: { merchant: string; chainId: number; module: string; subscriptionId: string },
+): Promise<{ blockNumber: string; logIndex: number } | undefined> {
+  return (await modulePosition(sql, q)) ?? permissionPosition(sql, q);
+}
+
+async function modulePosition(
   sql: Sql,
   q: { merchant: string; chainId: number; module: string; subscriptionId: string },
 ): Promise<{ blockNumber: string; logIndex: number } | undefined> {

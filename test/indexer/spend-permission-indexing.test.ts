@@ -1,0 +1,280 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Address, Hex } from "viem";
+import { spendPermissionManagerAbi, testTokenAbi } from "../../src/chain/abis";
+import type { SpendPermissionSource } from "../../src/common/config";
+import type { Db } from "../../src/db/client";
+import type { SpendPermission } from "../../src/domain/spend-permission";
+import type { Indexer } from "../../src/indexer";
+import { createTestChain, type TestChain } from "../../testkit/chain";
+import { until } from "../../testkit/cli";
+import { dumpChainData } from "../../testkit/compare";
+import { createTestDb } from "../../testkit/db";
+import { indexTo, testIndexer } from "../../testkit/indexer";
+import {
+  TEST_ALLOWANCE,
+  TEST_PERIOD,
+  deploySpendPermissions,
+  type SpendPermissionKit,
+} from "../../testkit/spend-permissions";
+
+let chain: TestChain;
+let kit: SpendPermissionKit;
+let db: Db;
+let token: Address;
+let merchant: Address; // the merchant's spender: a smart account, as Base Pay's
+let other: Address; // a spender nobody configured
+let alice: Address;
+let bob: Address;
+let source: SpendPermissionSource;
+let start: number;
+const perms: Record<string, SpendPermission> = {};
+
+const idOf = (p: SpendPermission) => BigInt(kit.hash(p)).toString();
+const head = () => chain.publicClient.getBlockNumber();
+const rowOf = async (p: SpendPermission) =>
+  (await db.sql`select * from spend_permissions where hash = ${kit.hash(p)}`)[0];
+
+beforeAll(async () => {
+  chain = await createTestChain();
+  kit = await deploySpendPermissions(chain);
+  db = await createTestDb();
+  token = await chain.deployToken();
+  merchant = await kit.createAccount("merchant", { managerOwner: false });
+  other = await kit.createAccount("merchant2", { managerOwner: false });
+  alice = await kit.createAccount("alice");
+  bob = await kit.createAccount("bob");
+  for (const to of [alice, bob]) {
+    await chain.send(
+      chain
+        .wallet("deployer")
+        .writeContract({ address: token, abi: testTokenAbi, functionName: "mint", args: [to, 10n ** 12n] }),
+    );
+  }
+  source = {
+    manager: kit.manager.toLowerCase(),
+    spenders: [merchant.toLowerCase(), chain.address("dave").toLowerCase()].sort(),
+    startBlock: Number(chain.startBlock),
+    graceS: 86400,
+    entryPoints: [kit.entryPoint.toLowerCase()],
+  };
+  start = Number(await chain.now());
+}, 60_000);
+
+afterAll(async () => {
+  await db?.close();
+  await chain?.stop();
+});
+
+const index = async () => indexTo(db, chain, await head(), { spendPermissions: source });
+
+/** Base Pay's first charge: the spender's batch `[approveWithSignature, spend]`, directly or as a user operation. */
+const firstCharge = async (owner: "alice" | "bob", account: Address, spender: Address, salt: bigint, op = false) => {
+  const p = kit.permission({ account, spender, token, start, salt });
+  const calls = [
+    kit.managerCall("approveWithSignature", [p, await kit.sign(owner, p)]),
+    kit.managerCall("spend", [p, TEST_ALLOWANCE]),
+  ];
+  const spenderOwner = spender === merchant ? "merchant" : "merchant2";
+  const receipt = op
+    ? await kit.sendUserOp(spenderOwner, spender, calls)
+    : await kit.executeAs(spenderOwner, spender, calls);
+  return { p, receipt };
+};
+
+describe("indexing the manager beside the processor", () => {
+  test("Base Pay first charges (direct and as a user operation): one permission row, one CHARGE each", async () => {
+    const direct = await firstCharge("alice", alice, merchant, 1n);
+    const viaOp = await firstCharge("bob", bob, merchant, 2n, true);
+    perms.direct = direct.p;
+    perms.op = viaOp.p;
+    perms.theirs = (await firstCharge("alice", alice, other, 3n)).p;
+    await index();
+    for (const [p, receipt] of [
+      [direct.p, direct.receipt],
+      [viaOp.p, viaOp.receipt],
+    ] as const) {
+      const row = (await rowOf(p))!;
+      expect(row).toMatchObject({
+        subscription_id: idOf(p),
+        manager: kit.manager.toLowerCase(),
+        merchant: merchant.toLowerCase(),
+        subscriber: p.account.toLowerCase(),
+        token: token.toLowerCase(),
+        allowance: TEST_ALLOWANCE.toString(),
+        times_executed: 1,
+        total_spent: TEST_ALLOWANCE.toString(),
+        last_period_start: String(start),
+        last_period_end: String(start + TEST_PERIOD),
+        next_charge_at: String(start + TEST_PERIOD),
+        revoked: false,
+        tx_hash: receipt.transactionHash.toLowerCase(),
+      });
+      const activity = await db.sql`select * from activity where subscription_id = ${idOf(p)}`;
+      expect(activity).toHaveLength(1);
+      expect(activity[0]).toMatchObject({
+        type: "CHARGE",
+        merchant: merchant.toLowerCase(),
+        module: kit.manager.toLowerCase(),
+        keeper: merchant.toLowerCase(),
+        fee: "0",
+        amount: TEST_ALLOWANCE.toString(),
+        token: token.toLowerCase(),
+        tx_hash: receipt.transactionHash.toLowerCase(),
+        permission_hash: kit.hash(p),
+        period_start: String(start),
+        period_end: String(start + TEST_PERIOD),
+      });
+      const events = await db.sql`select name from events where subscription_id = ${idOf(p)}`;
+      expect(events.map((e) => e.name)).toEqual(["SpendPermissionApproved"]);
+    }
+  });
+
+  test("the chain's row records the source; a manager without code is refused at start", async () => {
+    const [row] = await db.sql`select spend_permission_manager, spend_permission_spenders, spend_permission_start_block,
+      spend_permission_grace_s from chains where chain_id = ${chain.chainId}`;
+    expect(row).toEqual({
+      spend_permission_manager: kit.manager.toLowerCase(),
+      spend_permission_spenders: [...source.spenders].join(","),
+      spend_permission_start_block: String(chain.startBlock),
+      spend_permission_grace_s: "86400",
+    });
+    const wrong = testIndexer(db, chain, { spendPermissions: { ...source, manager: `0x${"ab".repeat(20)}` } });
+    await expect(wrong.start()).rejects.toThrow(/SPEND_PERMISSION_MANAGER=0xabab.* has no code/);
+    await wrong.stop();
+  });
+
+  test("an unconfigured spender's permissions and charges leave no row", async () => {
+    const id = idOf(perms.theirs!);
+    expect(await rowOf(perms.theirs!)).toBeUndefined();
+    expect(await db.sql`select 1 from activity where subscription_id = ${id}`).toHaveLength(0);
+    expect(await db.sql`select 1 from events where subscription_id = ${id}`).toHaveLength(0);
+  });
+
+  test("revoked_by: the account through execute, the spender EOA directly, the account as a user operation", async () => {
+    await kit.executeAs("alice", alice, [kit.managerCall("revoke", [perms.direct!])]);
+    const dave = chain.address("dave");
+    const byDave = kit.permission({ account: alice, spender: dave, token, start, salt: 4n });
+    await kit.executeAs("alice", alice, [kit.managerCall("approve", [byDave])]);
+    await chain.send(
+      chain.wallet("dave").writeContract({
+        address: kit.manager,
+        abi: spendPermissionManagerAbi,
+        functionName: "revokeAsSpender",
+        args: [byDave],
+      }),
+    );
+    await kit.sendUserOp("bob", bob, [kit.managerCall("revoke", [perms.op!])]);
+    await index();
+    expect(await rowOf(perms.direct!)).toMatchObject({ revoked: true, revoked_by: "subscriber", times_executed: 1 });
+    expect(await rowOf(byDave)).toMatchObject({ revoked: true, revoked_by: "merchant", times_executed: 0 });
+    expect(await rowOf(perms.op!)).toMatchObject({ revoked: true, revoked_by: "subscriber" });
+    const [revoked] = await db.sql`select args from events
+      where name = 'SpendPermissionRevoked' and subscription_id = ${idOf(byDave)}`;
+    expect(revoked!.args.revokedBy).toBe("merchant");
+    // A later approve of a revoked struct creates nothing.
+    await kit.executeAs("alice", alice, [kit.managerCall("approve", [perms.direct!])]);
+    await index();
+    expect(
+      await db.sql`select name from events where subscription_id = ${idOf(perms.direct!)} order by block_number`,
+    ).toEqual([{ name: "SpendPermissionApproved" }, { name: "SpendPermissionRevoked" }] as never);
+  });
+
+  test("a reorg drops and replays permission rows as a fresh index has them", async () => {
+    // Approved below the fork, charged above it: the replay must undo the charge.
+    const kept = kit.permission({ account: alice, spender: merchant, token, start, salt: 10n });
+    await kit.executeAs("alice", alice, [kit.managerCall("approve", [kept])]);
+    const live: Indexer = testIndexer(db, chain, { spendPermissions: source });
+    await live.start();
+    try {
+      await live.waitForBlock(await head(), 30_000);
+      const snap = await chain.snapshot();
+      await kit.executeAs("merchant", merchant, [kit.managerCall("spend", [kept, 5n])]);
+      const gone = (await firstCharge("alice", alice, merchant, 11n)).p;
+      await live.waitForBlock(await head(), 30_000);
+      expect(await rowOf(kept)).toMatchObject({ times_executed: 1, total_spent: "5" });
+      expect(await rowOf(gone)).toMatchObject({ times_executed: 1 });
+      await chain.revert(snap);
+      const replaced = (await firstCharge("alice", alice, merchant, 12n)).p;
+      await chain.testClient.mine({ blocks: 3 });
+      await until("the new branch indexed", async () => (await rowOf(replaced)) !== undefined);
+      await live.waitForBlock(await head(), 30_000);
+      expect(await rowOf(gone)).toBeUndefined();
+      expect(await rowOf(kept)).toMatchObject({ times_executed: 0, total_spent: "0", next_charge_at: String(start) });
+      expect(await db.sql`select 1 from activity where subscription_id = ${idOf(gone)}`).toHaveLength(0);
+      expect(live.status().lastError).toBeNull();
+    } finally {
+      await live.stop();
+    }
+    const fresh = await createTestDb();
+    try {
+      await indexTo(fresh, chain, await head(), { spendPermissions: source });
+      const a = await dumpChainData(db.sql, chain.chainId);
+      const b = await dumpChainData(fresh.sql, chain.chainId);
+      expect(a.spend_permissions).toEqual(b.spend_permissions);
+      expect(a.activity).toEqual(b.activity);
+      expect(a.events).toEqual(b.events);
+    } finally {
+      await fresh.close();
+    }
+  }, 90_000);
+
+  test("scenario 15: a spender added after its history is caught up at start; a removed one is refused", async () => {
+    const fresh = await createTestDb();
+    try {
+      const ours = { ...source, spenders: [merchant.toLowerCase()] };
+      await indexTo(fresh, chain, await head(), { spendPermissions: ours });
+      const p = (await firstCharge("alice", alice, other, 30n)).p;
+      await indexTo(fresh, chain, await head(), { spendPermissions: ours });
+      expect((await fresh.sql`select 1 from spend_permissions where hash = ${kit.hash(p)}`).length).toBe(0);
+      const both = { ...source, spenders: [merchant.toLowerCase(), other.toLowerCase()].sort() };
+      await indexTo(fresh, chain, await head(), { spendPermissions: both });
+      const [row] = await fresh.sql`select * from spend_permissions where hash = ${kit.hash(p)}`;
+      expect(row).toMatchObject({
+        merchant: other.toLowerCase(),
+        times_executed: 1,
+        total_spent: TEST_ALLOWANCE.toString(),
+      });
+      expect(await fresh.sql`select type from activity where subscription_id = ${idOf(p)}`).toEqual([
+        { type: "CHARGE" },
+      ] as never);
+      // The caught-up index equals one built with both spenders from the start.
+      const full = await createTestDb();
+      try {
+        await indexTo(full, chain, await head(), { spendPermissions: both });
+        const a = await dumpChainData(fresh.sql, chain.chainId);
+        const b = await dumpChainData(full.sql, chain.chainId);
+        expect(a.spend_permissions).toEqual(b.spend_permissions);
+        expect(a.activity).toEqual(b.activity);
+        expect(a.events).toEqual(b.events);
+      } finally {
+        await full.close();
+      }
+      const removed = testIndexer(fresh, chain, { spendPermissions: ours });
+      await expect(removed.start()).rejects.toThrow(/no longer names 0x[0-9a-f]{40}/);
+      await removed.stop();
+    } finally {
+      await fresh.close();
+    }
+  }, 60_000);
+
+  test("scenario 15: a start block after the Approved still gives the record (orphan lookup); earlier charges uncounted", async () => {
+    const p = kit.permission({ account: alice, spender: merchant, token, start: Number(await chain.now()), salt: 40n });
+    await kit.executeAs("alice", alice, [kit.managerCall("approve", [p])]);
+    const late = (await head()) + 1n;
+    await kit.executeAs("merchant", merchant, [kit.managerCall("spend", [p, 3n])]);
+    const fresh = await createTestDb();
+    try {
+      await indexTo(fresh, chain, await head(), { spendPermissions: { ...source, startBlock: Number(late) } });
+      const [row] = await fresh.sql`select * from spend_permissions where hash = ${kit.hash(p)}`;
+      expect(row).toMatchObject({ times_executed: 1, total_spent: "3", merchant: merchant.toLowerCase() });
+      expect(BigInt(row!.block_number)).toBeLessThan(late);
+      const names = await fresh.sql`select name from events where subscription_id = ${idOf(p)}`;
+      expect(names.map((r) => r.name)).toEqual(["SpendPermissionApproved"]);
+      expect((await fresh.sql`select 1 from activity where subscription_id = ${idOf(p)}`).length).toBe(1);
+      // Permissions charged before the start block are not counted (the first charges above are all earlier).
+      expect((await fresh.sql`select 1 from activity where subscription_id = ${idOf(perms.op!)}`).length).toBe(0);
+    } finally {
+      await fresh.close();
+    }
+  }, 60_000);
+});

@@ -128,7 +128,7 @@ describe("/docs", () => {
       },
       "/v0/subscriptions/{merchant}": {
         path: ["merchant"],
-        query: ["chain_id", "status", "limit", "starting_after", "format"],
+        query: ["chain_id", "status", "limit", "starting_after", "format", "source"],
         errors: ["400", "401", "403", "503"],
       },
       "/v0/subscriptions/{merchant}/{id}": {
@@ -138,7 +138,7 @@ describe("/docs", () => {
       },
       "/v0/auth/check": {
         path: [],
-        query: ["module_address", "wallet", "plan_ids", "mode", "chain_id", "min_block"],
+        query: ["module_address", "wallet", "plan_ids", "mode", "chain_id", "min_block", "spender"],
         required: ["module_address", "wallet", "plan_ids"],
         errors: ["400", "401", "429", "502", "503"],
       },

@@ -166,12 +166,16 @@ export async function derivePermissionRows(
   if (!cache) caches.set(owner, (cache = new Map()));
   const missing = permissionsToLoad(events).filter((id) => !cache.has(id));
   for (const [id, p] of await loadPermissions(q, chainId, missing)) cache.set(id, p);
-  // Used logs of permissions approved before the start block: their Approved is looked up and applied first.
-  const orphans = new Set(
-    events
-      .filter((e) => e.name === "SpendPermissionUsed" && !cache.has(e.subscriptionId!))
-      .map((e) => String(e.args.hash)),
-  );
+  // Used logs of permissions approved before the start block: their Approved is looked up and applied first. A
+  // permission approved earlier in the same batch (Base Pay's first charge: Approved and Used in one transaction)
+  // is no orphan.
+  const approvedHere = new Set<string>();
+  const orphans = new Set<string>();
+  for (const e of events) {
+    if (e.name === "SpendPermissionApproved") approvedHere.add(e.subscriptionId!);
+    else if (e.name === "SpendPermissionUsed" && !cache.has(e.subscriptionId!) && !approvedHere.has(e.subscriptionId!))
+      orphans.add(String(e.args.hash));
+  }
   const found = earlier && orphans.size > 0 ? await earlier([...orphans]) : [];
   const approvals = found.filter((e) => !cache.has(e.subscriptionId!));
   const out = derivePermissions([...approvals, ...events], cache);

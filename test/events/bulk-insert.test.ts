@@ -40,7 +40,7 @@ describe("a new batch's numbered events written in bulk by plain inserts (PGlite
     const range = await db.sql.begin((tx) => insertEvents(tx, 31337, events, "insert"));
     expect(range).toEqual({ fromSeq: S + 5n, toSeq: S + 14n });
     const rows = await db.sql<{ seq: string; id: string; ts: Date; data: unknown; log_index: number }[]>`
-      select seq::text, id, ts, data, log_index from merchant_events where id like 'evt_%' order by seq`;
+      select seq::text, id, ts, data, log_index from merchant_events where id like 'evt_%' order by merchant_events.seq`;
     expect(rows.map((r) => [r.seq, r.id, r.ts.getTime() / 1000, r.data, r.log_index])).toEqual(
       [events[1]!, events[0]!, events[2]!].map((e) => [String(e.seq), e.id, e.ts, e.data, e.logIndex]),
     );

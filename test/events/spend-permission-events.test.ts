@@ -40,7 +40,7 @@ type Row = { type: string; block_number: string; sub_index: number; ts: Date; da
 const eventsAfter = async (after: string) =>
   db.sql<(Row & { seq: string })[]>`
     select seq::text, type, block_number::text, sub_index, ts, data, a_type from event_log
-    where merchant = ${merchant.toLowerCase()} and seq > ${after}::bigint order by seq`;
+    where merchant = ${merchant.toLowerCase()} and seq > ${after}::bigint order by event_log.seq`;
 let last = "0";
 const newEvents = async () => {
   const rows = await eventsAfter(last);

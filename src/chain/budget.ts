@@ -191,6 +191,11 @@ export function configureBudgets(next: BudgetSettings) {
   budgets.clear();
 }
 
+/** The settings budgets are made with now. */
+export function budgetSettings(): BudgetSettings {
+  return settings;
+}
+
 /** The budget of an RPC URL (one per URL in the process). */
 export function budgetFor(url: string): CuBudget {
   let b = budgets.get(url);

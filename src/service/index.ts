@@ -4,7 +4,7 @@
  * no new requests, in-flight ones and the current batch finish, then the database closes.
  */
 import { createChainRegistry, type RpcObserver } from "../chain/clients";
-import { configureBudgets, parseWeights } from "../chain/budget";
+import { budgetSettings, configureBudgets, parseWeights } from "../chain/budget";
 import type { Metrics } from "../metrics";
 import type { Db } from "../db/client";
 import { requireRoleSettings, siweDomainWarning, type Config } from "../common/config";
@@ -59,6 +59,8 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   requireRoleSettings(config);
   const siweWarning = wanted.has("api") ? siweDomainWarning(config) : undefined;
   if (siweWarning) log("warn", siweWarning, {});
+  // A stopped service leaves the process's budgets as it found them (a test process starts several services).
+  const budgetsBefore = budgetSettings();
   configureBudgets({
     cuPerSecond: config.RPC_CU_PER_SECOND,
     weights: parseWeights(config.RPC_CU_WEIGHTS),
@@ -73,7 +75,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
   });
   const chainId = chains.defaultChainId;
   const db = opts.db ?? (await openDatabase(config, log));
-  const stoppers: (() => Promise<void>)[] = [];
+  const stoppers: (() => Promise<void>)[] = [async () => configureBudgets(budgetsBefore)];
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {

@@ -2,9 +2,9 @@
  * Documentation check (run by .ci/run): the repository speaks of the product only, and every relative link of a
  * markdown file leads somewhere.
  *
- * 1. Diary forms fail in markdown, code, comments, tests, benches and scripts: an issue number ("issue 19",
- *    "#37" in prose, "fixes #3"), a work session ("session 14", "sessions 9, 10"), a branch name (`h/docs`,
- *    "branch perf") and a private path of a machine (`/work/`, `/home/`, `/root/`). The product's own words pass:
+ * 1. Diary forms fail in markdown, code, comments, tests, benches and scripts: an issue number (the word issue
+ *    or a hash sign before a number), a numbered work session, a helper's branch name and a private path of a
+ *    machine (the patterns below, with examples in the script's test). The product's own words pass:
  *    a "SIWE session", a `Session` type, anvil's "account #4", a CSS colour `#545969`. What else passes is the
  *    short ALLOW list below, each entry with its reason.
  * 2. A relative link or image of a markdown file (`[t](docs/api.md#errors)`) must name a file or folder that

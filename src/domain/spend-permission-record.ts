@@ -12,9 +12,8 @@ import {
 } from "./spend-permission";
 import type { SubscriptionStatus } from "./status";
 
-/** A `spend_permissions` row as the API selects it (numbers as text), with "now" and the computed status. */
-export type PermissionRecordRow = {
-  chain_id: string;
+/** The columns of a `spend_permissions` row that the API and the indexer both read (numbers as text). */
+export type PermissionColumns = {
   subscription_id: string;
   hash: string;
   manager: string;
@@ -35,6 +34,11 @@ export type PermissionRecordRow = {
   next_charge_at: string;
   revoked: boolean;
   revoked_by: RevokedBy | null;
+};
+
+/** A `spend_permissions` row as the API selects it, with "now" and the computed status. */
+export type PermissionRecordRow = PermissionColumns & {
+  chain_id: string;
   /** ISO 8601 UTC of the Revoked log's block, or null. */
   revoked_at: string | null;
   /** Unix seconds of the Approved log's block. */

@@ -12,6 +12,7 @@ import {
   type PermissionState,
   type RevokedBy,
 } from "../domain/spend-permission";
+import type { PermissionColumns } from "../domain/spend-permission-record";
 import type { ActivityRow } from "./derive";
 import type { DecodedEvent } from "./decode";
 import { insertEvents } from "./store";
@@ -189,27 +190,8 @@ export async function writePermissions(q: Q, chainId: number, rows: PermissionRo
   await upsertPermissions(q, chainId, rows.permissions);
 }
 
-type PermissionDbRow = {
-  subscription_id: string;
-  hash: string;
-  manager: string;
-  merchant: string;
-  subscriber: string;
-  token: string;
-  allowance: string;
-  period_s: string;
-  start_s: string;
-  end_s: string;
-  salt: string;
-  extra_data: string;
-  times_executed: number;
-  total_spent: string;
-  last_period_start: string | null;
-  last_period_end: string;
-  last_period_spent: string | null;
-  next_charge_at: string;
-  revoked: boolean;
-  revoked_by: RevokedBy | null;
+/** A stored row as the indexer reads it back. */
+type PermissionDbRow = PermissionColumns & {
   revoked_at: Date | null;
   revoked_block: string | null;
   revoked_log_index: number | null;

@@ -101,7 +101,11 @@ function createPermissionCharger(
     const lastPeriod =
       d.last_period_start === null
         ? null
-        : { start: Number(d.last_period_start), end: Number(d.last_period_end), spend: BigInt(d.last_period_spent ?? 0) };
+        : {
+            start: Number(d.last_period_start),
+            end: Number(d.last_period_end),
+            spend: BigInt(d.last_period_spent ?? 0),
+          };
     const amount = remainingInPeriod(p, lastPeriod, now) ?? 0n;
     if (amount <= 0n) return "period_spent";
     const call: KeeperCall = { address: target.address, abi: spendAbi, functionName: "spend", args: [p, amount] };

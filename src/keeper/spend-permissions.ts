@@ -24,14 +24,9 @@ import type { ChargeTarget, Keeper, KeeperBaseConfig, KeeperContext, KeeperOptio
 /** The Spend Permission keeper's config: the chain's manager besides what every keeper reads. */
 export type SpendPermissionKeeperConfig = KeeperBaseConfig & { manager: string };
 
-// Reverts of a `spend` that come from below the manager: the token (ERC-6093 errors) and the account (the manager
-// no longer one of its owners). With them a simulation names its reason.
-const belowManagerErrors = parseAbi([
-  "error ERC20InsufficientBalance(address sender, uint256 balance, uint256 needed)",
-  "error ERC20InsufficientAllowance(address spender, uint256 allowance, uint256 needed)",
-  "error Unauthorized()",
-]);
-const spendAbi = [...spendPermissionManagerAbi, ...belowManagerErrors];
+// A `spend` the account refuses (the manager is no longer one of its owners) reverts with the account's error; with
+// it in the ABI a simulation names that reason. A token's failure comes back as the manager's SafeERC20FailedOperation.
+const spendAbi = [...spendPermissionManagerAbi, ...parseAbi(["error Unauthorized()"])];
 
 /**
  * Reverts that mean "the index is behind": a charge of this period (by the merchant itself) or a revocation not

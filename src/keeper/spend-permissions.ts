@@ -113,9 +113,9 @@ function createPermissionCharger(
         periodEnd: periodAt(p, now)!.end,
         timesExecuted: d.times_executed,
       });
+      // The subscriber's side (a short balance, the manager removed as owner), not the operator's: no warning.
       const fields = { subscriptionId, hash: d.hash, reason: sim.revert, failures };
-      if (QUIET_SPEND_REVERTS.has(sim.revert)) log("debug", "spend skipped", fields);
-      else steps.warnOnce(sim.revert, "spend would revert", fields);
+      log(QUIET_SPEND_REVERTS.has(sim.revert) ? "debug" : "info", "spend would revert; retried on the schedule", fields);
       return sim.revert;
     }
     return { call, amount };

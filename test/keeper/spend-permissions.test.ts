@@ -441,6 +441,37 @@ describe("the Spend Permission keeper", () => {
       expect(await usedOnChain(p)).toEqual([start + 1000]);
     });
   }, 60_000);
+  test("a new holder of the key adopts the spend its predecessor left pending, and sends no second one", async () => {
+    const acct = await account("carol", 100_000_000n);
+    const p = await approved("carol", acct, { salt: 11n });
+    const from = (await head()) + 1n;
+    const first = makeKeeper();
+    const next = makeKeeper();
+    await withKeepers([next], async () => {
+      await chain.testClient.setAutomine(false);
+      try {
+        const [sent] = sentFor(await first.tick(), p);
+        expect(sent).toBeDefined();
+        // Stopped with its spend still pending: the lock is given up, the claim (naming the transaction) stays.
+        await first.stop();
+        const [claim] = await db.sql<{ tx_hash: string }[]>`
+          select tx_hash from keeper_claims where chain_id = ${chain.chainId} and subscription_id = ${idOf(p)}`;
+        expect(claim?.tx_hash).toBe(sent!.hash);
+        const taken = await next.tick();
+        expect(sentFor(taken, p)).toEqual([]);
+        expect(skippedFor(taken, p)).toEqual(["in_flight"]);
+        await chain.testClient.mine({ blocks: 1 });
+      } finally {
+        await chain.testClient.setAutomine(true);
+      }
+      const collected = await next.tick();
+      expect(collected.mined.filter((m) => m.subscriptionId === idOf(p)).map((m) => m.status)).toEqual(["success"]);
+      await synced();
+      expect(sentFor(await next.tick(), p)).toEqual([]);
+      expect(await usedOnChain(p)).toEqual([p.start]);
+      expect((await spendTxs(p, from)).length).toBe(1);
+    });
+  }, 60_000);
 });
 
 test("the target reads a spend's calldata back as the permission's id (a new holder of the key adopts it)", () => {

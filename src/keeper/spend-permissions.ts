@@ -115,7 +115,11 @@ function createPermissionCharger(
       });
       // The subscriber's side (a short balance, the manager removed as owner), not the operator's: no warning.
       const fields = { subscriptionId, hash: d.hash, reason: sim.revert, failures };
-      log(QUIET_SPEND_REVERTS.has(sim.revert) ? "debug" : "info", "spend would revert; retried on the schedule", fields);
+      log(
+        QUIET_SPEND_REVERTS.has(sim.revert) ? "debug" : "info",
+        "spend would revert; retried on the schedule",
+        fields,
+      );
       return sim.revert;
     }
     return { call, amount };

@@ -1,6 +1,7 @@
 import { AppError } from "./errors";
 import { OptionalKind, Type as T, type Static, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
+import { privateKeyToAccount } from "viem/accounts";
 
 /** Thrown when an environment variable is missing or malformed; the message names it. */
 export class ConfigError extends AppError {}
@@ -13,6 +14,10 @@ const Uint = (min = 0) => T.Integer({ minimum: min, description: `an integer >= 
 const Spenders = T.String({
   pattern: "^\\s*(\\*|0x[0-9a-fA-F]{40}(\\s*,\\s*0x[0-9a-fA-F]{40})*)\\s*$",
   description: "* or addresses (0x + 40 hex), comma-separated",
+});
+const PrivateKeys = T.String({
+  pattern: "^\\s*0x[0-9a-fA-F]{64}(\\s*,\\s*0x[0-9a-fA-F]{64})*\\s*$",
+  description: "private keys (0x + 64 hex), comma-separated",
 });
 const Role = T.Union([T.Literal("api"), T.Literal("indexer"), T.Literal("keeper"), T.Literal("webhooks")]);
 
@@ -91,6 +96,7 @@ const EnvSchema = {
   SPEND_PERMISSION_SPENDERS: T.Optional(Spenders),
   SPEND_PERMISSION_START_BLOCK: T.Optional(Uint(0)),
   SPEND_PERMISSION_GRACE_S: Uint(0),
+  SPEND_PERMISSION_KEEPER_KEYS: T.Optional(PrivateKeys),
   ENTRYPOINT_ADDRESSES: T.Array(Address, { minItems: 1, description: "addresses, comma-separated" }),
   NATIVE_TOKEN_SYMBOL: T.Optional(T.String({ pattern: "^[A-Za-z0-9.]{1,16}$", description: "a symbol, e.g. ETH" })),
   /** `production`: start-up warns about what is unsafe in production (webhook secrets stored in clear). */
@@ -167,6 +173,8 @@ export type SpendPermissionSource = {
   entryPoints: string[];
   /** Symbol of the native currency; undefined: the chain's own, else ETH. */
   nativeSymbol?: string;
+  /** Spender private keys the keeper charges permissions with (secret; each one's address is a spender). */
+  keeperKeys?: string[];
 };
 
 /** The parsed configuration of one process. */
@@ -185,7 +193,8 @@ export type Config = Env & {
 };
 
 // Values that may hold credentials (URLs with passwords, keys) are never echoed in errors.
-const SECRET = /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|KEEPER_PRIVATE_KEY|ADMIN_API_KEY|WEBHOOK_SECRET_KEY)$/;
+const SECRET =
+  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|KEEPER_PRIVATE_KEY|SPEND_PERMISSION_KEEPER_KEYS(_\d+)?|ADMIN_API_KEY|WEBHOOK_SECRET_KEY)$/;
 
 function parseOne(name: string, schema: TSchema, raw: string | undefined): unknown {
   if (raw === undefined || raw === "") {
@@ -317,8 +326,9 @@ function spendPermissionSource(
   };
   const manager = read<string | undefined>("SPEND_PERMISSION_MANAGER", Address);
   const spenders = read<string | undefined>("SPEND_PERMISSION_SPENDERS", Spenders);
+  const keys = read<string | undefined>("SPEND_PERMISSION_KEEPER_KEYS", PrivateKeys);
   if (!manager.value) {
-    if (spenders.value) throw new ConfigError(`${spenders.name} needs SPEND_PERMISSION_MANAGER`);
+    for (const v of [spenders, keys]) if (v.value) throw new ConfigError(`${v.name} needs SPEND_PERMISSION_MANAGER`);
     return undefined;
   }
   if (!spenders.value) {
@@ -328,16 +338,27 @@ function spendPermissionSource(
   }
   const start = read<number | undefined>("SPEND_PERMISSION_START_BLOCK", Uint(0)).value;
   const entryPoints = read<string[]>("ENTRYPOINT_ADDRESSES", EnvSchema.ENTRYPOINT_ADDRESSES).value;
+  const spenderList =
+    spenders.value.trim() === "*"
+      ? "*"
+      : [...new Set(spenders.value.split(",").map((s) => s.trim().toLowerCase()))].sort();
+  const keeperKeys = [...new Set((keys.value ?? "").split(",").map((k) => k.trim().toLowerCase()))].filter(Boolean);
+  // Errors name the variable and the key's address, never the key.
+  for (const key of keeperKeys) {
+    const address = privateKeyToAccount(key as `0x${string}`).address.toLowerCase();
+    if (spenderList !== "*" && !spenderList.includes(address))
+      throw new ConfigError(`${keys.name}: ${address} is not one of ${spenders.name}; the keeper spends as a spender`);
+    if (cfg.KEEPER_PRIVATE_KEY?.toLowerCase() === key)
+      throw new ConfigError(`${keys.name} repeats KEEPER_PRIVATE_KEY (${address}): one key sends for one keeper`);
+  }
   return {
     manager: manager.value.toLowerCase(),
-    spenders:
-      spenders.value.trim() === "*"
-        ? "*"
-        : [...new Set(spenders.value.split(",").map((s) => s.trim().toLowerCase()))].sort(),
+    spenders: spenderList,
     startBlock: start ?? chainStartBlock,
     graceS: read<number>("SPEND_PERMISSION_GRACE_S", Uint(0)).value,
     entryPoints: entryPoints.map((e) => e.toLowerCase()),
     nativeSymbol: read<string | undefined>("NATIVE_TOKEN_SYMBOL", EnvSchema.NATIVE_TOKEN_SYMBOL).value,
+    keeperKeys,
   };
 }
 

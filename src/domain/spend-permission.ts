@@ -172,7 +172,7 @@ export function permissionPeriodView(s: PermissionState, nowS: number) {
     currentPeriodStart: current?.start ?? null,
     currentPeriodEnd: current?.end ?? null,
     spentInPeriod: current?.spend ?? null,
-    remainingInPeriod: current ? s.allowance - current.spend : null,
+    remainingInPeriod: remainingInPeriod(s, s.lastPeriod, nowS),
   };
 }
 
@@ -218,4 +218,23 @@ export function revokedBy(opts: {
     return who(sender) ?? "unknown";
   }
   return who(opts.txFrom) ?? who(opts.txTo) ?? "unknown";
+}
+
+/** Seconds from `t` to the (exclusive) end of the period containing it, or null outside `[start, end)`. */
+export function secondsToPeriodEnd(p: Pick<SpendPermission, "period" | "start" | "end">, t: number): number | null {
+  const current = periodAt(p, t);
+  return current ? current.end - t : null;
+}
+
+/**
+ * What a `spend` at `t` may take at most: the allowance less what the current period already spent (the SDK's
+ * `'max-remaining-charge'`); null outside `[start, end)`.
+ */
+export function remainingInPeriod(
+  p: Pick<SpendPermission, "allowance" | "period" | "start" | "end">,
+  lastUpdated: PeriodSpend | null,
+  t: number,
+): bigint | null {
+  const current = currentPeriod(p, lastUpdated, t);
+  return current ? p.allowance - current.spend : null;
 }

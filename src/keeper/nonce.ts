@@ -1,7 +1,7 @@
 import { keccak256, TransactionNotFoundError, type Hash, type Hex, type LocalAccount, type Transaction } from "viem";
 import type { Fees, KeeperContext } from "./types";
 
-/** One transaction to the processor: calldata, gas limit and fees. */
+/** One transaction to the keeper's target (processor or manager): calldata, gas limit and fees. */
 export type TxRequest = { data: Hex; gas: bigint; fees: Fees };
 
 /**
@@ -45,7 +45,7 @@ export async function nodeKnows(client: KeeperContext["client"], hash: Hash): Pr
 
 /** Creates the nonce manager of one keeper account (a local account: it signs here, the node only broadcasts). */
 export function createNonceManager(ctx: KeeperContext): NonceManager {
-  const { client, wallet, chain, processor, address } = ctx;
+  const { client, wallet, chain, target, address } = ctx;
   const account = wallet.account as LocalAccount;
   let nonce: number | undefined;
   let queue: Promise<unknown> = Promise.resolve();
@@ -56,7 +56,7 @@ export function createNonceManager(ctx: KeeperContext): NonceManager {
    */
   const transmit = async (n: number, tx: TxRequest, record: BeforeBroadcast): Promise<Hash> => {
     const raw = await account.signTransaction(
-      { chainId: chain.id, to: processor, data: tx.data, gas: tx.gas, nonce: n, ...tx.fees },
+      { chainId: chain.id, to: target.address, data: tx.data, gas: tx.gas, nonce: n, ...tx.fees },
       { serializer: chain.serializers?.transaction },
     );
     const hash = keccak256(raw);

@@ -1,27 +1,29 @@
 import { eachBounded } from "../common/async";
-import type { Charger, PassContext } from "./charge";
+import type { Charger, DueCharge, PassContext } from "./charge";
 import type { KeeperLock } from "./lock";
 import type { NonceManager } from "./nonce";
-import { findDueSubscriptions, indexedBlock, type DueSubscription } from "./queries";
+import { indexedBlock } from "./queries";
 import type { Receipts } from "./receipts";
 import { takeOverClaims } from "./takeover";
-import { emptyResult, type KeeperConfig, type KeeperContext, type TickResult } from "./types";
+import { emptyResult, type KeeperContext, type TickResult } from "./types";
+
+/** Reads what is due now from the index (the keeper's own claims included, others' live claims left out). */
+export type FindDue<D extends DueCharge> = (q: { now: bigint; owner: string; limit: number }) => Promise<D[]>;
 
 /** What one pass uses besides the context. */
-export type PassDeps = {
-  config: KeeperConfig;
+export type PassDeps<D extends DueCharge> = {
   lock: () => Promise<KeeperLock>;
   nonces: NonceManager;
   receipts: Receipts;
-  charger: Charger;
+  findDue: FindDue<D>;
+  charger: Charger<D>;
   limits: { batchLimit: number; maxInFlight: number; concurrency: number };
 };
 
-/** Creates one keeper's pass: lock, receipts, due subscriptions, charges. */
-export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<TickResult> {
+/** Creates one keeper's pass: lock, receipts, due items, charges. */
+export function createPass<D extends DueCharge>(ctx: KeeperContext, deps: PassDeps<D>): () => Promise<TickResult> {
   const { sql, client, chainId, address, owner, log } = ctx;
-  const { config, nonces, receipts, charger, limits } = deps;
-  const retrySchedule = config.retrySchedule.length ? config.retrySchedule : [86_400];
+  const { nonces, receipts, charger, limits } = deps;
   let standbyLogged = false;
 
   /** Sorts the claims a dead holder of the key left (takeover.ts); on an error they expire with their TTL. */
@@ -52,7 +54,7 @@ export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<Ti
   }
 
   /** The due subscriptions this pass tries; the others are reported as skipped (in flight, over capacity). */
-  function select(due: DueSubscription[], result: TickResult): DueSubscription[] {
+  function select(due: D[], result: TickResult): D[] {
     let room = Math.max(0, limits.maxInFlight - receipts.pending());
     return due.filter((d) => {
       const reason = receipts.has(d.subscription_id) ? "in_flight" : room-- > 0 ? null : "capacity";
@@ -69,22 +71,14 @@ export function createPass(ctx: KeeperContext, deps: PassDeps): () => Promise<Ti
     const result = emptyResult(now.toString());
     const indexed = await indexedBlock(sql, chainId);
     await receipts.collect(indexed, result);
-    const due = await findDueSubscriptions(sql, {
-      chainId,
-      now,
-      retrySchedule,
-      owner,
-      limit: limits.batchLimit,
-      maxAttempts: config.maxAttempts,
-      recheckIntervalS: config.recheckIntervalS,
-    });
+    const due = await deps.findDue({ now, owner, limit: limits.batchLimit });
     result.due = due.length;
     const pass: PassContext = { now, indexed, head: head.number, baseFee: head.baseFeePerGas ?? null };
     const chosen = select(due, result);
     if (chosen.length > 0) await nonces.check(receipts.pending());
     // One wallet's charges in one token go one after another, in the due order (their nonces follow it, and so
     // does the order they are mined in); different wallets side by side.
-    const groups = new Map<string, DueSubscription[]>();
+    const groups = new Map<string, D[]>();
     for (const d of chosen) {
       const k = `${d.subscriber}:${d.token}`;
       (groups.get(k) ?? groups.set(k, []).get(k)!).push(d);

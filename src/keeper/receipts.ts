@@ -1,12 +1,4 @@
-import {
-  parseEventLogs,
-  TransactionReceiptNotFoundError,
-  type Hash,
-  type PublicClient,
-  type TransactionReceipt,
-} from "viem";
-import { subscriptionProcessorAbi } from "../chain/abis";
-import { failureReasonName } from "../domain/failure-reasons";
+import { TransactionReceiptNotFoundError, type Hash, type PublicClient, type TransactionReceipt } from "viem";
 import { eachBounded } from "../common/async";
 import { ClaimTakenError, isNonceUsed } from "./errors";
 import { currentFees, replacementFees } from "./fees";
@@ -56,16 +48,11 @@ async function findReceipt(client: PublicClient, hashes: Hash[]): Promise<Transa
   return null;
 }
 
-/** Tells the observer how a mined charge ended: ChargeSucceeded, or ChargeFailed with its reason. */
+/** Tells the observer how a mined charge ended (the target reads it: ChargeSucceeded, ChargeFailed, Used). */
 function reportOutcome(ctx: KeeperContext, r: TransactionReceipt) {
   if (!ctx.observer) return;
-  const [ev] = parseEventLogs({
-    abi: subscriptionProcessorAbi,
-    eventName: ["ChargeSucceeded", "ChargeFailed"],
-    logs: r.logs,
-  });
-  if (ev?.eventName === "ChargeSucceeded") ctx.observer.charge("succeeded");
-  else if (ev?.eventName === "ChargeFailed") ctx.observer.charge("failed", failureReasonName(Number(ev.args.reason)));
+  const ended = ctx.target.outcome(r);
+  if (ended) ctx.observer.charge(ended.outcome, ended.reason ?? null);
 }
 
 /** Creates the in-flight registry of one keeper. */

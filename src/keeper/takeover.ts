@@ -1,5 +1,4 @@
-import { decodeFunctionData, isAddressEqual, type Hash, type Transaction } from "viem";
-import { subscriptionProcessorAbi } from "../chain/abis";
+import { isAddressEqual, type Hash, type Transaction } from "viem";
 import { eachBounded } from "../common/async";
 import { adoptSentClaim, releaseSentClaim, releaseUnsentClaims, sentClaimsOfKey, type SentClaim } from "./queries";
 import { nodeTransaction, type TxRequest } from "./nonce";
@@ -25,20 +24,15 @@ function pendingCharge(
   tx: Transaction,
 ): { module: string; nonce: number; tx: TxRequest } | null {
   if (tx.blockNumber !== null || !tx.to) return null;
-  if (!isAddressEqual(tx.from, ctx.address) || !isAddressEqual(tx.to, ctx.processor)) return null;
-  let call;
-  try {
-    call = decodeFunctionData({ abi: subscriptionProcessorAbi, data: tx.input });
-  } catch {
-    return null;
-  }
-  if (call.functionName !== "charge" || call.args[1].toString() !== claim.subscription_id) return null;
+  if (!isAddressEqual(tx.from, ctx.address) || !isAddressEqual(tx.to, ctx.target.address)) return null;
+  const call = ctx.target.decode(tx.input);
+  if (!call || call.subscriptionId !== claim.subscription_id) return null;
   let fees: Fees;
   if (tx.maxFeePerGas !== undefined && tx.maxPriorityFeePerGas !== undefined) {
     fees = { maxFeePerGas: tx.maxFeePerGas, maxPriorityFeePerGas: tx.maxPriorityFeePerGas };
   } else if (tx.gasPrice !== undefined) fees = { gasPrice: tx.gasPrice };
   else return null;
-  return { module: call.args[0].toLowerCase(), nonce: tx.nonce, tx: { data: tx.input, gas: tx.gas, fees } };
+  return { module: call.module.toLowerCase(), nonce: tx.nonce, tx: { data: tx.input, gas: tx.gas, fees } };
 }
 
 /**

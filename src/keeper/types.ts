@@ -1,33 +1,47 @@
-import type { Account, Address, Chain, Hash, PublicClient, Transport, WalletClient } from "viem";
+import type {
+  Account,
+  Address,
+  Chain,
+  Hash,
+  Hex,
+  PublicClient,
+  TransactionReceipt,
+  Transport,
+  WalletClient,
+} from "viem";
 import type { Logger } from "../common/log";
 import type { Sql } from "../db/client";
 
 /** A viem wallet client with the keeper's account attached (a local private-key account). */
 export type KeeperWallet = WalletClient<Transport, Chain | undefined, Account>;
 
-/** The part of the service config the keeper reads. */
-export type KeeperConfig = {
+/** The part of the service config every keeper reads. */
+export type KeeperBaseConfig = {
   chainId: number;
-  PROCESSOR_ADDRESS: string;
   POLL_INTERVAL_MS: number;
   /** Seconds to wait after the 1st, 2nd, … consecutive failed charge; the last entry repeats. */
   retrySchedule: number[];
-  /** Failed attempts after which a never-paid subscription is only re-simulated (KEEPER_MAX_ATTEMPTS; default: no limit). */
-  maxAttempts?: number;
-  /** Seconds between re-simulations of such a subscription (KEEPER_RECHECK_INTERVAL_S, default 86400). */
-  recheckIntervalS?: number;
   /** A transaction not mined after this long is replaced at the same nonce with higher fees (default 30 s). */
   txDeadlineMs?: number;
   /** Most the keeper pays per gas, in wei (KEEPER_MAX_FEE_GWEI; default: no cap). */
   maxFeePerGas?: bigint;
 };
 
-/** Options for `createKeeper`; the tuning knobs have production defaults. */
-export type KeeperOptions = {
+/** The part of the service config the module keeper reads. */
+export type KeeperConfig = KeeperBaseConfig & {
+  PROCESSOR_ADDRESS: string;
+  /** Failed attempts after which a never-paid subscription is only re-simulated (KEEPER_MAX_ATTEMPTS; default: no limit). */
+  maxAttempts?: number;
+  /** Seconds between re-simulations of such a subscription (KEEPER_RECHECK_INTERVAL_S, default 86400). */
+  recheckIntervalS?: number;
+};
+
+/** Options for `createKeeper` (and, with its own config, the Spend Permission keeper); knobs have production defaults. */
+export type KeeperOptions<C extends KeeperBaseConfig = KeeperConfig> = {
   sql: Sql;
   client: PublicClient;
   wallet: KeeperWallet;
-  config: KeeperConfig;
+  config: C;
   log?: Logger;
   /** The database kind when known; PGlite (one session) gets an in-process lock instead of an advisory lock. */
   dbKind?: "postgres" | "pglite";
@@ -99,6 +113,19 @@ export type Keeper = {
 /** Fee fields of one transaction: EIP-1559 or legacy. */
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | { gasPrice: bigint };
 
+/**
+ * The contract a keeper's transactions call and how to read them back: the processor's `charge(module, id)` for
+ * module subscriptions, the Spend Permission manager's `spend(permission, value)` for permissions.
+ */
+export type ChargeTarget = {
+  /** Where every transaction of the keeper goes. */
+  address: Address;
+  /** The module (or manager) and subscription id a transaction's calldata charges; null for any other call. */
+  decode: (input: Hex) => { module: string; subscriptionId: string } | null;
+  /** How a mined, successful transaction ended, for the observer (null: nothing to report). */
+  outcome: (receipt: TransactionReceipt) => { outcome: "succeeded" | "failed"; reason?: string | null } | null;
+};
+
 /** Everything the keeper's parts share. */
 export type KeeperContext = {
   sql: Sql;
@@ -106,7 +133,7 @@ export type KeeperContext = {
   wallet: KeeperWallet;
   chain: Chain;
   chainId: number;
-  processor: Address;
+  target: ChargeTarget;
   address: Address;
   /** Claim owner: `<address>:<instance>`. */
   owner: string;

@@ -64,7 +64,7 @@ export function createMetrics(opts: {
       rpcCalls.inc({ chain_id: String(chainId), method });
       if (!ok) rpcErrors.inc({ chain_id: String(chainId), method });
     },
-    /** What the keeper of `chainId` reports; `balance` reads its account's balance at scrape time. */
+    /** What a keeper of `chainId` reports (its source and address label it); `balance` is read at scrape time. */
     keeper,
     /** One webhook attempt finished. */
     webhookAttempt: (ok: boolean) => attempts.inc({ outcome: ok ? "succeeded" : "failed" }),
@@ -156,29 +156,38 @@ function indexerMetrics({ reg, counter }: Ctx) {
   });
 }
 
-/** The keepers' charges, and each keeper's balance read at scrape time under its chain's label. */
+/** The keepers' charges, and each keeper's balance read at scrape time, by chain, source and address. */
 function keeperMetrics({ reg, counter, guarded }: Ctx) {
   const charges = counter(
     "keeper_charges_total",
-    "Charges by the keeper: sent transactions, and mined outcomes (succeeded, failed with its reason, reverted)",
-    ["chain_id", "outcome", "reason"],
+    "Charges by the keepers: sent transactions, and mined outcomes (succeeded, failed with its reason, reverted), " +
+      "by source (subscription_module, spend_permission)",
+    ["chain_id", "source", "outcome", "reason"],
   );
-  // One keeper per chain: each balance is read at scrape time under its chain's label.
-  const balances = new Map<number, () => Promise<bigint>>();
-  const keeperBalance: Gauge<"chain_id"> = new Gauge({
+  // One keeper per chain and key: each balance is read at scrape time under its labels.
+  const balances = new Map<
+    string,
+    { labels: Record<"chain_id" | "source" | "keeper", string>; read: () => Promise<bigint> }
+  >();
+  const keeperBalance: Gauge<"chain_id" | "source" | "keeper"> = new Gauge({
     name: "keeper_balance_wei",
-    help: "Native balance of the keeper's account, in wei (gas money), by chain",
-    labelNames: ["chain_id"] as const,
+    help: "Native balance of each keeper account, in wei (gas money), by chain, source and address",
+    labelNames: ["chain_id", "source", "keeper"] as const,
     registers: reg,
     collect: guarded("keeper_balance_wei", async () => {
-      for (const [chainId, read] of balances) keeperBalance.set({ chain_id: String(chainId) }, Number(await read()));
+      for (const { labels, read } of balances.values()) keeperBalance.set(labels, Number(await read()));
     }),
   });
-  return (chainId: number, readBalance: () => Promise<bigint>) => {
-    balances.set(chainId, readBalance);
+  return (
+    chainId: number,
+    readBalance: () => Promise<bigint>,
+    who: { source: "subscription_module" | "spend_permission"; address: string },
+  ) => {
+    const labels = { chain_id: String(chainId), source: who.source, keeper: who.address.toLowerCase() };
+    balances.set(`${labels.chain_id}:${labels.source}:${labels.keeper}`, { labels, read: readBalance });
     return {
       charge: (outcome: "sent" | "succeeded" | "failed" | "reverted", reason: string | null = null) =>
-        charges.inc({ chain_id: String(chainId), outcome, reason: reason ?? "" }),
+        charges.inc({ chain_id: labels.chain_id, source: who.source, outcome, reason: reason ?? "" }),
     };
   };
 }

@@ -34,6 +34,8 @@ export type Service = {
   keeper?: Keeper;
   indexers: Map<number, Indexer>;
   keepers: Map<number, Keeper>;
+  /** The Spend Permission keepers, one per chain and spender key of SPEND_PERMISSION_KEEPER_KEYS. */
+  spendPermissionKeepers: { chainId: number; keeper: Keeper }[];
   webhooks?: Dispatcher;
   /** URL of `GET /metrics` when METRICS_PORT is set. */
   metricsUrl?: string;

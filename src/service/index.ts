@@ -110,6 +110,7 @@ export async function startService(config: Config, opts: ServiceOptions = {}): P
       notifier,
       indexers: new Map(),
       keepers: new Map(),
+      spendPermissionKeepers: [],
       stop,
     };
     const metrics = config.METRICS_PORT === undefined ? undefined : await startMetrics(config, db, service, stoppers);

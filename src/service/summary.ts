@@ -49,16 +49,25 @@ export async function startupLines(
           })),
         },
       });
-    } else if (role === "keeper" && service.keeper) {
-      const address = service.keeper.address;
+    } else if (role === "keeper") {
       const timeoutMs = Math.min(config.RPC_TIMEOUT_MS, 3_000);
-      const balances = await Promise.all(
-        indexed.map(async (c) => `${c.chainId} ${await balanceOf(chains, c.chainId, address, timeoutMs)}`),
-      );
-      lines.push({
-        msg: `keeper: ${address} charges due subscriptions on ${balances.join("; ")}`,
-        fields: { role, address, chains: indexed.map((c) => c.chainId), maxFeeGwei: config.KEEPER_MAX_FEE_GWEI },
-      });
+      if (service.keeper) {
+        const address = service.keeper.address;
+        const balances = await Promise.all(
+          indexed.map(async (c) => `${c.chainId} ${await balanceOf(chains, c.chainId, address, timeoutMs)}`),
+        );
+        lines.push({
+          msg: `keeper: ${address} charges due subscriptions on ${balances.join("; ")}`,
+          fields: { role, address, chains: indexed.map((c) => c.chainId), maxFeeGwei: config.KEEPER_MAX_FEE_GWEI },
+        });
+      }
+      for (const { chainId, keeper } of service.spendPermissionKeepers) {
+        const balance = await balanceOf(chains, chainId, keeper.address, timeoutMs);
+        lines.push({
+          msg: `keeper: ${keeper.address} spends its due spend permissions on ${chainId} ${balance}`,
+          fields: { role, address: keeper.address, chainId, source: "spend_permission" },
+        });
+      }
     } else if (role === "webhooks") {
       lines.push({
         msg:

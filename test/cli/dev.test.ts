@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, portOpen, spawnBun, type Child } from "../../testkit/cli";
+import { freePort, portOpen, spawnBun, until, type Child } from "../../testkit/cli";
 
 let dataDir: string;
 let child: Child | undefined;
@@ -21,8 +21,21 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 }, 60_000);
 
-type Sub = { status: string; allocation_id: string; source?: string; spend_permission?: { revoked_by: string | null } };
-type Activity = { type: string; reason: string | null; currency: string | null };
+type Sub = {
+  status: string;
+  allocation_id: string;
+  times_executed: number;
+  source?: string;
+  spend_permission?: { revoked_by: string | null; spent_in_period: string | null; paid_through: string | null };
+};
+type Activity = {
+  type: string;
+  reason: string | null;
+  currency: string | null;
+  allocation_id: string;
+  tx_hash: string;
+  keeper_address: string | null;
+};
 
 /** Runs one printed `curl` line through fetch: its URL and its Authorization header. */
 async function runCurl(line: string): Promise<Response> {
@@ -52,10 +65,6 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
   expect(new Set(subs.map((s) => s.status))).toEqual(
     new Set(["ACTIVE", "PENDING", "PAUSED", "CANCELLED", "EXPIRED", "BLOCKED"]),
   );
-  // Base Spend Permissions beside the modules: one charged for this month, one lapsed, one revoked by its account.
-  const permissions = subs.filter((s) => s.source === "spend_permission");
-  expect(permissions.map((s) => s.status)).toEqual(["ACTIVE", "EXPIRED", "CANCELLED"]);
-  expect(permissions[2]!.spend_permission!.revoked_by).toBe("subscriber");
 
   const activity = (await (await fetch(`${api}/v0/activity/${merchant}`, { headers })).json()) as Activity[];
   expect(new Set(activity.map((a) => a.type))).toEqual(new Set(["CHARGE", "FAIL", "REFILL"]));
@@ -106,6 +115,50 @@ test("bun run dev seeds every status, activity type and failure reason, and Ctrl
   expect(((await activityRes!.json()) as Activity[]).length).toBeGreaterThan(0);
   expect(checkRes!.status).toBe(200);
   expect(((await checkRes!.json()) as { authorized: boolean }).authorized).toBe(true);
+
+  // Base Spend Permissions beside the modules: one charged for this month by the keeper (the seed leaves its second
+  // month due, and the service's keeper holds the merchant's spender key), one lapsed, one revoked by its account.
+  const permissions = await until(
+    "the keeper to charge the demo's monthly permission",
+    async () => {
+      const all = (await (
+        await fetch(`${api}/v0/subscriptions/${merchant}?source=spend_permission`, { headers })
+      ).json()) as Sub[];
+      return all[0]?.times_executed === 1 ? all : undefined;
+    },
+    30_000,
+  );
+  expect(permissions.map((s) => s.status)).toEqual(["ACTIVE", "EXPIRED", "CANCELLED"]);
+  expect(permissions[0]!.spend_permission!.spent_in_period).toBe("9990000");
+  expect(permissions[1]!.times_executed).toBe(1);
+  expect(permissions[2]!.spend_permission!.revoked_by).toBe("subscriber");
+  const spent = (
+    (await (await fetch(`${api}/v0/activity/${merchant}?limit=500`, { headers })).json()) as Activity[]
+  ).filter((a) => a.allocation_id === permissions[0]!.allocation_id);
+  expect(spent.map((a) => [a.type, a.keeper_address])).toEqual([["CHARGE", merchant]]);
+  // Sent with the merchant's key after the seed's last step (the third permission's revocation): by the service.
+  const rpc = async <T>(method: string, params: unknown[]) =>
+    (
+      (await (
+        await fetch(`http://127.0.0.1:${anvilPort}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+        })
+      ).json()) as { result: T }
+    ).result;
+  const tx = await rpc<{ from: string; blockNumber: string }>("eth_getTransactionByHash", [spent[0]!.tx_hash]);
+  expect(tx.from).toBe(merchant);
+  const [, manager, revokedHash] = permissions[2]!.allocation_id.split(":");
+  const [revoked] = await rpc<{ blockNumber: string }[]>("eth_getLogs", [
+    {
+      address: manager,
+      topics: ["0xff59e520513907d7deffc74c82b5492b06b2988d7d03dacfd4995de47fe94c95", revokedHash],
+      fromBlock: "0x0",
+      toBlock: "latest",
+    },
+  ]);
+  expect(BigInt(tx.blockNumber)).toBeGreaterThan(BigInt(revoked!.blockNumber));
 
   // The live subscription reaches the demo receiver as signed, verified deliveries; the endpoint is the API's.
   const [, endpointId] = out.match(

@@ -16,6 +16,12 @@ import { demoAnvilArgs, seedDemo, subscribeNow, type Seeded } from "./seed";
 /** anvil's well-known dev key #4 (mnemonic "test … junk"): the demo keeper. Never use it on a real chain. */
 const DEV_KEEPER_KEY = "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a";
 
+/**
+ * anvil's well-known dev key #1: the demo merchant, the spender of the demo's spend permissions. The keeper holds it
+ * (SPEND_PERMISSION_KEEPER_KEYS) to charge them. Never use it on a real chain.
+ */
+const DEV_MERCHANT_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+
 /** Variables of the caller's environment that dev sets itself (its own chain, database and roles). */
 const OWN_VARIABLES =
   /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|PROCESSOR_ADDRESS.*|CHAIN_ID|CHAINS|START_BLOCK.*|SPEND_PERMISSION_.*|CONFIRMATIONS.*|POLL_INTERVAL_MS_.*|KEEPER_PRIVATE_KEY|ROLES|DATA_DIR|PORT|WEBHOOK_ALLOW_PRIVATE_URLS)$/;
@@ -113,6 +119,8 @@ function devEnv(demos: Demo[], dataDir: string, apiPort: number, logLevel?: LogL
     CHAIN_ID: String(first.anvil.chainId),
     CONFIRMATIONS: "0",
     KEEPER_PRIVATE_KEY: DEV_KEEPER_KEY,
+    // Every demo chain's merchant is anvil's account #1: one value serves each chain's manager.
+    SPEND_PERMISSION_KEEPER_KEYS: DEV_MERCHANT_KEY,
     ROLES: "api,indexer,keeper,webhooks",
     // The demo receiver listens on the loopback interface.
     WEBHOOK_ALLOW_PRIVATE_URLS: "1",

@@ -351,9 +351,11 @@ const demoPermission = (
 type DemoPermission = ReturnType<typeof demoPermission>;
 
 /**
- * Base Spend Permissions, day 0: the manager at its canonical address, a smart account of the subscriber "judy" (the
- * manager one of its owners) with USDC, and three permissions for the merchant as spender: a monthly one, a weekly one
- * charged now (lapsed by day 30), and a monthly one revoked on day 30.
+ * Base Spend Permissions, day 0: the manager at its canonical address, smart accounts (the manager one of their
+ * owners) of the subscribers "judy", with USDC, and "mallory", with exactly one weekly payment, and three permissions
+ * for the merchant as spender: judy's monthly one (the running service's keeper charges its second month), mallory's
+ * weekly one charged now (lapsed by day 30; her empty balance keeps the keeper's retries from sending), and judy's
+ * second monthly one, revoked on day 30.
  */
 async function spendPermissionsDayZero(c: Conn, d: Deployed): Promise<{ account: Address; perms: DemoPermission[] }> {
   const { pc, wallet, deployer, test } = c;
@@ -368,16 +370,18 @@ async function spendPermissionsDayZero(c: Conn, d: Deployed): Promise<{ account:
     "0x011A61C07DbF256A68256B1cB51A5e246730aB92",
   ]);
   await test.setCode({ address: MANAGER, bytecode: (await pc.getCode({ address: built }))! });
-  const owner = c.people.judy;
-  const account = await deploy(testSmartAccountAbi as Abi, testSmartAccountBytecode, [
-    "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789",
-    [owner, MANAGER],
-  ]);
+  const smartAccount = (owner: Address) =>
+    deploy(testSmartAccountAbi as Abi, testSmartAccountBytecode, [
+      "0x5FF137D4b0FDCD49DcA30c7CF57E578a026d2789",
+      [owner, MANAGER],
+    ]);
+  const [account, mallory] = [await smartAccount(c.people.judy), await smartAccount(c.people.mallory)];
   await c.send(deployer, d.usdc, testTokenAbi, "mint", [account, 1000n * USDC]);
+  await c.send(deployer, d.usdc, testTokenAbi, "mint", [mallory, 9_990_000n]);
   const now = Number((await pc.getBlock()).timestamp) + 1;
   const perms = [
     demoPermission(account, c.merchant, d.usdc, now, 30 * DAY, 1n),
-    demoPermission(account, c.merchant, d.usdc, now, 7 * DAY, 2n),
+    demoPermission(mallory, c.merchant, d.usdc, now, 7 * DAY, 2n),
     demoPermission(account, c.merchant, d.usdc, now, 30 * DAY, 3n),
   ];
   const call = (fn: string, args: unknown[]) => ({
@@ -385,15 +389,22 @@ async function spendPermissionsDayZero(c: Conn, d: Deployed): Promise<{ account:
     value: 0n,
     data: encodeFunctionData({ abi: spendPermissionManagerAbi, functionName: fn, args } as never),
   });
+  // One after the other, so that the records list in this order.
+  const approve = (owner: Address, p: DemoPermission) =>
+    c.send(owner, p.account, testSmartAccountAbi as Abi, "executeBatch", [[call("approve", [p])]]);
   await test.setNextBlockTimestamp({ timestamp: BigInt(now) });
-  await c.send(owner, account, testSmartAccountAbi as Abi, "executeBatch", [perms.map((p) => call("approve", [p]))]);
+  await approve(c.people.judy, perms[0]!);
+  await approve(c.people.mallory, perms[1]!);
+  await approve(c.people.judy, perms[2]!);
   await c.send(c.merchant, MANAGER, spendPermissionManagerAbi as Abi, "spend", [perms[1], 9_990_000n]);
   return { account, perms };
 }
 
-/** Day 30: the monthly permission is charged by the merchant; the third one is revoked by its account. */
+/**
+ * Day 30: the third permission is revoked by its account. The first one's second month is due: the keeper of the
+ * running service (SPEND_PERMISSION_KEEPER_KEYS holds the merchant's key) charges it.
+ */
 async function spendPermissionsDayThirty(c: Conn, sp: { account: Address; perms: DemoPermission[] }) {
-  await c.send(c.merchant, MANAGER, spendPermissionManagerAbi as Abi, "spend", [sp.perms[0], 9_990_000n]);
   const revoke = encodeFunctionData({ abi: spendPermissionManagerAbi, functionName: "revoke", args: [sp.perms[2]!] });
   await c.send(c.people.judy, sp.account, testSmartAccountAbi as Abi, "executeBatch", [
     [{ target: MANAGER, value: 0n, data: revoke }],

@@ -17,7 +17,13 @@ type PermissionObject = {
   allocation_id: string;
   user_address: string;
   status: SubscriptionStatus;
-  spend_permission: { spender: string; token: string; allowance: string; period_s: number; revoked_by: RevokedBy | null };
+  spend_permission: {
+    spender: string;
+    token: string;
+    allowance: string;
+    period_s: number;
+    revoked_by: RevokedBy | null;
+  };
 };
 
 /** The permission record of an event's `data`, or null when the event is not about a permission. */

@@ -2,18 +2,27 @@
  * The indexer's side of the MRR analytics (analytics.md §2, webhooks.md §1): from the status events of each batch
  * (and of each idle poll's expiries), the movements of the customers they touch, written in the same transaction,
  * and a `customer.churned` / `customer.reactivated` event per churn / reactivation, stored with the batch's events.
- * A rollback deletes the movements of the removed blocks, and withdraws their events with the others.
+ * A rollback deletes the movements of the removed blocks, and withdraws their events with the others. Module
+ * allocations and Spend Permissions count alike: a wallet's permission and its module subscription of one merchant
+ * in one token are one customer.
  */
 import type { IndexerHook } from "../indexer/hooks";
 import type { BatchRows } from "../indexer/write";
 import type { Q } from "../db/query";
 import type { DerivedEvents } from "../events/hook";
 import type { NewEvent } from "../events/timeline";
-import { eventIdOf } from "../events/ids";
 import { planKey } from "../domain/subscription";
 import { leaveReason } from "../domain/mrr";
 import { moduleChange, permissionChange, STATUS_TYPES } from "./changes";
-import { customerKey, foldMovements, type CustomerState, type Movement, type StatusChange } from "./movements";
+import { rebuildPermissionCustomers } from "./rebuild";
+import {
+  customerKey,
+  foldMovements,
+  movementIds,
+  type CustomerState,
+  type StatusChange,
+  type StoredMovement,
+} from "./movements";
 import {
   addToRollups,
   deleteMovementsAbove,
@@ -23,15 +32,6 @@ import {
   loadPlanAmounts,
   loadTokenMeta,
 } from "./queries";
-
-/** A movement with its id, as stored. */
-export type StoredMovement = Movement & { id: string };
-
-/** The id of the movement of a customer at an instant (`mov_`), and of its event (`evt_`): the same 40 digits. */
-export function movementIds(chainId: number, blockHash: string, m: Movement) {
-  const evt = eventIdOf(chainId, blockHash, "customer", m.merchant, m.customer, m.token, m.at);
-  return { id: `mov_${evt.slice(4)}`, eventId: evt };
-}
 
 /** The movement record of analytics.md §5. */
 export function movementRecord(
@@ -242,6 +242,10 @@ export function mrrAnalytics() {
 
   const hook: IndexerHook = {
     name: "mrr-movements",
+    // A chain indexed before Spend Permissions fed MRR: its permission customers' movements, folded again.
+    async onStart(sql, ctx) {
+      await rebuildPermissionCustomers(sql, ctx.chainId, ctx.blockHashes);
+    },
     async onBatch(tx, ctx) {
       await rollUp(tx, ctx.chainId, (await written.get(ctx.rows)?.promise) ?? []);
     },

@@ -61,7 +61,7 @@ export async function loadOracle(sql: Sql, chainId: number, merchant: string, pl
     select block_number, log_index, sub_index, ts, s_subscription_id::text, s_module, s_subscriber, s_plan_id::text, s_status
     from merchant_events
     where chain_id = ${chainId} and merchant = ${merchant} and reverted_by is null
-      and type in ('subscription.created', 'subscription.status_changed')
+      and type in ('subscription.created', 'subscription.status_changed') and s_subscription_id is not null
     order by block_number, log_index, sub_index, ts`;
   const allocs = new Map<string, Alloc>();
   for (const r of rows) {

@@ -30,6 +30,7 @@ import { eventsHook, type DerivedEvents } from "../../src/events/hook";
 import { withPermissionEvents } from "../../src/events/spend-permission-events";
 import { createApp } from "../../src/http/app";
 import type { IndexerHook } from "../../src/indexer/hooks";
+import type { IndexerTuning } from "../../src/indexer";
 import { testConfig } from "../../testkit/app";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
@@ -63,8 +64,8 @@ const hooks = (): IndexerHook[] => [
 const figures = () => ({ app, db, merchant: merchant.toLowerCase(), chainId: chain.chainId });
 
 /** Indexes `target` to the chain's head (its own branch: the head's hash), then stops. */
-async function indexHead(target: Db, hs: IndexerHook[] = hooks()) {
-  const indexer = testIndexer(target, chain, { spendPermissions: source, hooks: hs });
+async function indexHead(target: Db, hs: IndexerHook[] = hooks(), tuning?: IndexerTuning) {
+  const indexer = testIndexer(target, chain, { spendPermissions: source, hooks: hs, tuning });
   await indexer.start();
   try {
     const head = await chain.publicClient.getBlock({ blockTag: "latest" });
@@ -561,7 +562,8 @@ describe("Spend Permissions in MRR", () => {
     const fresh = await createTestDb();
     const old = await createTestDb();
     try {
-      await indexHead(fresh);
+      // In batches of a few blocks (on a server, several in flight at once).
+      await indexHead(fresh, hooks(), { initialRange: 2, maxRange: 3 });
       const want = await tables(fresh);
       // The live index (batches, a reorg) holds what a fresh one does.
       expect(await tables(db)).toEqual(want);

@@ -26,6 +26,7 @@ import { FOREVER_END, type SpendPermission } from "../../src/domain/spend-permis
 import { permissionNow, permissionStatusSql } from "../../src/domain/spend-permission-status";
 import { mrrAnalytics } from "../../src/analytics/hook";
 import { permissionChange } from "../../src/analytics/changes";
+import { EVENT_COLUMNS, eventData, type EventRow } from "../../src/events/envelope";
 import { eventsHook, type DerivedEvents } from "../../src/events/hook";
 import { withPermissionEvents } from "../../src/events/spend-permission-events";
 import { createApp } from "../../src/http/app";
@@ -332,7 +333,7 @@ async function coverage() {
       salt: ++salt,
     });
   // Alice: a module subscription and a permission in USDC; the merchant revokes the permission.
-  await subscribe(plans[0]!, alice);
+  await attempt("subscribe", () => subscribe(plans[0]!, alice));
   const a1 = await perm(alice, 20_000_000n, 7 * DAY);
   await approve(alice, a1, "next");
   await asSpender("revokeAsSpender", [a1]);
@@ -351,6 +352,9 @@ async function coverage() {
   const a4 = await perm(alice, 60_000_000n, 30 * DAY);
   await planChange({ p: a3, holder: alice }, a4, false);
   await asSpender("spend", [a4, a4.allowance]);
+  // Alice cancels her module subscription herself: a contraction beside her permission.
+  const aliceWeekly = subs.findLast((x) => x.holder === alice)!;
+  await attempt("cancel", () => asHolder(alice, [moduleCall(aliceWeekly.plan.address, "cancel", [aliceWeekly.id])]));
   // Erin's smart account: a daily USDC permission that lapses and is charged again (recovered), and a daily DAI one
   // whose end cuts its second period short (it expires at its end).
   const erin: Holder = { name: "erin", owner: "erin", account: await kit.createAccount("erin") };
@@ -361,6 +365,10 @@ async function coverage() {
         .writeContract({ address: t, abi: testTokenAbi, functionName: "mint", args: [erin.account, 10n ** 24n] }),
     );
   }
+  // Beside them a weekly module subscription in USDC, whose renewal fails once the allowance to the processor is gone.
+  await asHolder(erin, [tokenCall(tokens.usdc, "approve", [chain.processor, 2n ** 255n])]);
+  await subscribe(plans[0]!, erin);
+  const weekly = subs.at(-1)!;
   const e1 = await perm(erin, 5_000_000n, DAY);
   await approve(erin, e1, "next");
   const e2 = await perm(erin, 10n ** 18n, DAY, { token: tokens.dai, end: Number(await chain.now()) + 2 * DAY - 100 });
@@ -373,6 +381,13 @@ async function coverage() {
   await asSpender("spend", [e1, e1.allowance]);
   await chain.testClient.increaseTime({ seconds: 2 * DAY });
   await chain.testClient.mine({ blocks: 1 });
+  await asHolder(erin, [tokenCall(tokens.usdc, "approve", [chain.processor, 0n])]);
+  await chain.testClient.increaseTime({ seconds: 4 * DAY });
+  await chain.testClient.mine({ blocks: 1 });
+  await chain.charge(weekly.plan.address, weekly.id);
+  await chain.testClient.increaseTime({ seconds: 2 * DAY });
+  await chain.testClient.mine({ blocks: 1 });
+  return erin;
 }
 
 /** Each permission's timeline ends in the status the rule gives now (its last change is recorded, none too early). */
@@ -486,7 +501,7 @@ describe("Spend Permissions in MRR", () => {
       select count(*) as reorgs from chains where last_reorg_at is not null`;
     expect(reorgs).toBe("1");
     for (; i < 40; i++) await step(rnd);
-    await coverage();
+    const erin = await coverage();
     await indexHead(db);
     const o = await loadOracle(db.sql, chain.chainId, figures().merchant, plans);
     await compareAll(figures(), o, seen);
@@ -527,6 +542,10 @@ describe("Spend Permissions in MRR", () => {
       expect([...reasons]).toContain(r);
     }
     expect(mixed.length).toBeGreaterThan(0);
+    // A failed module renewal names the churn of a customer who also held permissions.
+    expect(
+      movements.some((m) => m.customer === erin.account.toLowerCase() && m.reason === "InsufficientAllowance"),
+    ).toBe(true);
     expect(withPermission.some((m) => m.recovered)).toBe(true);
     // `unknown` counts as the subscriber's.
     expect(unknown.length).toBeGreaterThan(0);
@@ -578,6 +597,19 @@ describe("Spend Permissions in MRR", () => {
       const stale = await tables(old);
       expect(stale.movements.length).toBeGreaterThan(0);
       expect(stale).not.toEqual(want);
+      // Half of the module allocations' status events as an index from before migration 0035 stored them: the
+      // record in `data`, no snapshot columns.
+      const snapshots = await old.sql<EventRow[]>`
+        select ${old.sql.unsafe(EVENT_COLUMNS)} from event_log e where e.s_status is not null order by e.seq`;
+      expect(snapshots.length).toBeGreaterThan(0);
+      for (const r of snapshots.filter((_, i) => i % 2 === 0)) {
+        await old.sql`update merchant_events set data = ${eventData(r) as never},
+          s_subscription_id = null, s_module = null, s_subscriber = null, s_plan_id = null, s_max_executions = null,
+          s_created_at = null, s_times_executed = null, s_total_spent = null, s_next_charge_at = null,
+          s_allowance_expiry = null, s_paused = null, s_cancelled = null, s_blocked = null, s_status = null,
+          s_previous_status = null
+          where id = ${r.id}`;
+      }
       // Migrated: migration 0056 marks the chain; the next start folds its permission customers again.
       await old.sql`alter table chains drop column mrr_rebuild_due`;
       await old.sql`delete from schema_migrations where name = '0056_add_chains_mrr_rebuild.sql'`;

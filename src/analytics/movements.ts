@@ -1,7 +1,7 @@
 /**
- * MRR movements (analytics.md §2) folded from status changes, and their ids: pure. All changes of one customer (merchant, wallet,
- * token) at one instant (one block and timestamp; an expiry's computed instant is its own) make one movement, from
- * the customer's MRR just before to just after; an instant that leaves it unchanged makes none.
+ * MRR movements (analytics.md §2) folded from status changes, and their ids: pure. All changes of one customer
+ * (merchant, wallet, token) at one instant (one block and timestamp; an expiry's computed instant is its own) make one
+ * movement, from the customer's MRR just before to just after; an instant that leaves it unchanged makes none.
  */
 import { CHURN_REASONS, isInvoluntary, movementKind, RECOVERY_S, type MovementKind } from "../domain/mrr";
 import type { SubscriptionStatus } from "../domain/status";

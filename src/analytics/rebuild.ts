@@ -122,10 +122,10 @@ export async function rebuildPermissionCustomers(
     const cancelled = modules.filter((p) => p.module!.status === "CANCELLED");
     const cancels = new Map<string, string>();
     if (cancelled.length > 0) {
+      const [blocks, logs] = [cancelled.map((p) => p.row.block_number), cancelled.map((p) => p.row.log_index)];
       const byRows = await tx<{ block_number: string; log_index: number; by: string }[]>`
         select ev.block_number, ev.log_index, ev.args->>'by' as by from events ev
-        join unnest(${cancelled.map((p) => p.row.block_number)}::bigint[], ${cancelled.map((p) => p.row.log_index)}::int[])
-          as u(b, l) on ev.block_number = u.b and ev.log_index = u.l
+        join unnest(${blocks}::bigint[], ${logs}::int[]) as u(b, l) on ev.block_number = u.b and ev.log_index = u.l
         where ev.chain_id = ${chainId} and ev.name = 'SubscriptionCancelled'`;
       for (const r of byRows) cancels.set(`${r.block_number}:${r.log_index}`, r.by);
     }

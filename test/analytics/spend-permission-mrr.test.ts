@@ -563,7 +563,7 @@ describe("Spend Permissions in MRR", () => {
     expect(seen.rates).toBeGreaterThan(0);
   }, 600_000);
 
-  test("an index built before permissions fed MRR holds a fresh index's movements once migrated and restarted", async () => {
+  test("an index from before permissions fed MRR holds a fresh index's movements once migrated and restarted", async () => {
     // Rollup rows that sum to zero (a batch's movements that cancel out in a period) change no figure: left out.
     const tables = async (d: Db) => ({
       movements: await d.sql`
@@ -572,11 +572,13 @@ describe("Spend Permissions in MRR", () => {
         from mrr_movements order by id`,
       daily: await d.sql`
         select merchant, token, day, kind, reason, recovered, stretch_day, prev_churn_day, count::text, amount::text
-        from mrr_daily where count <> 0 or amount <> 0 order by merchant, token, day, kind, reason, recovered, stretch_day, prev_churn_day`,
+        from mrr_daily where count <> 0 or amount <> 0
+        order by merchant, token, day, kind, reason, recovered, stretch_day, prev_churn_day`,
       cohorts: await d.sql`
         select merchant, token, interval, cohort_start::text, period_start::text, amount::text, customers::text,
           size::text
-        from mrr_cohorts where amount <> 0 or customers <> 0 or size <> 0 order by merchant, token, interval, cohort_start, period_start`,
+        from mrr_cohorts where amount <> 0 or customers <> 0 or size <> 0
+        order by merchant, token, interval, cohort_start, period_start`,
     });
     const fresh = await createTestDb();
     const old = await createTestDb();

@@ -101,7 +101,7 @@ describe("why an allocation left ACTIVE", () => {
     expect(leaveReason("PENDING", none)).toBeNull();
   });
 
-  test("a Spend Permission: revoked_by names who cancelled (unknown: the subscriber); a lapse or an end is not_charged", () => {
+  test("a Spend Permission: revoked_by names who cancelled (unknown: the subscriber); a lapse or end: not_charged", () => {
     expect(permissionLeaveReason("CANCELLED", "subscriber")).toBe("cancelled_by_subscriber");
     expect(permissionLeaveReason("CANCELLED", "merchant")).toBe("cancelled_by_merchant");
     expect(permissionLeaveReason("CANCELLED", "unknown")).toBe("cancelled_by_subscriber");

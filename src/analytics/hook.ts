@@ -2,17 +2,27 @@
  * The indexer's side of the MRR analytics (analytics.md §2, webhooks.md §1): from the status events of each batch
  * (and of each idle poll's expiries), the movements of the customers they touch, written in the same transaction,
  * and a `customer.churned` / `customer.reactivated` event per churn / reactivation, stored with the batch's events.
- * A rollback deletes the movements of the removed blocks, and withdraws their events with the others.
+ * A rollback deletes the movements of the removed blocks, and withdraws their events with the others. Module
+ * allocations and Spend Permissions count alike: a wallet's permission and its module subscription of one merchant
+ * in one token are one customer.
  */
 import type { IndexerHook } from "../indexer/hooks";
 import type { BatchRows } from "../indexer/write";
 import type { Q } from "../db/query";
 import type { DerivedEvents } from "../events/hook";
 import type { NewEvent } from "../events/timeline";
-import { eventIdOf } from "../events/ids";
 import { planKey } from "../domain/subscription";
-import { allocationMrr } from "../domain/mrr";
-import { customerKey, foldMovements, type CustomerState, type Movement, type StatusChange } from "./movements";
+import { leaveReason } from "../domain/mrr";
+import { moduleChange, permissionChange, STATUS_TYPES } from "./changes";
+import { rebuildPermissionCustomers } from "./rebuild";
+import {
+  customerKey,
+  foldMovements,
+  movementIds,
+  type CustomerState,
+  type StatusChange,
+  type StoredMovement,
+} from "./movements";
 import {
   addToRollups,
   deleteMovementsAbove,
@@ -22,15 +32,6 @@ import {
   loadPlanAmounts,
   loadTokenMeta,
 } from "./queries";
-
-/** A movement with its id, as stored. */
-export type StoredMovement = Movement & { id: string };
-
-/** The id of the movement of a customer at an instant (`mov_`), and of its event (`evt_`): the same 40 digits. */
-export function movementIds(chainId: number, blockHash: string, m: Movement) {
-  const evt = eventIdOf(chainId, blockHash, "customer", m.merchant, m.customer, m.token, m.at);
-  return { id: `mov_${evt.slice(4)}`, eventId: evt };
-}
 
 /** The movement record of analytics.md §5. */
 export function movementRecord(
@@ -54,8 +55,6 @@ export function movementRecord(
     allocation_ids: m.allocationIds,
   };
 }
-
-const STATUS_TYPES = new Set(["subscription.created", "subscription.status_changed"]);
 
 /** Adds movements just written to the rollups. */
 async function rollUp(tx: Q, chainId: number, stored: StoredMovement[]) {
@@ -102,11 +101,22 @@ export function mrrAnalytics() {
     tx: Q,
     { chainId, events, batch, inFlight, hashOf }: Parameters<DerivedEvents>[1],
   ): Promise<{ movements: StoredMovement[]; events: NewEvent[] }> => {
-    const status = events.filter((e) => e.snapshot && STATUS_TYPES.has(e.type));
+    // Status events of module allocations (their snapshot) and of Spend Permissions (their record), in chain order.
+    const permission = new Map<NewEvent, StatusChange>();
+    const status: NewEvent[] = [];
+    for (const e of events) {
+      if (!STATUS_TYPES.has(e.type)) continue;
+      if (e.snapshot) status.push(e);
+      else {
+        const change = permissionChange(e);
+        if (change) (permission.set(e, change), status.push(e));
+      }
+    }
     if (status.length === 0) return { movements: [], events: [] };
+    const modules = status.filter((e) => e.snapshot);
     // Plans: the table, then the plans of the batches in flight and of this batch (not in the table yet).
     const planKeys = new Map<string, [string, string]>();
-    for (const e of status) {
+    for (const e of modules) {
       const s = e.snapshot!.state;
       planKeys.set(planKey(s.module, s.planId), [s.module, s.planId]);
     }
@@ -126,7 +136,7 @@ export function mrrAnalytics() {
       if (ev.name === "SubscriptionCancelled") cancels.set(`${ev.blockNumber}:${ev.logIndex}`, String(ev.args.by));
     }
     // Expiries that end an ACTIVE allocation: named by its last failed charge since its last successful one.
-    const asks = status
+    const asks = modules
       .filter((e) => e.snapshot!.status === "EXPIRED" && e.snapshot!.previous === "ACTIVE")
       .map((e) => ({ id: e.snapshot!.state.subscriptionId, at: e.ts, paidAt: e.snapshot!.state.lastPaidAt }));
     const failures = await loadLastFailures(tx, chainId, asks);
@@ -155,37 +165,32 @@ export function mrrAnalytics() {
         }
       }
     }
-    const reasonOf = (e: NewEvent): string | null => {
-      const { state, status: st } = e.snapshot!;
-      if (st === "BLOCKED") return "blocked";
-      if (st === "PAUSED") return "paused";
-      if (st === "CANCELLED") {
-        const by = cancels.get(`${e.blockNumber}:${e.logIndex}`);
-        return by !== undefined && by.toLowerCase() === state.subscriber.toLowerCase()
-          ? "cancelled_by_subscriber"
-          : "cancelled_by_merchant";
-      }
-      if (st === "EXPIRED") return failures.get(`${state.subscriptionId}:${e.ts}`)?.reason ?? "not_charged";
-      return null;
-    };
     const changes: StatusChange[] = [];
     const last = new Map<string, NewEvent>();
     for (const e of status) {
-      const { state, status: st, previous } = e.snapshot!;
-      const plan = plans.get(planKey(state.module, state.planId));
-      if (!plan) continue;
-      const change: StatusChange = {
-        allocationId: `${chainId}:${state.module}:${state.subscriptionId}`,
-        merchant: state.merchant,
-        customer: state.subscriber.toLowerCase(),
-        token: plan.token,
-        blockNumber: e.blockNumber,
-        at: e.ts,
-        previous: previous ?? null,
-        status: st,
-        activeMrr: allocationMrr("ACTIVE", plan.amount, plan.interval),
-        reason: st === "ACTIVE" ? null : reasonOf(e),
-      };
+      let change = permission.get(e);
+      if (!change) {
+        const { state, status: st, previous } = e.snapshot!;
+        const plan = plans.get(planKey(state.module, state.planId));
+        if (!plan) continue;
+        const by = cancels.get(`${e.blockNumber}:${e.logIndex}`);
+        change = moduleChange({
+          chainId,
+          module: state.module,
+          subscriptionId: state.subscriptionId,
+          merchant: state.merchant,
+          subscriber: state.subscriber,
+          plan,
+          blockNumber: e.blockNumber,
+          ts: e.ts,
+          status: st,
+          previous: previous ?? null,
+          reason: leaveReason(st, {
+            cancelledBySubscriber: by !== undefined && by.toLowerCase() === state.subscriber.toLowerCase(),
+            lastFailure: failures.get(`${state.subscriptionId}:${e.ts}`)?.reason ?? null,
+          }),
+        });
+      }
       changes.push(change);
       last.set(`${customerKey(change.merchant, change.customer, change.token)}|${e.blockNumber}|${e.ts}`, e);
     }
@@ -237,6 +242,10 @@ export function mrrAnalytics() {
 
   const hook: IndexerHook = {
     name: "mrr-movements",
+    // A chain indexed before Spend Permissions fed MRR: its permission customers' movements, folded again.
+    async onStart(sql, ctx) {
+      await rebuildPermissionCustomers(sql, ctx.chainId, ctx.blockHashes);
+    },
     async onBatch(tx, ctx) {
       await rollUp(tx, ctx.chainId, (await written.get(ctx.rows)?.promise) ?? []);
     },

@@ -1,10 +1,11 @@
 /**
- * MRR movements (analytics.md §2) folded from status changes: pure. All changes of one customer (merchant, wallet,
- * token) at one instant (one block and timestamp; an expiry's computed instant is its own) make one movement, from
- * the customer's MRR just before to just after; an instant that leaves it unchanged makes none.
+ * MRR movements (analytics.md §2) folded from status changes, and their ids: pure. All changes of one customer
+ * (merchant, wallet, token) at one instant (one block and timestamp; an expiry's computed instant is its own) make one
+ * movement, from the customer's MRR just before to just after; an instant that leaves it unchanged makes none.
  */
 import { CHURN_REASONS, isInvoluntary, movementKind, RECOVERY_S, type MovementKind } from "../domain/mrr";
 import type { SubscriptionStatus } from "../domain/status";
+import { eventIdOf } from "../events/ids";
 
 /** One allocation's status change, with what its MRR and reason depend on. */
 export type StatusChange = {
@@ -62,6 +63,15 @@ export type Movement = {
   /** The instant of the customer's churn before this movement (0: none). */
   prevChurnAt: number;
 };
+
+/** A movement with its id, as stored. */
+export type StoredMovement = Movement & { id: string };
+
+/** The id of the movement of a customer at an instant (`mov_`), and of its event (`evt_`): the same 40 digits. */
+export function movementIds(chainId: number, blockHash: string, m: Movement) {
+  const evt = eventIdOf(chainId, blockHash, "customer", m.merchant, m.customer, m.token, m.at);
+  return { id: `mov_${evt.slice(4)}`, eventId: evt };
+}
 
 /** Key of a customer. */
 export const customerKey = (merchant: string, customer: string, token: string) => `${merchant}:${customer}:${token}`;

@@ -5,6 +5,7 @@
  */
 import type postgres from "postgres";
 import type { SubscriptionStatus } from "./status";
+import type { RevokedBy } from "./spend-permission";
 
 type Sql = postgres.Sql<{}>;
 
@@ -61,6 +62,33 @@ export const CHURN_REASONS = [
 
 /** Why a customer churned or contracted; `plan_change` only for a contraction. */
 export type MovementReason = (typeof CHURN_REASONS)[number] | "plan_change";
+
+/**
+ * Why an allocation left ACTIVE for `status` (analytics.md §2): `blocked`, `paused`, who cancelled, or for EXPIRED the
+ * reason of its last failed charge since its last successful one (`not_charged` when none was tried). Null for a
+ * status that is not a leaving one.
+ */
+export function leaveReason(
+  status: SubscriptionStatus,
+  facts: { cancelledBySubscriber: boolean; lastFailure: string | null },
+): MovementReason | null {
+  if (status === "BLOCKED") return "blocked";
+  if (status === "PAUSED") return "paused";
+  if (status === "CANCELLED") return facts.cancelledBySubscriber ? "cancelled_by_subscriber" : "cancelled_by_merchant";
+  if (status === "EXPIRED") return (facts.lastFailure as MovementReason | null) ?? "not_charged";
+  return null;
+}
+
+/**
+ * {@link leaveReason} of a Spend Permission. A revocation is the account's (`revoke`, `approveWithRevoke`) or the
+ * spender's (`revokeAsSpender`); `revoked_by` `unknown` (a sender the index cannot place: a relayer, a Safe module, an
+ * EIP-7702 batcher) counts as the subscriber's, because a merchant's spender is recognised (its own transaction, or
+ * a user operation through a known EntryPoint) while those senders act for wallets. A lapse or an end is
+ * `not_charged`: a failed `spend` reverts and leaves no record to name.
+ */
+export function permissionLeaveReason(status: SubscriptionStatus, revokedBy: RevokedBy | null): MovementReason | null {
+  return leaveReason(status, { cancelledBySubscriber: revokedBy !== "merchant", lastFailure: null });
+}
 
 /** Whether a churn reason is involuntary (an expiry): a reactivation within RECOVERY_S of one is `recovered`. */
 export const isInvoluntary = (reason: string | null) =>

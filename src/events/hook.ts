@@ -53,9 +53,9 @@ export type EventRange = {
 export type ExtraEvents = (tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]) => Promise<NewEvent[]>;
 
 /**
- * Events derived from a set of the log's own events before they are stored (the MRR movements' customer events):
- * a batch's (`batch` its context, `inFlight` the batches written before it that may not have committed), or the
- * expiries an idle poll announces (`batch` null). `hashOf` gives the hash of the block an event belongs to.
+ * Events derived from a set of events before they are stored (the MRR movements' customer events): a batch's, its
+ * extra ones included (`batch` its context, `inFlight` the batches written before it that may not have committed),
+ * or the expiries an idle poll announces (`batch` null). `hashOf` gives the hash of the block an event belongs to.
  */
 export type DerivedEvents = (
   tx: Q,
@@ -247,16 +247,17 @@ export function eventsHook(
       const events = early.get(ctx.rows);
       // The activity rows are in: the batch's events can be stored and fanned out.
       if (events) {
-        // `extra` reads only now: during the bulk rows' COPY the connection takes no other query.
-        const own = await withDerived(tx, ctx, ctx.inFlight, await events);
-        const all = withExtra(own, opts.extra && (await opts.extra(tx, ctx, ctx.inFlight)));
+        // `extra` reads only now: during the bulk rows' COPY the connection takes no other query. What is derived
+        // (the customer events) follows from the batch's own events and the extra ones (a permission's status).
+        const own = withExtra(await events, opts.extra && (await opts.extra(tx, ctx, ctx.inFlight)));
+        const all = await withDerived(tx, ctx, ctx.inFlight, own);
         await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, all));
       }
     },
     async onBatch(tx, ctx) {
       if (early.delete(ctx.rows)) return;
-      const own = await withDerived(tx, ctx, [], await batchEvents(tx, ctx, []));
-      const events = withExtra(own, opts.extra && (await opts.extra(tx, ctx, [])));
+      const own = withExtra(await batchEvents(tx, ctx, []), opts.extra && (await opts.extra(tx, ctx, [])));
+      const events = await withDerived(tx, ctx, [], own);
       await written(tx, ctx.chainId, await store(tx, ctx, bases.get(ctx.rows)!, events));
     },
     async beforeRollback(tx, ctx) {

@@ -36,6 +36,9 @@ export type BatchContext = {
 /** A rollback: rows of every block above `ancestor` were deleted (null: the whole chain was). */
 export type RollbackContext = { chainId: number; ancestor: bigint | null };
 
+/** The indexer starts: `blockHashes` reads the hashes of blocks from the node (every one asked, or it throws). */
+export type StartContext = { chainId: number; blockHashes: (numbers: bigint[]) => Promise<Map<bigint, string>> };
+
 /** The indexer caught up: nothing left below head − CONFIRMATIONS. */
 export type IdleContext = { chainId: number; indexedBlock: bigint | null; indexedTime: number | null; head: bigint };
 
@@ -68,6 +71,8 @@ export type IndexerHook = {
   beforeRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
   /** Inside the rollback's transaction, after the rows above the ancestor were deleted and the state rebuilt. */
   onRollback?(tx: Tx, ctx: RollbackContext): Promise<void>;
+  /** At start, before the first poll (leader or standby), outside any transaction (lock what you need). */
+  onStart?(sql: Sql, ctx: StartContext): Promise<void>;
   /** After a poll that found nothing to index, outside any transaction (lock what you need). */
   onIdle?(sql: Sql, ctx: IdleContext): Promise<void>;
 };

@@ -1,7 +1,8 @@
 import { createPollLoop, createWaker, type PollLoop } from "../common/async";
 import { ConfigError } from "../common/config";
 import { createContext } from "./context";
-import { ProcessorMismatchError } from "./errors";
+import { getHeaders } from "../chain/rpc";
+import { ChainBehindError, ProcessorMismatchError } from "./errors";
 import { createLeaderLock, type LeaderLock } from "./lock";
 import type { Indexer, IndexerOptions } from "./options";
 import { createPoll } from "./poll";
@@ -26,6 +27,18 @@ export function createIndexer(opts: IndexerOptions): Indexer {
   let loop: PollLoop | null = null;
   let poll: ReturnType<typeof createPoll> | null = null;
 
+  /** Hashes of blocks, from the node. */
+  async function blockHashes(numbers: bigint[]): Promise<Map<bigint, string>> {
+    const headers = await getHeaders(ctx.client, numbers, ctx.policy);
+    const out = new Map<bigint, string>();
+    for (const n of numbers) {
+      const h = headers.get(n);
+      if (!h) throw new ChainBehindError(`block ${n} is not available from the node yet`);
+      out.set(n, h.hash.toLowerCase());
+    }
+    return out;
+  }
+
   /** Checks the chain row against the configuration and returns whether the database is a server. */
   async function prepare(): Promise<boolean> {
     if (!ctx.processor) throw new ConfigError("PROCESSOR_ADDRESS is required to index");
@@ -40,6 +53,7 @@ export function createIndexer(opts: IndexerOptions): Indexer {
       log("warn", "START_BLOCK differs from the indexed start; keeping the existing index", fields);
     }
     await spendPermissionsAtStart(ctx, row.cursor);
+    for (const h of ctx.hooks) await h.onStart?.(sql, { chainId, blockHashes });
     state.setCursor(row.cursor);
     return kind === "postgres";
   }

@@ -1,6 +1,7 @@
 /**
  * An independent reading of analytics.md §1–4 for the tests: every figure computed from the status timeline (the
- * status events of the log), the plans as the test created them, the cancelling logs and the charge attempts —
+ * status events of the log), the plans as the test created them (a Spend Permission's terms and revocation from its
+ * row), the cancelling logs and the charge attempts —
  * the MRR of a customer at an instant summed over its allocations each time, never carried from one movement to
  * the next as the indexer does.
  */
@@ -13,7 +14,16 @@ const RECOVERY = 30 * 86_400;
 export type OraclePlan = { module: string; planId: string; token: string; amount: bigint; interval: number };
 
 type Change = { block: bigint; ts: number; status: string; logIndex: number; subIndex: number };
-type Alloc = { id: string; module: string; customer: string; token: string; mrr: bigint; changes: Change[] };
+type Alloc = {
+  id: string;
+  module: string;
+  customer: string;
+  token: string;
+  mrr: bigint;
+  changes: Change[];
+  /** A Spend Permission's: who revoked it (spend_permissions.revoked_by); undefined for a module allocation. */
+  revokedBy?: string | null;
+};
 
 /** A movement as the oracle finds it. */
 export type OracleMovement = {
@@ -51,7 +61,7 @@ export async function loadOracle(sql: Sql, chainId: number, merchant: string, pl
     select block_number, log_index, sub_index, ts, s_subscription_id::text, s_module, s_subscriber, s_plan_id::text, s_status
     from merchant_events
     where chain_id = ${chainId} and merchant = ${merchant} and reverted_by is null
-      and type in ('subscription.created', 'subscription.status_changed')
+      and type in ('subscription.created', 'subscription.status_changed') and s_subscription_id is not null
     order by block_number, log_index, sub_index, ts`;
   const allocs = new Map<string, Alloc>();
   for (const r of rows) {
@@ -73,6 +83,53 @@ export async function loadOracle(sql: Sql, chainId: number, merchant: string, pl
       block: BigInt(r.block_number),
       ts: r.ts.getTime() / 1000,
       status: r.s_status,
+      logIndex: r.log_index,
+      subIndex: r.sub_index,
+    });
+  }
+  // Spend Permissions (spend-permissions.md): the status timeline of each permission from its events, the terms
+  // (allowance as the amount, period as the interval) and who revoked it from the permission's row.
+  const permissions = await sql<
+    {
+      block_number: string;
+      log_index: number;
+      sub_index: number;
+      ts: Date;
+      hash: string;
+      status: string;
+      manager: string;
+      subscriber: string;
+      token: string;
+      allowance: string;
+      period_s: string;
+      revoked_by: string | null;
+    }[]
+  >`
+    select e.block_number, e.log_index, e.sub_index, e.ts, p.hash, e.data->'object'->>'status' as status, p.manager,
+      p.subscriber, p.token, p.allowance::text, p.period_s::text, p.revoked_by
+    from merchant_events e
+    join spend_permissions p on p.chain_id = e.chain_id and p.hash = e.data->'object'->>'on_chain_id'
+    where e.chain_id = ${chainId} and e.merchant = ${merchant} and e.reverted_by is null
+      and e.type in ('subscription.created', 'subscription.status_changed') and p.merchant = ${merchant}`;
+  for (const r of permissions) {
+    const id = `${chainId}:${r.manager}:${r.hash}`;
+    const a =
+      allocs.get(id) ??
+      allocs
+        .set(id, {
+          id,
+          module: r.manager,
+          customer: r.subscriber.toLowerCase(),
+          token: r.token.toLowerCase(),
+          mrr: (BigInt(r.allowance) * MONTH) / BigInt(r.period_s),
+          changes: [],
+          revokedBy: r.revoked_by,
+        })
+        .get(id)!;
+    a.changes.push({
+      block: BigInt(r.block_number),
+      ts: r.ts.getTime() / 1000,
+      status: r.status,
       logIndex: r.log_index,
       subIndex: r.sub_index,
     });
@@ -121,6 +178,12 @@ export async function loadOracle(sql: Sql, chainId: number, merchant: string, pl
   };
 
   const reasonOf = (a: Alloc, status: string, pos: { block: bigint; ts: number }) => {
+    // A permission: revoked by the merchant's spender, else by (or for) the subscriber; a lapse names no charge.
+    if (a.revokedBy !== undefined) {
+      if (status === "CANCELLED")
+        return a.revokedBy === "merchant" ? "cancelled_by_merchant" : "cancelled_by_subscriber";
+      return "not_charged";
+    }
     if (status === "BLOCKED") return "blocked";
     if (status === "PAUSED") return "paused";
     if (status === "CANCELLED") {
@@ -207,7 +270,16 @@ export async function loadOracle(sql: Sql, chainId: number, merchant: string, pl
     }
   }
   movements.sort((x, y) => x.at - y.at || Number(BigInt(x.block_number) - BigInt(y.block_number)));
-  return { movements, at, tokens: [...new Set([...allocs.values()].map((a) => a.token))].sort() };
+  return {
+    movements,
+    at,
+    tokens: [...new Set([...allocs.values()].map((a) => a.token))].sort(),
+    /** An allocation's status at unix second t by its timeline (null: none yet). */
+    statusOf: (id: string, t: number) => {
+      const a = allocs.get(id);
+      return a ? statusAtTime(a, t) : null;
+    },
+  };
 }
 
 /** `num ÷ den` with 6 digits, half-even, by decimal long division on strings' numbers (the oracle's own). */

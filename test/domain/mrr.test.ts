@@ -1,7 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import type { Db, Sql } from "../../src/db/client";
-import { allocationMrr, allocationMrrSql, movementKind, rate } from "../../src/domain/mrr";
+import {
+  allocationMrr,
+  allocationMrrSql,
+  leaveReason,
+  movementKind,
+  permissionLeaveReason,
+  rate,
+} from "../../src/domain/mrr";
 import { SUBSCRIPTION_STATUSES } from "../../src/domain/status";
 import { createTestDb } from "../../testkit/db";
 
@@ -78,5 +85,27 @@ describe("movement kinds and rates", () => {
       ),
       { numRuns: 500 },
     );
+  });
+});
+
+describe("why an allocation left ACTIVE", () => {
+  test("a module allocation: blocked, paused, who cancelled, or its last failed charge", () => {
+    const none = { cancelledBySubscriber: false, lastFailure: null };
+    expect(leaveReason("BLOCKED", none)).toBe("blocked");
+    expect(leaveReason("PAUSED", none)).toBe("paused");
+    expect(leaveReason("CANCELLED", { ...none, cancelledBySubscriber: true })).toBe("cancelled_by_subscriber");
+    expect(leaveReason("CANCELLED", none)).toBe("cancelled_by_merchant");
+    expect(leaveReason("EXPIRED", { ...none, lastFailure: "InsufficientBalance" })).toBe("InsufficientBalance");
+    expect(leaveReason("EXPIRED", none)).toBe("not_charged");
+    expect(leaveReason("ACTIVE", none)).toBeNull();
+    expect(leaveReason("PENDING", none)).toBeNull();
+  });
+
+  test("a Spend Permission: revoked_by names who cancelled (unknown: the subscriber); a lapse or end: not_charged", () => {
+    expect(permissionLeaveReason("CANCELLED", "subscriber")).toBe("cancelled_by_subscriber");
+    expect(permissionLeaveReason("CANCELLED", "merchant")).toBe("cancelled_by_merchant");
+    expect(permissionLeaveReason("CANCELLED", "unknown")).toBe("cancelled_by_subscriber");
+    expect(permissionLeaveReason("EXPIRED", null)).toBe("not_charged");
+    expect(permissionLeaveReason("ACTIVE", null)).toBeNull();
   });
 });

@@ -5357,7 +5357,7 @@ export interface operations {
                         reason: string | null;
                         /** @description A reactivation within 30 days of an involuntary churn of the same customer */
                         recovered: boolean;
-                        /** @description Allocations (`<chain_id>:<module>:<subscription_id>`) that entered or left ACTIVE at this instant */
+                        /** @description Allocations that entered or left ACTIVE at this instant: `<chain_id>:<module>:<subscription_id>`, or for a Spend Permission `<chain_id>:<manager>:<hash>` */
                         allocation_ids: string[];
                     }[];
                     /**

@@ -118,7 +118,9 @@ export const MovementRecord = t.Object({
   }),
   recovered: t.Boolean({ description: "A reactivation within 30 days of an involuntary churn of the same customer" }),
   allocation_ids: t.Array(t.String(), {
-    description: "Allocations (`<chain_id>:<module>:<subscription_id>`) that entered or left ACTIVE at this instant",
+    description:
+      "Allocations that entered or left ACTIVE at this instant: `<chain_id>:<module>:<subscription_id>`, or for a " +
+      "Spend Permission `<chain_id>:<manager>:<hash>`",
   }),
 });
 export type MovementRecord = Static<typeof MovementRecord>;

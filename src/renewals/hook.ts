@@ -32,7 +32,7 @@ export async function predictions(tx: Tx, ctx: BatchContext): Promise<[string, s
 
 /**
  * Marks the subscriber of every allocation a batch creates or touches (charge, refill, pause, resume, cancel,
- * allowance expiry, block): the loop evaluates those wallets at its first pass after the batch committed. Nothing is
+ * allowance expiry, block), and the account of every spend permission it approves, charges or revokes: the loop evaluates those wallets at its first pass after the batch committed. Nothing is
  * written: a batch that fails only marks wallets early, and the loop waits for the index to reach the block. The
  * batch's charge attempts go to `onPrediction` once it has committed (`afterCommit`), never for a failed attempt.
  */
@@ -50,6 +50,8 @@ export function renewalsHook(
       for (const s of ctx.rows.before.values()) wallets.add(s.subscriber);
       for (const s of ctx.rows.derived.subscriptions) wallets.add(s.subscriber);
       for (const b of ctx.rows.derived.blocked) wallets.add(b.subscriber);
+      // Spend permissions an Approved, Used or Revoked log of the batch touched: their accounts.
+      for (const p of ctx.rows.permissions?.permissions ?? []) wallets.add(p.account);
       if (wallets.size > 0) loop.markDirty(wallets, ctx.toBlock);
     },
     afterCommit(ctx) {

@@ -38,7 +38,7 @@ export const RenewalSchema = t.Object(
     ),
     credit: amount("The subscription's prepaid credit at checked_block (0 for a spend permission)"),
     shortfall: amount(
-      "How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired)",
+      "How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner)",
     ),
     checked_block: t.String({ description: "The block every read of the evaluation was pinned to (decimal)" }),
     checked_at: t.String({ format: "date-time", description: "That block's timestamp" }),

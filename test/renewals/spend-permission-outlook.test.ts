@@ -14,7 +14,8 @@ import { subscriptionModuleAbi, testSmartAccountAbi, testTokenAbi } from "../../
 import { NATIVE_TOKEN, type SpendPermission } from "../../src/domain/spend-permission";
 import type { Service } from "../../src/service";
 import { createTestChain, type TestChain, type WalletName } from "../../testkit/chain";
-import { until } from "../../testkit/cli";
+import { freePort, until } from "../../testkit/cli";
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { startChainService } from "../../testkit/service";
 import {
   TEST_ALLOWANCE,
@@ -146,6 +147,7 @@ beforeAll(async () => {
     RENEWAL_HORIZON_S: String(TEST_PERIOD + 2 * DAY),
     SIWE_DOMAIN: "localhost",
     ROLES: "api,indexer",
+    METRICS_PORT: String(await freePort()),
   });
   spenderKey = (await createApiKey(service.db.sql, { merchant: lower(spender) })).key;
   moduleKey = (await createApiKey(service.db.sql, { merchant: lower(chain.address("merchant")) })).key;
@@ -302,5 +304,28 @@ describe("GET /v0/renewals/:merchant with spend permissions", () => {
       `/v0/renewals/${lower(spender)}?starting_after=${encodeURIComponent(page[1].allocation_id)}`,
     )) as any[];
     expect([...page, ...rest].map((i) => i.allocation_id)).toEqual(items.map((i) => i.allocation_id));
+  });
+});
+
+describe("metrics", () => {
+  type Family = { name: string; metrics: { value: string; labels?: Record<string, string> }[] };
+  const family = async (name: string) =>
+    ((parsePrometheusTextFormat(await (await fetch(service.metricsUrl!)).text()) as Family[]).find((f) => f.name === name)
+      ?.metrics ?? []);
+  const count = async (name: string, labels: Record<string, string>) =>
+    Number(
+      (await family(name)).find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0,
+    );
+
+  test("outlooks by reason count permissions; a permission's charge counts against the outlook that stood", async () => {
+    expect(await count("renewal_outlooks", { outlook: "at_risk", reason: "ManagerNotOwner" })).toBe(1);
+    const before = await count("renewal_predictions_total", { predicted: "will_renew", actual: "succeeded" });
+    // alice's outlook for S+P stands at will_renew (recovered); the spender charges at S+P.
+    await chain.setNextTimestamp(S + TEST_PERIOD);
+    await kit.executeAs("merchant", spender, [kit.managerCall("spend", [perm.alice, TEST_ALLOWANCE])]);
+    await service.indexer!.waitForBlock(await chain.publicClient.getBlockNumber(), 20_000);
+    expect(await count("renewal_predictions_total", { predicted: "will_renew", actual: "succeeded" })).toBe(
+      before + 1,
+    );
   });
 });

@@ -38,19 +38,18 @@ export async function chargesToEvaluate(
     { rows: [string, string, string, string, string, string, number, string, boolean, boolean, boolean][] }[]
   >`
     with due as materialized (
-      select s.subscription_id, s.module, s.merchant, s.subscriber, p.token, p.amount, s.next_charge_at,
-        s.allowance_expiry, false as permission,
+      select s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, null::text as token,
+        null::numeric as amount, s.next_charge_at, s.allowance_expiry, false as permission,
         (o.subscription_id is null or o.next_charge_at <> s.next_charge_at
           or o.evaluated_at <= to_timestamp(${opts.staleBefore})) as stale,
         coalesce(o.evaluated_at, '-infinity') as evaluated_at
       from subscriptions s
-      join plans p on p.chain_id = s.chain_id and p.module = s.module and p.plan_id = s.plan_id
       left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber
       left join renewal_outlooks o on o.chain_id = s.chain_id and o.subscription_id = s.subscription_id
       where s.chain_id = ${chainId} and ${sql.unsafe(CHARGEABLE)} and s.next_charge_at <= ${opts.until}
       union all
-      select sp.subscription_id, sp.manager, sp.merchant, sp.subscriber, sp.token, sp.allowance, sp.next_charge_at,
-        0, true,
+      select sp.subscription_id, sp.manager, sp.merchant, sp.subscriber, null, sp.token, sp.allowance,
+        sp.next_charge_at, 0, true,
         (o.subscription_id is null or o.next_charge_at <> sp.next_charge_at
           or o.evaluated_at <= to_timestamp(${opts.staleBefore})),
         coalesce(o.evaluated_at, '-infinity')
@@ -70,15 +69,18 @@ export async function chargesToEvaluate(
         union all
         select unnest(${opts.touched}::text[]), false) t
       group by subscriber)
-    select coalesce(json_agg(json_build_array(d.subscription_id::text, d.module, d.merchant, d.subscriber, d.token,
-      d.amount::text, d.next_charge_at, d.allowance_expiry::text, w.scanned,
+    select coalesce(json_agg(json_build_array(d.subscription_id::text, d.module, d.merchant, d.subscriber,
+      coalesce(d.token, p.token), coalesce(d.amount, p.amount)::text, d.next_charge_at, d.allowance_expiry::text,
+      w.scanned,
       not d.permission and exists (select 1 from activity a where a.chain_id = ${chainId}
         and a.subscription_id = d.subscription_id and a.type = 'REFILL'
         ${opts.atBlock === undefined ? sql`` : sql`and a.block_number <= ${opts.atBlock.toString()}`}),
       d.permission)),
       '[]') as rows
     from due d
-    join w on w.subscriber = d.subscriber`;
+    join w on w.subscriber = d.subscriber
+    left join plans p on p.chain_id = ${chainId} and p.module = d.module and p.plan_id = d.plan_id
+    where d.permission or p.plan_id is not null`;
   const scanned = new Set<string>();
   const charges = rows!.map(
     ([id, module, merchant, subscriber, token, amount, next, expiry, scan, refilled, permission]): DueRow => {

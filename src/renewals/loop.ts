@@ -135,8 +135,13 @@ async function evaluateSlice(
     .map((c) => ({ key: c.key, module: c.module, subscriptionId: c.onChainId }));
   const refilled = new Set(credits.map((c) => c.key));
   const owners = new Map<string, { wallet: string; manager: string }>();
-  for (const c of charges) if (c.manager) owners.set(`${c.wallet}:${c.manager}`, { wallet: c.wallet, manager: c.manager });
-  const read = await o.reader.read(checked.block, { pairs: [...pairs.values()], credits, owners: [...owners.values()] });
+  for (const c of charges)
+    if (c.manager) owners.set(`${c.wallet}:${c.manager}`, { wallet: c.wallet, manager: c.manager });
+  const read = await o.reader.read(checked.block, {
+    pairs: [...pairs.values()],
+    credits,
+    owners: [...owners.values()],
+  });
   lap("read");
   const outlooks = evaluateRenewals(charges, {
     blockTime: checked.time,
@@ -288,7 +293,8 @@ async function loadPinned(
       const take = schedule.take(indexed);
       touched = take.touched;
       // A scan also takes the wallets whose permission outlooks time alone ended (no log marks them).
-      if (take.scan) touched = [...new Set([...touched, ...(await endedPermissionWallets(snap, chainId, indexed.time))])];
+      if (take.scan)
+        touched = [...new Set([...touched, ...(await endedPermissionWallets(snap, chainId, indexed.time))])];
       if (!take.scan && touched.length === 0) return null;
       const limit = take.scan ? Math.max(1, o.perPass - touched.length) : 0;
       const q = {

@@ -7,11 +7,7 @@
  * one due instant and reason. A reorg does not withdraw them: the next evaluation on the new branch decides. A spend
  * permission's go to its spender, with the permission's record.
  */
-import {
-  toSubscriptionRecord,
-  type SubscriptionRecordObject,
-  type SubscriptionRecordRow,
-} from "../domain/records";
+import { toSubscriptionRecord, type SubscriptionRecordObject, type SubscriptionRecordRow } from "../domain/records";
 import { toPermissionRecord, type PermissionRecordRow } from "../domain/spend-permission-record";
 import { permissionNow, permissionRecordColumns } from "../domain/spend-permission-status";
 import type { RenewalObject } from "../domain/renewal-record";

@@ -98,9 +98,15 @@ function judgeGroup(charges: DueCharge[], reads: BlockReads): Map<string, Outloo
     if (c.manager !== undefined) {
       // A spend permission: no ERC-20 allowance or credit; `allowance` shows the period's allowance.
       const base = { dueAt, amount: c.amount, balance: funds.balance, allowance: c.amount, credit: 0n };
-      if (owners[i] === false) return out.set(c.key, { ...base, outlook: "at_risk", reason: "ManagerNotOwner", shortfall: c.amount });
+      if (owners[i] === false)
+        return out.set(c.key, { ...base, outlook: "at_risk", reason: "ManagerNotOwner", shortfall: c.amount });
       if (balance < c.amount)
-        return out.set(c.key, { ...base, outlook: "at_risk", reason: "InsufficientBalance", shortfall: c.amount - balance });
+        return out.set(c.key, {
+          ...base,
+          outlook: "at_risk",
+          reason: "InsufficientBalance",
+          shortfall: c.amount - balance,
+        });
       balance -= c.amount;
       return out.set(c.key, { ...base, outlook: "will_renew", reason: null, shortfall: 0n });
     }

@@ -217,7 +217,10 @@ describe("evaluateRenewals with spend permissions (spend-permissions §4)", () =
   test("an account that does not answer isOwnerAddress skips that check; a failed read leaves the group out", () => {
     const skipped = evaluateRenewals([permission(1n, 10n, T0)], withOwner(funds(10n), null));
     expect(skipped.get("p1")!.outlook).toBe("will_renew");
-    const failed = evaluateRenewals([permission(1n, 10n, T0), charge(2, 10n, T0)], withOwner(funds(100n, MAX), undefined));
+    const failed = evaluateRenewals(
+      [permission(1n, 10n, T0), charge(2, 10n, T0)],
+      withOwner(funds(100n, MAX), undefined),
+    );
     expect(failed.size).toBe(0);
     // A module subscription needs no ownership read.
     expect(evaluateRenewals([charge(2, 10n, T0)], withOwner(funds(100n, MAX), undefined)).size).toBe(1);
@@ -247,7 +250,11 @@ describe("evaluateRenewals with spend permissions (spend-permissions §4)", () =
     );
     expect(out.get("99")!.outlook).toBe("will_renew");
     expect(out.get(`p${hashLow}`)!.outlook).toBe("will_renew");
-    expect(out.get(`p${hashHigh}`)).toMatchObject({ outlook: "at_risk", reason: "InsufficientBalance", shortfall: 10n });
+    expect(out.get(`p${hashHigh}`)).toMatchObject({
+      outlook: "at_risk",
+      reason: "InsufficientBalance",
+      shortfall: 10n,
+    });
   });
 
   test("a permission's charge draws on the balance only: a later module charge keeps the whole allowance", () => {

@@ -67,7 +67,9 @@ const events = async (type: string, p: SpendPermission) =>
   );
 const mint = (to: Address, amount: bigint) =>
   chain.send(
-    chain.wallet("deployer").writeContract({ address: usdc, abi: testTokenAbi, functionName: "mint", args: [to, amount] }),
+    chain
+      .wallet("deployer")
+      .writeContract({ address: usdc, abi: testTokenAbi, functionName: "mint", args: [to, amount] }),
   );
 const call = (target: Address, abi: any, functionName: string, args: unknown[]): Call => ({
   target,
@@ -234,7 +236,9 @@ describe("the outlook of a spend permission", () => {
 
   test("the manager removed as an owner of the account: ManagerNotOwner for the full amount", async () => {
     expect((await outlookWhen(perm.dave!, "dave's outlook", () => true)).outlook).toBe("will_renew");
-    await kit.executeAs("dave", acct.dave!, [call(acct.dave!, testSmartAccountAbi, "removeOwnerAddress", [kit.manager])]);
+    await kit.executeAs("dave", acct.dave!, [
+      call(acct.dave!, testSmartAccountAbi, "removeOwnerAddress", [kit.manager]),
+    ]);
     const r = await outlookWhen(perm.dave!, "dave at risk", (o) => o.outlook === "at_risk");
     expect(r).toMatchObject({ reason: "ManagerNotOwner", balance: "20000000", shortfall: "9990000" });
     const [sent] = await until("dave's renewal_at_risk", async () => {
@@ -310,12 +314,11 @@ describe("GET /v0/renewals/:merchant with spend permissions", () => {
 describe("metrics", () => {
   type Family = { name: string; metrics: { value: string; labels?: Record<string, string> }[] };
   const family = async (name: string) =>
-    ((parsePrometheusTextFormat(await (await fetch(service.metricsUrl!)).text()) as Family[]).find((f) => f.name === name)
-      ?.metrics ?? []);
+    (parsePrometheusTextFormat(await (await fetch(service.metricsUrl!)).text()) as Family[]).find(
+      (f) => f.name === name,
+    )?.metrics ?? [];
   const count = async (name: string, labels: Record<string, string>) =>
-    Number(
-      (await family(name)).find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0,
-    );
+    Number((await family(name)).find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0);
 
   test("outlooks by reason count permissions; a permission's charge counts against the outlook that stood", async () => {
     expect(await count("renewal_outlooks", { outlook: "at_risk", reason: "ManagerNotOwner" })).toBe(1);
@@ -324,8 +327,6 @@ describe("metrics", () => {
     await chain.setNextTimestamp(S + TEST_PERIOD);
     await kit.executeAs("merchant", spender, [kit.managerCall("spend", [perm.alice, TEST_ALLOWANCE])]);
     await service.indexer!.waitForBlock(await chain.publicClient.getBlockNumber(), 20_000);
-    expect(await count("renewal_predictions_total", { predicted: "will_renew", actual: "succeeded" })).toBe(
-      before + 1,
-    );
+    expect(await count("renewal_predictions_total", { predicted: "will_renew", actual: "succeeded" })).toBe(before + 1);
   });
 });

@@ -195,7 +195,8 @@ export const listDetail = {
       [400, 401, 403, 503],
       {
         400: {
-          message: "reason must be one of AllowanceExpired, InsufficientAllowance, InsufficientBalance, ManagerNotOwner",
+          message:
+            "reason must be one of AllowanceExpired, InsufficientAllowance, InsufficientBalance, ManagerNotOwner",
           param: "reason",
         },
       },

@@ -2,11 +2,7 @@
 import type { Sql } from "../../../db/client";
 import type { SubscriptionRecordObject } from "../../../domain/records";
 import { toPermissionRecord, type PermissionRecordRow } from "../../../domain/spend-permission-record";
-import {
-  permissionNow,
-  permissionRecordColumns,
-  permissionStatusSql,
-} from "../../../domain/spend-permission-status";
+import { permissionNow, permissionRecordColumns, permissionStatusSql } from "../../../domain/spend-permission-status";
 import { permissionRenewalJoins, renewalColumn } from "../../../renewals/sql";
 import type { SubscriptionStatus } from "../../../domain/status";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";

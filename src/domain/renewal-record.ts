@@ -4,7 +4,7 @@
 export type RenewalRow = {
   due_at: string;
   outlook: "will_renew" | "at_risk";
-  reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+  reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
   amount: string;
   currency: string | null;
   token_decimals: number | null;

@@ -3,6 +3,7 @@
  * filled from the permission, and its `spend_permission` object, computed at "now" from the stored row.
  */
 import { isoFromUnix, type SubscriptionRecordObject } from "./records";
+import { toRenewalObject, type RenewalRow } from "./renewal-record";
 import {
   FOREVER_END,
   nextChargeInstant,
@@ -45,6 +46,8 @@ export type PermissionRecordRow = PermissionColumns & {
   created_at: string;
   now_s: string;
   status: SubscriptionStatus;
+  /** The stored renewal outlook that still holds (spend-permissions §4); absent or null: none. */
+  renewal?: RenewalRow | null;
 };
 
 /** The fold's state of a stored row. */
@@ -102,7 +105,7 @@ export function toPermissionRecord(r: PermissionRecordRow): SubscriptionRecordOb
     remaining_executions: null,
     created_at: isoFromUnix(r.created_at),
     is_blocked: false,
-    renewal: null,
+    renewal: r.renewal ? toRenewalObject(r.renewal) : null,
     source: "spend_permission",
     spend_permission: {
       hash: r.hash,

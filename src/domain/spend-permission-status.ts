@@ -36,3 +36,17 @@ export function permissionNow(sql: Sql, chainId: number) {
     from (select 1) one left join chains c on c.chain_id = ${chainId}
   ) n`;
 }
+
+/**
+ * The columns of a permission's subscription record (`PermissionRecordRow`) over `sp` and `n`, its creation position
+ * included; the caller adds `renewal` (and the token's decimals where it lists).
+ */
+export function permissionRecordColumns(sql: Sql) {
+  return sql`sp.chain_id, sp.subscription_id::text, sp.hash, sp.manager, sp.merchant, sp.subscriber, sp.token,
+    sp.allowance::text, sp.period_s, sp.start_s, sp.end_s, sp.salt::text, sp.extra_data, sp.times_executed,
+    sp.total_spent::text, sp.last_period_start, sp.last_period_end, sp.last_period_spent::text, sp.next_charge_at,
+    sp.revoked, sp.revoked_by,
+    to_char(sp.revoked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as revoked_at,
+    floor(extract(epoch from sp.created_at))::bigint::text as created_at, n.now_s::text as now_s,
+    ${permissionStatusSql(sql)} as status, sp.block_number, sp.log_index`;
+}

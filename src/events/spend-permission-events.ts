@@ -21,9 +21,9 @@ import { placeExpiries, type NewEvent } from "./timeline";
 
 const iso = (t: number) => new Date(t * 1000).toISOString();
 
-/** The event `data` of a permission's state at `at` with `status` (and the status before, for a change). */
-function dataOf(chainId: number, p: PermissionRow, at: number, status: PermissionStatus, previous?: PermissionStatus) {
-  const record = toPermissionRecord({
+/** The subscription record of a permission's state at `at` with `status` (`renewal` null: derived from the chain). */
+export function permissionRecordAt(chainId: number, p: PermissionRow, at: number, status: PermissionStatus) {
+  return toPermissionRecord({
     chain_id: String(chainId),
     subscription_id: p.subscriptionId,
     hash: p.hash,
@@ -50,7 +50,11 @@ function dataOf(chainId: number, p: PermissionRow, at: number, status: Permissio
     now_s: String(at),
     status,
   });
-  return subscriptionEventData(record, previous);
+}
+
+/** The event `data` of a permission's state at `at` with `status` (and the status before, for a change). */
+function dataOf(chainId: number, p: PermissionRow, at: number, status: PermissionStatus, previous?: PermissionStatus) {
+  return subscriptionEventData(permissionRecordAt(chainId, p, at, status), previous);
 }
 
 /** The status change → EXPIRED at `instant` that time alone makes (placed by `placeExpiries`). */
@@ -81,35 +85,59 @@ async function dueIds(q: Q, chainId: number, graceS: number, after: number, unti
   return rows.map((r) => r.id);
 }
 
-/** The permission events of one batch (see the file's comment); none when the chain indexes no manager. */
-export async function permissionEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]): Promise<NewEvent[]> {
-  const { chainId } = ctx;
+/** The chain's permission grace (`SPEND_PERMISSION_GRACE_S` as its indexer recorded it), or null when it indexes no manager. */
+export async function permissionGrace(tx: Q, chainId: number): Promise<number | null> {
   const [chain] = await tx<{ manager: string | null; grace: string | null }[]>`
     select spend_permission_manager as manager, spend_permission_grace_s as grace from chains
     where chain_id = ${chainId}`;
-  if (!chain?.manager) return [];
-  const graceS = chain.grace === null ? DEFAULT_PERMISSION_GRACE_S : Number(chain.grace);
-  const logs = ctx.rows.batch.events.filter((e) => SPEND_PERMISSION_LOGS.has(e.name));
-  // States before the batch: the batches in flight (latest last) over the table.
+  if (!chain?.manager) return null;
+  return chain.grace === null ? DEFAULT_PERMISSION_GRACE_S : Number(chain.grace);
+}
+
+/** The newest permission rows the batches in flight leave (the database may not show them yet). */
+export function permissionsInFlight(inFlight: readonly BatchRows[]): Map<string, PermissionRow> {
   const pending = new Map<string, PermissionRow>();
   for (const r of inFlight) for (const p of r.permissions?.permissions ?? []) pending.set(p.subscriptionId, p);
+  return pending;
+}
+
+/** The permission states before a batch: the batches in flight (latest last) over the stored rows, copies. */
+export async function permissionsBefore(
+  tx: Q,
+  chainId: number,
+  inFlight: readonly BatchRows[],
+  ids: readonly string[],
+): Promise<Map<string, PermissionRow>> {
+  const pending = permissionsInFlight(inFlight);
+  const wanted = [...new Set(ids)];
+  const stored = await loadPermissions(
+    tx,
+    chainId,
+    wanted.filter((id) => !pending.has(id)),
+  );
+  const states = new Map<string, PermissionRow>();
+  for (const id of wanted) {
+    const p = pending.get(id) ?? stored.get(id);
+    if (p) states.set(id, { ...p, lastPeriod: p.lastPeriod && { ...p.lastPeriod } });
+  }
+  return states;
+}
+
+/** The permission events of one batch (see the file's comment); none when the chain indexes no manager. */
+export async function permissionEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]): Promise<NewEvent[]> {
+  const { chainId } = ctx;
+  const graceS = await permissionGrace(tx, chainId);
+  if (graceS === null) return [];
+  const logs = ctx.rows.batch.events.filter((e) => SPEND_PERMISSION_LOGS.has(e.name));
+  // States before the batch: the batches in flight (latest last) over the table.
+  const pending = permissionsInFlight(inFlight);
   const touched = new Set(logs.map((e) => e.subscriptionId!));
   const due = await dueIds(tx, chainId, graceS, ctx.fromTime, ctx.toTime);
   for (const [id, p] of pending) {
     const instant = expiryInstant(p, graceS);
     if (instant !== null && instant > ctx.fromTime && instant <= ctx.toTime) due.push(id);
   }
-  const wanted = [...new Set([...touched, ...due])];
-  const states = new Map<string, PermissionRow>();
-  const stored = await loadPermissions(
-    tx,
-    chainId,
-    wanted.filter((id) => !pending.has(id)),
-  );
-  for (const id of wanted) {
-    const p = pending.get(id) ?? stored.get(id);
-    if (p) states.set(id, { ...p, lastPeriod: p.lastPeriod && { ...p.lastPeriod } });
-  }
+  const states = await permissionsBefore(tx, chainId, inFlight, [...touched, ...due]);
   const announced = await loadAnnounced(tx, chainId, ctx.fromTime);
   const out: NewEvent[] = [];
   // Time passes for each permission from the batch's start: an expiry before its next log is announced first.

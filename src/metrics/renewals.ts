@@ -1,6 +1,7 @@
 /** Metrics of the renewal outlook (renewals.md): evaluations, their time, outlooks by reason, prediction accuracy. */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Sql } from "../db/client";
+import { heldOutlooks } from "../renewals/sql";
 
 /** What the renewal loop and hook report into. */
 export type RenewalMetrics = ReturnType<typeof renewalMetrics>;
@@ -54,10 +55,8 @@ export function renewalMetrics(reg: Registry[], sql: Sql, failed: (metric: strin
     async collect() {
       try {
         const rows = await sql<{ chain_id: string; outlook: string; reason: string | null; n: number }[]>`
-          select ro.chain_id::text, ro.outlook, ro.reason, count(*)::int as n
-          from renewal_outlooks ro
-          join subscriptions s on s.chain_id = ro.chain_id and s.subscription_id = ro.subscription_id
-            and s.next_charge_at = ro.next_charge_at
+          select h.chain_id, h.outlook, h.reason, count(*)::int as n
+          from ${heldOutlooks(sql)}
           group by 1, 2, 3`;
         outlooks.reset();
         for (const r of rows) outlooks.set({ chain_id: r.chain_id, outlook: r.outlook, reason: r.reason ?? "" }, r.n);

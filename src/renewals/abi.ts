@@ -18,6 +18,12 @@ export const allowanceData = (owner: string, spender: string): Hex => `0xdd62ed3
 /** `creditOf(address,uint256)` of the processor. */
 export const creditOfData = (module: string, id: bigint): Hex => `0x8b804354${addr(module)}${uint(id)}`;
 
+/** Multicall3's `getEthBalance(address)`: the native balance. */
+export const getEthBalanceData = (owner: string): Hex => `0x4d2301cc${addr(owner)}`;
+
+/** A smart account's `isOwnerAddress(address)` (Coinbase Smart Wallet's `MultiOwnable`). */
+export const isOwnerAddressData = (owner: string): Hex => `0xa2e1a8d8${addr(owner)}`;
+
 /** `aggregate3((address,bool,bytes)[])` with every call allowed to fail. */
 export function aggregate3Data(calls: readonly { to: string; data: Hex }[]): Hex {
   const heads: string[] = [];

@@ -5,8 +5,9 @@ import type { BatchContext } from "../indexer/hooks";
 import type { Tx } from "../db/query";
 
 /**
- * Each charge attempt of the batch (CHARGE or FAIL) against the outlook stored for the due instant it was made for
- * (the allocation's next_charge_at before the batch; the loop has not evaluated the batch yet): `[predicted, actual]`,
+ * Each charge attempt of the batch (CHARGE or FAIL, a spend permission's Used included) against the outlook stored for
+ * the due instant it was made for (the allocation's next_charge_at, or the permission's N, before the batch; the loop
+ * has not evaluated the batch yet): `[predicted, actual]`,
  * predicted `will_renew`, a reason or `none`, actual `succeeded` or the failure reason.
  */
 export async function predictions(tx: Tx, ctx: BatchContext): Promise<[string, string][]> {
@@ -17,10 +18,22 @@ export async function predictions(tx: Tx, ctx: BatchContext): Promise<[string, s
     select subscription_id::text as id, next_charge_at::text, outlook, reason from renewal_outlooks
     where chain_id = ${ctx.chainId} and subscription_id = any(${ids}::text[]::numeric[])`;
   const stood = new Map(rows.map((r) => [r.id, r]));
+  // A spend permission's charge (a Used log) met the N stored before the batch (the table has not moved yet).
+  const permissionIds = [...new Set(attempts.filter((a) => a.permissionHash).map((a) => a.subscriptionId))];
+  const permissionDue = new Map<string, number>();
+  if (permissionIds.length > 0) {
+    for (const r of await tx<{ id: string; next_charge_at: string }[]>`
+      select subscription_id::text as id, next_charge_at::text from spend_permissions
+      where chain_id = ${ctx.chainId} and subscription_id = any(${permissionIds}::text[]::numeric[])`) {
+      permissionDue.set(r.id, Number(r.next_charge_at));
+    }
+  }
   const seen = new Set<string>();
   return attempts.map((a) => {
     const o = stood.get(a.subscriptionId);
-    const due = ctx.rows.before.get(a.subscriptionId)?.nextChargeAt;
+    const due = a.permissionHash
+      ? permissionDue.get(a.subscriptionId)
+      : ctx.rows.before.get(a.subscriptionId)?.nextChargeAt;
     // Only the batch's first attempt on an allocation meets the due instant the outlook was judged for.
     const fresh =
       !seen.has(a.subscriptionId) && o !== undefined && due !== undefined && Number(o.next_charge_at) === due;
@@ -32,7 +45,7 @@ export async function predictions(tx: Tx, ctx: BatchContext): Promise<[string, s
 
 /**
  * Marks the subscriber of every allocation a batch creates or touches (charge, refill, pause, resume, cancel,
- * allowance expiry, block): the loop evaluates those wallets at its first pass after the batch committed. Nothing is
+ * allowance expiry, block), and the account of every spend permission it approves, charges or revokes: the loop evaluates those wallets at its first pass after the batch committed. Nothing is
  * written: a batch that fails only marks wallets early, and the loop waits for the index to reach the block. The
  * batch's charge attempts go to `onPrediction` once it has committed (`afterCommit`), never for a failed attempt.
  */
@@ -50,6 +63,8 @@ export function renewalsHook(
       for (const s of ctx.rows.before.values()) wallets.add(s.subscriber);
       for (const s of ctx.rows.derived.subscriptions) wallets.add(s.subscriber);
       for (const b of ctx.rows.derived.blocked) wallets.add(b.subscriber);
+      // Spend permissions an Approved, Used or Revoked log of the batch touched: their accounts.
+      for (const p of ctx.rows.permissions?.permissions ?? []) wallets.add(p.account);
       if (wallets.size > 0) loop.markDirty(wallets, ctx.toBlock);
     },
     afterCommit(ctx) {

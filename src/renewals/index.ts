@@ -9,6 +9,7 @@ import { renewalsHook } from "./hook";
 import { createRenewalLoop, type RenewalLoop, type RenewalLoopOptions } from "./loop";
 import { createRenewalReader } from "./reader";
 import { upcomingEvents } from "./upcoming";
+import { permissionUpcomingEvents } from "./permission-upcoming";
 import type { ExtraEvents, OnEvents } from "../events/hook";
 import { writeObservations } from "./observations";
 import type { RenewalMetrics } from "../metrics/renewals";
@@ -16,7 +17,10 @@ import type { RenewalMetrics } from "../metrics/renewals";
 /** What the indexer role starts per chain. */
 export type ChainRenewals = {
   hook: IndexerHook;
-  /** The `renewal_upcoming` events of a batch, for the events hook (none when RENEWAL_NOTICE_S is 0). */
+  /**
+   * The `renewal_upcoming` events of a batch (module subscriptions and spend permissions), for the events hook (none
+   * when RENEWAL_NOTICE_S is 0).
+   */
   upcoming: ExtraEvents;
   loop: RenewalLoop;
   start(isLeader: () => boolean): void;
@@ -70,7 +74,10 @@ export function chainRenewals(opts: {
   });
   return {
     hook: renewalsHook(loop, opts.metrics?.prediction),
-    upcoming: (tx, ctx, inFlight) => upcomingEvents(tx, ctx, inFlight, config.RENEWAL_NOTICE_S),
+    upcoming: async (tx, ctx, inFlight) => [
+      ...(await upcomingEvents(tx, ctx, inFlight, config.RENEWAL_NOTICE_S)),
+      ...(await permissionUpcomingEvents(tx, ctx, inFlight, config.RENEWAL_NOTICE_S)),
+    ],
     loop,
     start(isLeader) {
       leader = isLeader;

@@ -14,7 +14,14 @@ import type { Sql } from "../db/client";
 import type { Q } from "../db/query";
 import { evaluateRenewals, type Outlook } from "./outlook";
 import { createTokenQuarantine, type TokenQuarantine } from "./quarantine";
-import { chargesToEvaluate, indexedBlock, saveOutlooks, type DueRow, type OutlookRow } from "./queries";
+import {
+  chargesToEvaluate,
+  endedPermissionWallets,
+  indexedBlock,
+  saveOutlooks,
+  type DueRow,
+  type OutlookRow,
+} from "./queries";
 import type { RenewalReader } from "./reader";
 
 /**
@@ -116,17 +123,31 @@ async function evaluateSlice(
     mark = now;
   };
   const { charges } = slice;
-  const pairs = new Map(charges.map((c) => [pairOf(c), { wallet: c.wallet, token: c.token }]));
+  // A pair only spend permissions charge needs no allowance to the processor.
+  const pairs = new Map<string, { wallet: string; token: string; allowance: boolean }>();
+  for (const c of charges) {
+    const p = pairs.get(pairOf(c)) ?? { wallet: c.wallet, token: c.token, allowance: false };
+    p.allowance ||= c.manager === undefined;
+    pairs.set(pairOf(c), p);
+  }
   const credits = charges
     .filter((c) => c.refilled)
     .map((c) => ({ key: c.key, module: c.module, subscriptionId: c.onChainId }));
   const refilled = new Set(credits.map((c) => c.key));
-  const read = await o.reader.read(checked.block, { pairs: [...pairs.values()], credits });
+  const owners = new Map<string, { wallet: string; manager: string }>();
+  for (const c of charges)
+    if (c.manager) owners.set(`${c.wallet}:${c.manager}`, { wallet: c.wallet, manager: c.manager });
+  const read = await o.reader.read(checked.block, {
+    pairs: [...pairs.values()],
+    credits,
+    owners: [...owners.values()],
+  });
   lap("read");
   const outlooks = evaluateRenewals(charges, {
     blockTime: checked.time,
     funds: (w, t) => read.funds.get(`${w}:${t}`),
     credit: (k) => (refilled.has(k) ? read.credits.get(k) : 0n),
+    isOwner: (w, m) => read.owners.get(`${w}:${m}`),
   });
   const failedPairs = new Set(charges.filter((c) => !outlooks.has(c.key)).map(pairOf));
   const rows: OutlookRow[] = charges
@@ -271,9 +292,19 @@ async function loadPinned(
       checked = indexed;
       const take = schedule.take(indexed);
       touched = take.touched;
+      // A scan also takes the wallets whose permission outlooks time alone ended (no log marks them).
+      if (take.scan)
+        touched = [...new Set([...touched, ...(await endedPermissionWallets(snap, chainId, indexed.time))])];
       if (!take.scan && touched.length === 0) return null;
       const limit = take.scan ? Math.max(1, o.perPass - touched.length) : 0;
-      const q = { touched, until: o.until(indexed.time), staleBefore: o.staleBefore, limit, atBlock: indexed.block };
+      const q = {
+        touched,
+        until: o.until(indexed.time),
+        staleBefore: o.staleBefore,
+        limit,
+        atBlock: indexed.block,
+        atTime: indexed.time,
+      };
       const loaded = await chargesToEvaluate(snap, chainId, q);
       return { checked: indexed, loaded, touched, more: schedule.full(take.scan && loaded.scanned >= limit) };
     });

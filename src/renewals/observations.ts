@@ -4,9 +4,12 @@
  * at risk, or for another reason than the last one sent for it; `recovered` when it is judged to renew after an
  * `at_risk` was sent for it. What was last sent is kept in `renewal_sent`, apart from the outlook (whose row goes
  * while the allocation is paused), so pause → top up → resume sends `recovered`, and never a second `at_risk` for
- * one due instant and reason. A reorg does not withdraw them: the next evaluation on the new branch decides.
+ * one due instant and reason. A reorg does not withdraw them: the next evaluation on the new branch decides. A spend
+ * permission's go to its spender, with the permission's record.
  */
-import { toSubscriptionRecord, type SubscriptionRecordRow } from "../domain/records";
+import { toSubscriptionRecord, type SubscriptionRecordObject, type SubscriptionRecordRow } from "../domain/records";
+import { toPermissionRecord, type PermissionRecordRow } from "../domain/spend-permission-record";
+import { permissionNow, permissionRecordColumns } from "../domain/spend-permission-status";
 import type { RenewalObject } from "../domain/renewal-record";
 import { chainNow, statusJoins, statusSql } from "../domain/status";
 import type { Sql } from "../db/client";
@@ -16,7 +19,7 @@ import { insertEvents } from "../events/queries";
 import type { NewEvent } from "../events/timeline";
 import type { Q } from "../db/query";
 import type { OutlookRow } from "./queries";
-import { renewalColumn, renewalJoins } from "./sql";
+import { permissionRenewalJoins, renewalColumn, renewalJoins } from "./sql";
 
 /** Whether a change of outlook is announced, and as what; `sent` is the last outlook sent for this due instant. */
 export function observationType(
@@ -29,9 +32,19 @@ export function observationType(
   return sent?.outlook === "at_risk" ? "subscription.renewal_recovered" : null;
 }
 
-/** The subscription records (status now, stored outlook) of allocations, by on-chain id. */
+/** The subscription records (status now, stored outlook) of allocations and spend permissions, by on-chain id. */
 async function records(tx: Q, chainId: number, ids: string[]) {
   const sql = tx as unknown as Sql; // the status fragments are typed for the pool; a transaction renders them alike
+  const permissions = await sql<PermissionRecordRow[]>`
+    select ${permissionRecordColumns(sql)}, ${renewalColumn(sql)}
+    from spend_permissions sp
+    cross join ${permissionNow(sql, chainId)}
+    ${permissionRenewalJoins(sql)}
+    where sp.chain_id = ${chainId} and sp.subscription_id = any(${ids}::text[]::numeric[])`;
+  const out = new Map<string, SubscriptionRecordObject>(
+    permissions.map((r) => [r.subscription_id, toPermissionRecord(r)]),
+  );
+  if (out.size === ids.length) return out;
   const rows = await sql<(SubscriptionRecordRow & { subscription_id: string })[]>`
     select s.chain_id, s.subscription_id, s.module, s.subscriber, s.plan_id, s.max_executions, s.times_executed,
       s.total_spent, s.created_at, s.next_charge_at, s.allowance_expiry, s.paused, s.cancelled,
@@ -41,7 +54,8 @@ async function records(tx: Q, chainId: number, ids: string[]) {
     ${statusJoins(sql)}
     ${renewalJoins(sql)}
     where s.chain_id = ${chainId} and s.subscription_id = any(${ids}::text[]::numeric[])`;
-  return new Map(rows.map((r) => [r.subscription_id, toSubscriptionRecord(r)]));
+  for (const r of rows) out.set(r.subscription_id, toSubscriptionRecord(r));
+  return out;
 }
 
 /**

@@ -11,7 +11,8 @@ const CHARGEABLE = `not s.cancelled and not s.paused and not coalesce(b.blocked,
 
 /**
  * A due charge as loaded, with what the outlook row needs. `refilled`: credit was ever refilled into it (as of the
- * index); credit only comes from a refill, so without one it is 0 and needs no read.
+ * index); credit only comes from a refill, so without one it is 0 and needs no read. A spend permission's charge has
+ * `manager` set (and `module` is the manager), `refilled` false.
  */
 export type DueRow = DueCharge & { module: string; merchant: string; refilled: boolean };
 
@@ -20,27 +21,43 @@ export type DueRow = DueCharge & { module: string; merchant: string; refilled: b
  * `touched` wallets and of at most `limit` wallets (0: none) whose outlooks are missing, were judged for another
  * next_charge_at, or are older than `staleBefore` (unix s, wall clock), least recently evaluated first. `scanned`:
  * how many wallets the scan found (the pass is full when it reaches `limit`). `atBlock`: the block the pass reads the
- * chain at (refills above it do not count; the caller runs this in a snapshot taken with that block).
+ * chain at (refills above it do not count; the caller runs this in a snapshot taken with that block), `atTime` its
+ * time. Module subscriptions and spend permissions of a wallet come together: they share its balance.
+ *
+ * A spend permission is chargeable (spend-permissions §4) when it is not revoked and its next due instant N lies
+ * before its `end`, and the block is before `end` too (the due instant is the later of N and the block's time).
  */
 export async function chargesToEvaluate(
   sql: Sql,
   chainId: number,
-  opts: { touched: string[]; until: number; staleBefore: number; limit: number; atBlock?: bigint },
+  opts: { touched: string[]; until: number; staleBefore: number; limit: number; atBlock?: bigint; atTime?: number },
 ): Promise<{ charges: DueRow[]; scanned: number }> {
   // One row holding every charge as a JSON array of arrays: the driver then decodes one value instead of ten per
   // charge, which was the larger part of loading 50,000 charges. Numbers that may exceed 2^53 travel as text.
   const [{ rows }] = await sql<
-    { rows: [string, string, string, string, string, string, number, string, boolean, boolean][] }[]
+    { rows: [string, string, string, string, string, string, number, string, boolean, boolean, boolean][] }[]
   >`
     with due as materialized (
-      select s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, s.next_charge_at, s.allowance_expiry,
+      select s.subscription_id, s.module, s.merchant, s.subscriber, s.plan_id, null::text as token,
+        null::numeric as amount, s.next_charge_at, s.allowance_expiry, false as permission,
         (o.subscription_id is null or o.next_charge_at <> s.next_charge_at
           or o.evaluated_at <= to_timestamp(${opts.staleBefore})) as stale,
         coalesce(o.evaluated_at, '-infinity') as evaluated_at
       from subscriptions s
       left join blocked_subscribers b on b.chain_id = s.chain_id and b.module = s.module and b.subscriber = s.subscriber
       left join renewal_outlooks o on o.chain_id = s.chain_id and o.subscription_id = s.subscription_id
-      where s.chain_id = ${chainId} and ${sql.unsafe(CHARGEABLE)} and s.next_charge_at <= ${opts.until}),
+      where s.chain_id = ${chainId} and ${sql.unsafe(CHARGEABLE)} and s.next_charge_at <= ${opts.until}
+      union all
+      select sp.subscription_id, sp.manager, sp.merchant, sp.subscriber, null, sp.token, sp.allowance,
+        sp.next_charge_at, 0, true,
+        (o.subscription_id is null or o.next_charge_at <> sp.next_charge_at
+          or o.evaluated_at <= to_timestamp(${opts.staleBefore})),
+        coalesce(o.evaluated_at, '-infinity')
+      from spend_permissions sp
+      left join renewal_outlooks o on o.chain_id = sp.chain_id and o.subscription_id = sp.subscription_id
+      where sp.chain_id = ${chainId} and not sp.revoked and sp.next_charge_at < sp.end_s
+        and sp.next_charge_at <= ${opts.until}
+        ${opts.atTime === undefined ? sql`` : sql`and sp.end_s > ${opts.atTime}`}),
     scan as (
       select subscriber from due where stale and ${opts.limit} > 0
       group by subscriber
@@ -52,31 +69,50 @@ export async function chargesToEvaluate(
         union all
         select unnest(${opts.touched}::text[]), false) t
       group by subscriber)
-    select coalesce(json_agg(json_build_array(d.subscription_id::text, d.module, d.merchant, d.subscriber, p.token,
-      p.amount::text, d.next_charge_at, d.allowance_expiry::text, w.scanned,
-      exists (select 1 from activity a where a.chain_id = ${chainId} and a.subscription_id = d.subscription_id
-        and a.type = 'REFILL' ${opts.atBlock === undefined ? sql`` : sql`and a.block_number <= ${opts.atBlock.toString()}`}))),
+    select coalesce(json_agg(json_build_array(d.subscription_id::text, d.module, d.merchant, d.subscriber,
+      coalesce(d.token, p.token), coalesce(d.amount, p.amount)::text, d.next_charge_at, d.allowance_expiry::text,
+      w.scanned,
+      not d.permission and exists (select 1 from activity a where a.chain_id = ${chainId}
+        and a.subscription_id = d.subscription_id and a.type = 'REFILL'
+        ${opts.atBlock === undefined ? sql`` : sql`and a.block_number <= ${opts.atBlock.toString()}`}),
+      d.permission)),
       '[]') as rows
     from due d
     join w on w.subscriber = d.subscriber
-    join plans p on p.chain_id = ${chainId} and p.module = d.module and p.plan_id = d.plan_id`;
+    left join plans p on p.chain_id = ${chainId} and p.module = d.module and p.plan_id = d.plan_id
+    where d.permission or p.plan_id is not null`;
   const scanned = new Set<string>();
-  const charges = rows!.map(([id, module, merchant, subscriber, token, amount, next, expiry, scan, refilled]) => {
-    if (scan) scanned.add(subscriber);
-    return {
-      key: id,
-      onChainId: BigInt(id),
-      wallet: subscriber,
-      token,
-      amount: BigInt(amount),
-      nextChargeAt: next,
-      allowanceExpiry: Number(expiry),
-      module,
-      merchant,
-      refilled,
-    };
-  });
+  const charges = rows!.map(
+    ([id, module, merchant, subscriber, token, amount, next, expiry, scan, refilled, permission]): DueRow => {
+      if (scan) scanned.add(subscriber);
+      return {
+        key: id,
+        onChainId: BigInt(id),
+        wallet: subscriber,
+        token,
+        amount: BigInt(amount),
+        nextChargeAt: Number(next),
+        allowanceExpiry: Number(expiry),
+        module,
+        merchant,
+        refilled,
+        ...(permission ? { manager: module } : {}),
+      };
+    },
+  );
   return { charges, scanned: scanned.size };
+}
+
+/**
+ * Wallets holding an outlook of a spend permission that time alone made unchargeable (its `end` is at or before
+ * `atTime`): no log marks them, so the pass takes them as touched and their outlooks go.
+ */
+export async function endedPermissionWallets(sql: Sql, chainId: number, atTime: number): Promise<string[]> {
+  const rows = await sql<{ subscriber: string }[]>`
+    select distinct o.subscriber from renewal_outlooks o
+    join spend_permissions sp on sp.chain_id = o.chain_id and sp.subscription_id = o.subscription_id
+    where o.chain_id = ${chainId} and sp.end_s <= ${atTime}`;
+  return rows.map((r) => r.subscriber);
 }
 
 /** A judged charge to store (every row of one save shares its checked block). */

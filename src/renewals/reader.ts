@@ -1,31 +1,50 @@
 /**
- * Reads what the renewal outlook needs at one pinned block (renewals.md §3): each wallet's balance and allowance to
- * the processor in a token, and each subscription's prepaid credit. Through Multicall3 `aggregate3` in chunks where
- * the chain has it, else JSON-RPC batches of `eth_call`s (100 at most); with its own viem clients and concurrency,
- * never the indexer's. A call that reverts or a chunk that fails leaves its values out (the caller keeps older
- * outlooks). One hostile token cannot fail the others' reads: where the node takes `eth_call`'s state override, a
- * chunk runs Multicall3's `aggregate3` with a gas limit per call (GasCappedAggregate, placed for that call only);
- * elsewhere a chunk is given gas in proportion to its calls. Either way the calls of a chunk that failed, or that
- * failed in it (a token burning the gas it was given starves the calls after it), are asked again in halves, down to
- * single calls with their own gas limit.
+ * Reads what the renewal outlook needs at one pinned block (renewals.md §3, spend-permissions §4): each wallet's
+ * balance in a token (the native balance through Multicall3's `getEthBalance` for a spend permission's native token)
+ * and its allowance to the processor, each subscription's prepaid credit, and whether a spend permission manager still
+ * owns a smart account (`isOwnerAddress`). Through Multicall3 `aggregate3` in chunks where the chain has it, else
+ * JSON-RPC batches of `eth_call`s (100 at most); with its own viem clients and concurrency, never the indexer's. A call
+ * that reverts or a chunk that fails leaves its values out (the caller keeps older outlooks). One hostile token cannot
+ * fail the others' reads: where the node takes `eth_call`'s state override, a chunk runs Multicall3's `aggregate3` with
+ * a gas limit per call (GasCappedAggregate, placed for that call only); elsewhere a chunk is given gas in proportion to
+ * its calls. Either way the calls of a chunk that failed, or that failed in it (a token burning the gas it was given
+ * starves the calls after it), are asked again in halves, down to single calls with their own gas limit.
  */
 import { createPublicClient, http, type Address, type Hex, type PublicClient } from "viem";
 import { errorText, isRevert, rpcCodeOf } from "../chain/errors";
 import { createLimiter } from "../common/async";
-import { aggregate3Data, aggregate3Words, allowanceData, balanceOfData, creditOfData } from "./abi";
+import { NATIVE_TOKEN } from "../domain/spend-permission";
+import {
+  aggregate3Data,
+  aggregate3Words,
+  allowanceData,
+  balanceOfData,
+  creditOfData,
+  getEthBalanceData,
+  isOwnerAddressData,
+} from "./abi";
 import { cappedAggregateCode } from "./capped-aggregate-code";
 import type { WalletFunds } from "./outlook";
 
-/** What one evaluation reads: (wallet, token) pairs, and subscriptions' credits by key. */
+/**
+ * What one evaluation reads: (wallet, token) pairs, subscriptions' credits by key, and (wallet, manager) pairs whose
+ * ownership a spend permission needs. A pair with `allowance: false` (only spend permissions charge it) skips the
+ * allowance to the processor, which then reads as 0; the native token (`0xEeee…`) never has one.
+ */
 export type ReadRequest = {
-  pairs: { wallet: string; token: string }[];
+  pairs: { wallet: string; token: string; allowance?: boolean }[];
   credits: { key: string; module: string; subscriptionId: bigint }[];
+  owners?: { wallet: string; manager: string }[];
 };
 
-/** What the block showed; a missing entry is a read that failed. `funds` is keyed `<wallet>:<token>`. */
+/**
+ * What the block showed; a missing entry is a read that failed. `funds` is keyed `<wallet>:<token>`, `owners`
+ * `<wallet>:<manager>`: true or false as the account answered, null when it does not answer `isOwnerAddress`.
+ */
 export type ReadResult = {
   funds: Map<string, WalletFunds>;
   credits: Map<string, bigint>;
+  owners: Map<string, boolean | null>;
   /** Calls that failed (reverted, or their chunk failed). */
   failed: number;
   /** Tokens (lowercase) a call of which the node ran and judged failed on its own (reverted, out of gas, no answer). */
@@ -70,7 +89,11 @@ export const CHUNK_GAS_CAP = 25_000_000;
 /** Calls per JSON-RPC batch at most (providers refuse or rate-limit bigger batches). */
 export const BATCH_MAX_CALLS = 100;
 
-type Call = { to: Address; data: Hex; set: (v: bigint) => void };
+/**
+ * One read. `blame`: the token a failure of the call counts against (quarantine); `native`: the wallet whose native
+ * balance it reads (a JSON-RPC batch asks `eth_getBalance` instead of Multicall3's `getEthBalance`).
+ */
+type Call = { to: Address; data: Hex; set: (v: bigint) => void; blame?: string; native?: Address };
 
 /** Whether the node ran the call and it failed (a revert, or out of gas: anvil says "EVM error OutOfGas"). */
 const ranAndFailed = (err: unknown) => isRevert(err) || /out ?of ?gas/.test(errorText(err));
@@ -80,6 +103,9 @@ const ranAndFailed = (err: unknown) => isRevert(err) || /out ?of ?gas/.test(erro
  * than failing itself), and whether each ran with its own gas limit (a failure is then that call's own).
  */
 type Outcome = { failed: number[]; judged: boolean; own?: boolean };
+
+const NATIVE = NATIVE_TOKEN.toLowerCase();
+const uint = (n: bigint) => n.toString(16).padStart(64, "0");
 
 const word = (data: Hex): bigint | undefined => (data.length >= 66 ? BigInt(data.slice(0, 66)) : undefined);
 
@@ -173,7 +199,11 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
 
   const viaBatch = async (block: bigint, chunk: Call[]): Promise<Outcome> => {
     const answers = await Promise.allSettled(
-      chunk.map((c) => batched.call({ to: c.to, data: c.data, blockNumber: block, gas: BigInt(callGas) })),
+      chunk.map((c) =>
+        c.native
+          ? batched.getBalance({ address: c.native, blockNumber: block }).then((v) => ({ data: `0x${uint(v)}` as Hex }))
+          : batched.call({ to: c.to, data: c.data, blockNumber: block, gas: BigInt(callGas) }),
+      ),
     );
     const failed: number[] = [];
     let judged = true;
@@ -222,32 +252,61 @@ export function createRenewalReader(opts: ReaderOptions): RenewalReader {
     async read(block, request) {
       const funds = new Map<string, WalletFunds>();
       const credits = new Map<string, bigint>();
+      const owners = new Map<string, boolean | null>();
       const calls: Call[] = [];
       const partial = new Map<string, { balance?: bigint; allowance?: bigint }>();
-      for (const { wallet, token } of request.pairs) {
-        const p: { balance?: bigint; allowance?: bigint } = {};
+      for (const { wallet, token, allowance } of request.pairs) {
+        const native = token === NATIVE;
+        const p: { balance?: bigint; allowance?: bigint } = allowance === false || native ? { allowance: 0n } : {};
         partial.set(`${wallet}:${token}`, p);
+        const set = (v: bigint) => (p.balance = v);
+        if (native) {
+          const data = getEthBalanceData(wallet);
+          calls.push({ to: opts.multicall, data, set, blame: token, native: wallet as Address });
+          continue;
+        }
         const to = token as Address;
-        calls.push({ to, data: balanceOfData(wallet), set: (v) => (p.balance = v) });
-        calls.push({ to, data: allowanceData(wallet, opts.processor), set: (v) => (p.allowance = v) });
+        calls.push({ to, data: balanceOfData(wallet), set, blame: token });
+        if (p.allowance === undefined)
+          calls.push({ to, data: allowanceData(wallet, opts.processor), set: (v) => (p.allowance = v), blame: token });
       }
       for (const c of request.credits) {
         const data = creditOfData(c.module, c.subscriptionId);
         calls.push({ to: opts.processor as Address, data, set: (v) => credits.set(c.key, v) });
+      }
+      const ownerCalls = new Map<Call, string>();
+      for (const { wallet, manager } of request.owners ?? []) {
+        const key = `${wallet}:${manager}`;
+        // Any other word than a bool: not an answer of that kind of wallet.
+        const c: Call = {
+          to: wallet as Address,
+          data: isOwnerAddressData(manager),
+          set: (v) => owners.set(key, v === 1n ? true : v === 0n ? false : null),
+        };
+        ownerCalls.set(c, key);
+        calls.push(c);
       }
       // Where the chain has no Multicall3 at the block (checked until it does), a JSON-RPC batch.
       if (!hasMulticall)
         hasMulticall = (await client.getCode({ address: opts.multicall, blockNumber: block }))?.length! > 2;
       const failed = await readAll(block, calls, hasMulticall ? viaMulticall : viaBatch);
       const rejected = new Set<string>();
-      const processor = opts.processor.toLowerCase();
-      for (const [c, judged] of failed)
-        if (judged && c.to.toLowerCase() !== processor) rejected.add(c.to.toLowerCase());
+      let failures = 0;
+      for (const [c, judged] of failed) {
+        const owner = ownerCalls.get(c);
+        // An account that reverts `isOwnerAddress` (or returns nothing) is not a smart wallet of that kind.
+        if (owner !== undefined && judged) {
+          owners.set(owner, null);
+          continue;
+        }
+        failures++;
+        if (judged && c.blame) rejected.add(c.blame);
+      }
       for (const [k, p] of partial) {
         if (p.balance !== undefined && p.allowance !== undefined)
           funds.set(k, { balance: p.balance, allowance: p.allowance });
       }
-      return { funds, credits, failed: failed.size, rejected, via: hasMulticall ? "multicall" : "batch" };
+      return { funds, credits, owners, failed: failures, rejected, via: hasMulticall ? "multicall" : "batch" };
     },
     requests: () => sent,
   };

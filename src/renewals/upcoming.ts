@@ -251,17 +251,22 @@ async function planTerms(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[
     select module, plan_id::text, amount::text, token from plans
     where chain_id = ${ctx.chainId} and (module || ':' || plan_id) = any(${keys}::text[])`;
   for (const r of rows) plans.set(planKey(r.module, r.plan_id), { amount: r.amount, token: r.token });
-  const tokens = [...new Set([...plans.values()].map((p) => p.token))];
-  const meta = new Map<string, { symbol: string | null; decimals: number | null }>();
-  for (const t of await tx<{ address: string; symbol: string | null; decimals: number | null }[]>`
-    select address, symbol, decimals from tokens where chain_id = ${ctx.chainId} and address = any(${tokens}::text[])`) {
-    meta.set(t.address, t);
-  }
-  for (const r of [...inFlight, ctx.rows]) for (const t of r.tokens) meta.set(t.address, t);
+  const meta = await tokenMeta(tx, ctx, inFlight, [...new Set([...plans.values()].map((p) => p.token))]);
   const out = new Map<string, { amount: string; symbol: string | null; decimals: number | null }>();
   for (const [k, p] of plans) {
     const m = meta.get(p.token);
     out.set(k, { amount: p.amount, symbol: m?.symbol ?? null, decimals: m?.decimals ?? null });
   }
   return out;
+}
+
+/** Symbol and decimals of `tokens`: committed rows, else those of the batches in flight or the batch's own. */
+export async function tokenMeta(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[], tokens: string[]) {
+  const meta = new Map<string, { symbol: string | null; decimals: number | null }>();
+  for (const t of await tx<{ address: string; symbol: string | null; decimals: number | null }[]>`
+    select address, symbol, decimals from tokens where chain_id = ${ctx.chainId} and address = any(${tokens}::text[])`) {
+    meta.set(t.address, t);
+  }
+  for (const r of [...inFlight, ctx.rows]) for (const t of r.tokens) meta.set(t.address, t);
+  return meta;
 }

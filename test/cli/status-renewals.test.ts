@@ -63,7 +63,7 @@ test("not computed yet while no outlook is stored; then the outlooks that hold, 
       chain_id: CHAIN,
       due: 4,
       at_risk: 3,
-      by_reason: { AllowanceExpired: 1, InsufficientAllowance: 0, InsufficientBalance: 2 },
+      by_reason: { AllowanceExpired: 1, InsufficientAllowance: 0, InsufficientBalance: 2, ManagerNotOwner: 0 },
     },
   ]);
   expect(report.attention).toEqual([]);

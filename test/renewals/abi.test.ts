@@ -9,8 +9,16 @@ import {
   type Address,
   type Hex,
 } from "viem";
-import { subscriptionProcessorAbi } from "../../src/chain/abis";
-import { aggregate3Data, aggregate3Words, allowanceData, balanceOfData, creditOfData } from "../../src/renewals/abi";
+import { subscriptionProcessorAbi, testSmartAccountAbi } from "../../src/chain/abis";
+import {
+  aggregate3Data,
+  aggregate3Words,
+  allowanceData,
+  balanceOfData,
+  creditOfData,
+  getEthBalanceData,
+  isOwnerAddressData,
+} from "../../src/renewals/abi";
 
 const address = fc
   .uint8Array({ minLength: 20, maxLength: 20 })
@@ -28,6 +36,19 @@ describe("the reader's ABI coding agrees with viem's", () => {
         );
         expect(creditOfData(a, n)).toBe(
           encodeFunctionData({ abi: subscriptionProcessorAbi, functionName: "creditOf", args: [a, n] }),
+        );
+      }),
+    );
+  });
+
+  test("getEthBalance (Multicall3) and isOwnerAddress (a spend permission's smart account)", () => {
+    fc.assert(
+      fc.property(address, (a) => {
+        expect(getEthBalanceData(a)).toBe(
+          encodeFunctionData({ abi: multicall3Abi, functionName: "getEthBalance", args: [a] }),
+        );
+        expect(isOwnerAddressData(a)).toBe(
+          encodeFunctionData({ abi: testSmartAccountAbi, functionName: "isOwnerAddress", args: [a] }),
         );
       }),
     );

@@ -275,6 +275,7 @@ describe("GET /v0/renewals/:merchant", () => {
             AllowanceExpired: { count: 1, amount: "10000000" },
             InsufficientAllowance: { count: 2, amount: "20000000" },
             InsufficientBalance: { count: 1, amount: "10000000" },
+            ManagerNotOwner: { count: 0, amount: "0" },
           },
         },
       },

@@ -168,3 +168,101 @@ describe("evaluateRenewals", () => {
     expect(other.get("3")!.reason).toBe("InsufficientBalance");
   });
 });
+
+describe("evaluateRenewals with spend permissions (spend-permissions §4)", () => {
+  const MGR = "0xmanager";
+  /** A permission's charge: `manager` set, the hash as the id. */
+  const permission = (id: bigint, amount: bigint, at: number): DueCharge => ({
+    key: `p${id}`,
+    onChainId: id,
+    wallet: "0xw",
+    token: USDC,
+    amount,
+    nextChargeAt: at,
+    allowanceExpiry: 0,
+    manager: MGR,
+  });
+  /** Reads where the manager's ownership of `0xw` is `owner` (undefined: the read failed). */
+  const withOwner = (r: BlockReads, owner: boolean | null | undefined): BlockReads => ({
+    ...r,
+    isOwner: (w, m) => (w === "0xw" && m === MGR ? owner : undefined),
+  });
+  const funds = (balance: bigint, allowance = 0n) => reads({ "0xw:0xtoken": { balance, allowance } });
+
+  test("allowance 9990000 against a balance of 4000000: InsufficientBalance, shortfall 5990000, credit 0", () => {
+    const out = evaluateRenewals([permission(7n, 9_990_000n, T0 + 60)], withOwner(funds(4_000_000n), true));
+    expect(out.get("p7")).toEqual({
+      dueAt: T0 + 60,
+      outlook: "at_risk",
+      reason: "InsufficientBalance",
+      amount: 9_990_000n,
+      balance: 4_000_000n,
+      allowance: 9_990_000n, // the period's allowance, not an ERC-20 allowance
+      credit: 0n,
+      shortfall: 5_990_000n,
+    });
+    const ok = evaluateRenewals([permission(7n, 9_990_000n, T0 + 60)], withOwner(funds(10_000_000n), true));
+    expect(ok.get("p7")).toMatchObject({ outlook: "will_renew", reason: null, shortfall: 0n });
+  });
+
+  test("the manager no longer an owner comes first: ManagerNotOwner for the full amount, consuming nothing", () => {
+    const out = evaluateRenewals(
+      [permission(1n, 10n, T0 + 1), charge(2, 10n, T0 + 2)],
+      withOwner(funds(10n, MAX), false),
+    );
+    expect(out.get("p1")).toMatchObject({ outlook: "at_risk", reason: "ManagerNotOwner", shortfall: 10n });
+    expect(out.get("2")!.outlook).toBe("will_renew");
+  });
+
+  test("an account that does not answer isOwnerAddress skips that check; a failed read leaves the group out", () => {
+    const skipped = evaluateRenewals([permission(1n, 10n, T0)], withOwner(funds(10n), null));
+    expect(skipped.get("p1")!.outlook).toBe("will_renew");
+    const failed = evaluateRenewals(
+      [permission(1n, 10n, T0), charge(2, 10n, T0)],
+      withOwner(funds(100n, MAX), undefined),
+    );
+    expect(failed.size).toBe(0);
+    // A module subscription needs no ownership read.
+    expect(evaluateRenewals([charge(2, 10n, T0)], withOwner(funds(100n, MAX), undefined)).size).toBe(1);
+  });
+
+  test("two permissions of one account against 15000000: the earlier renews, the later is at risk", () => {
+    const out = evaluateRenewals(
+      [permission(2n, 9_990_000n, T0 + 200), permission(3n, 9_990_000n, T0 + 100)],
+      withOwner(funds(15_000_000n), true),
+    );
+    expect(out.get("p3")).toMatchObject({ outlook: "will_renew", balance: 15_000_000n });
+    expect(out.get("p2")).toMatchObject({
+      outlook: "at_risk",
+      reason: "InsufficientBalance",
+      balance: 15_000_000n,
+      shortfall: 4_980_000n,
+    });
+  });
+
+  test("ties of due instant: module subscriptions first (by id), then permissions (by hash), whatever the ids", () => {
+    const hashLow = BigInt(`0x${"00".repeat(31)}01`);
+    const hashHigh = BigInt(`0x${"ff".repeat(32)}`);
+    // All past due: each due instant is the block's time, so only the tie order decides.
+    const out = evaluateRenewals(
+      [permission(hashHigh, 10n, T0 - 300), permission(hashLow, 10n, T0 - 200), charge(99, 10n, T0 - 100)],
+      withOwner(funds(20n, MAX), true),
+    );
+    expect(out.get("99")!.outlook).toBe("will_renew");
+    expect(out.get(`p${hashLow}`)!.outlook).toBe("will_renew");
+    expect(out.get(`p${hashHigh}`)).toMatchObject({
+      outlook: "at_risk",
+      reason: "InsufficientBalance",
+      shortfall: 10n,
+    });
+  });
+
+  test("a permission's charge draws on the balance only: a later module charge keeps the whole allowance", () => {
+    const out = evaluateRenewals(
+      [permission(1n, 5n, T0 + 1), charge(2, 10n, T0 + 2)],
+      withOwner(funds(15n, 10n), true),
+    );
+    expect(out.get("p1")!.outlook).toBe("will_renew");
+    expect(out.get("2")).toMatchObject({ outlook: "will_renew", allowance: 10n, balance: 15n });
+  });
+});

@@ -6,6 +6,8 @@ import { multicall3RuntimeCode } from "../../src/chain/multicall3-code";
 import { createRenewalReader, type ReadRequest } from "../../src/renewals/reader";
 import { compileMulticall3 } from "../../contracts/build-multicall";
 import { createTestChain, type TestChain } from "../../testkit/chain";
+import { deploySpendPermissions } from "../../testkit/spend-permissions";
+import { NATIVE_TOKEN } from "../../src/domain/spend-permission";
 
 // Real chains and services: slower than bun's default 5 s per test when files run together.
 setDefaultTimeout(60_000);
@@ -195,5 +197,51 @@ describe("createRenewalReader", () => {
       timeoutMs: 500,
     });
     await expect(down.read(pinned, request())).rejects.toThrow();
+  });
+
+  test("spend permissions: the native balance and whether the manager owns the account, by aggregate3 and by batch", async () => {
+    for (const c of [chain, bare]) {
+      const kit = await deploySpendPermissions(c);
+      const owned = lower(await kit.createAccount("alice"));
+      const left = lower(await kit.createAccount("bob", { managerOwner: false }));
+      await c.testClient.setBalance({ address: owned as Address, value: 1234n });
+      const manager = lower(kit.manager);
+      const eoa = lower(c.address("carol"));
+      const block = await c.publicClient.getBlockNumber();
+      for (const stateOverride of [true, false]) {
+        const reader = createRenewalReader({
+          rpcUrl: c.rpcUrl,
+          processor: c.processor,
+          multicall: MULTICALL3_ADDRESS,
+          concurrency: 2,
+          stateOverride,
+        });
+        const r = await reader.read(block, {
+          pairs: [{ wallet: owned, token: lower(NATIVE_TOKEN) }],
+          credits: [],
+          owners: [owned, left, eoa].map((wallet) => ({ wallet, manager })),
+        });
+        expect(r.via).toBe(c === chain ? "multicall" : "batch");
+        // The native token has no allowance to the processor: it reads as 0.
+        expect(r.funds.get(`${owned}:${lower(NATIVE_TOKEN)}`)).toEqual({ balance: 1234n, allowance: 0n });
+        expect(r.owners.get(`${owned}:${manager}`)).toBe(true);
+        expect(r.owners.get(`${left}:${manager}`)).toBe(false);
+        // An EOA answers nothing: not that kind of wallet, the check is skipped (null), and no failure is counted.
+        expect(r.owners.get(`${eoa}:${manager}`)).toBeNull();
+        expect([r.failed, r.rejected.size]).toEqual([0, 0]);
+      }
+    }
+  });
+
+  test("a pair only spend permissions charge skips the allowance read", async () => {
+    const reader = createRenewalReader({
+      rpcUrl: chain.rpcUrl,
+      processor: chain.processor,
+      multicall: MULTICALL3_ADDRESS,
+      concurrency: 1,
+    });
+    const wallet = lower(chain.address("bob"));
+    const r = await reader.read(pinned, { pairs: [{ wallet, token: lower(token), allowance: false }], credits: [] });
+    expect(r.funds.get(`${wallet}:${lower(token)}`)).toEqual({ balance: 25n, allowance: 0n });
   });
 });

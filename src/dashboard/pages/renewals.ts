@@ -10,13 +10,19 @@ import type { RenewalItem, Stats } from "../types";
 import type { Page, PageContext } from "./page";
 import { errorBox } from "./errors";
 
-/** The reasons, in the contract's order of checks. */
-export const RENEWAL_REASONS = ["AllowanceExpired", "InsufficientAllowance", "InsufficientBalance"] as const;
+/** The reasons, in the contract's order of checks (then the one only spend permissions have). */
+export const RENEWAL_REASONS = [
+  "AllowanceExpired",
+  "InsufficientAllowance",
+  "InsufficientBalance",
+  "ManagerNotOwner",
+] as const;
 
 const REASON_LABELS: Record<string, string> = {
   AllowanceExpired: "Allowance expires",
   InsufficientAllowance: "Allowance too low",
   InsufficientBalance: "Balance too low",
+  ManagerNotOwner: "Permission manager removed",
 };
 
 /** What the subscriber must do for the renewal to go through: "approve 5.79 USDC more", "top up 5.79 USDC", … */
@@ -28,6 +34,7 @@ export function renewalAction(
   if (r.outlook === "will_renew") return "Nothing: it will renew";
   if (r.reason === "AllowanceExpired") return "extend the allowance expiry";
   if (r.reason === "InsufficientAllowance") return `approve ${amount} more`;
+  if (r.reason === "ManagerNotOwner") return "add the spend permission manager back as an owner of the account";
   return `top up ${amount}`;
 }
 
@@ -112,7 +119,16 @@ export function renewalsCard(stats: Stats): HTMLElement {
   return card(
     "Renewals, next 7 days",
     table(
-      ["Token", "Due", "At risk", "Allowance expires", "Allowance too low", "Balance too low", "Amount at risk"],
+      [
+        "Token",
+        "Due",
+        "At risk",
+        "Allowance expires",
+        "Allowance too low",
+        "Balance too low",
+        "Permission manager removed",
+        "Amount at risk",
+      ],
       rows,
       "No renewals due.",
     ),

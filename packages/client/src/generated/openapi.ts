@@ -233,7 +233,7 @@ export interface paths {
         };
         /**
          * List renewal outlooks
-         * @description The renewal outlook of every chargeable subscription of the merchant due within the horizon (`RENEWAL_HORIZON_S`, 7 days by default) or past due: whether its next charge will succeed, judged from the subscriber's balance, allowance, allowance expiry and prepaid credit at `checked_block`, in the contract's order of checks, one wallet's charges in a token sharing its funds in due order. Ordered by `due_at`, then on-chain id. Filter by `outlook`, `reason`, `due_before`, `token`; page with `limit` and `starting_after`.
+         * @description The renewal outlook of every chargeable subscription of the merchant due within the horizon (`RENEWAL_HORIZON_S`, 7 days by default) or past due: whether its next charge will succeed, judged from the subscriber's balance, allowance, allowance expiry and prepaid credit at `checked_block`, in the contract's order of checks, one wallet's charges in a token sharing its funds in due order. Spend permissions the merchant is the spender of are listed too (checks: the manager still owns the account, then the balance). Ordered by `due_at`, then on-chain id as a number. Filter by `outlook`, `reason`, `due_before`, `token`; page with `limit` and `starting_after`.
          */
         get: operations["getV0RenewalsByMerchant"];
         put?: never;
@@ -2605,8 +2605,8 @@ export interface operations {
                              */
                             due_at: string;
                             outlook: "will_renew" | "at_risk";
-                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                             /** @description The charge, token base units (decimal) */
                             amount: string;
                             /** @description Token symbol */
@@ -2614,9 +2614,9 @@ export interface operations {
                             token_decimals: number | null;
                             /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                             balance: string;
-                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                             allowance: string;
-                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
                             /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                             shortfall: string;
@@ -2919,8 +2919,8 @@ export interface operations {
                              */
                             due_at: string;
                             outlook: "will_renew" | "at_risk";
-                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                             /** @description The charge, token base units (decimal) */
                             amount: string;
                             /** @description Token symbol */
@@ -2928,9 +2928,9 @@ export interface operations {
                             token_decimals: number | null;
                             /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                             balance: string;
-                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                             allowance: string;
-                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
                             /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                             shortfall: string;
@@ -3170,7 +3170,7 @@ export interface operations {
                 /** @description Only this outlook */
                 outlook?: "will_renew" | "at_risk";
                 /** @description Only renewals at risk for this reason (implies outlook=at_risk) */
-                reason?: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance";
+                reason?: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner";
                 /**
                  * @description Only renewals due before this instant (ISO 8601)
                  * @example 2026-12-01T00:00:00Z
@@ -3242,14 +3242,14 @@ export interface operations {
                      *     ]
                      */
                     "application/json": {
-                        /** @description `<chain_id>:<module>:<subscription_id>` */
+                        /** @description `<chain_id>:<module>:<subscription_id>` (a spend permission: `<chain_id>:<manager>:<hash>`) */
                         allocation_id: string;
-                        /** @description Subscription id on the chain (decimal) */
+                        /** @description Subscription id on the chain (decimal), or a spend permission's hash */
                         on_chain_id: string;
                         module_address: string;
                         /** @description Subscriber wallet (lowercase) */
                         user_address: string;
-                        /** @description `<chain_id>:<module>:<plan_id>` */
+                        /** @description `<chain_id>:<module>:<plan_id>` (a spend permission: `<chain_id>:<manager>:<spender>:<token>:<allowance>:<period>`) */
                         plan_id: string;
                         /**
                          * Format: date-time
@@ -3257,8 +3257,8 @@ export interface operations {
                          */
                         due_at: string;
                         outlook: "will_renew" | "at_risk";
-                        /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                        reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                        /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                        reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                         /** @description The charge, token base units (decimal) */
                         amount: string;
                         /** @description Token symbol */
@@ -3266,9 +3266,9 @@ export interface operations {
                         token_decimals: number | null;
                         /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                         balance: string;
-                        /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                        /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                         allowance: string;
-                        /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                        /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                         credit: string;
                         /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                         shortfall: string;
@@ -3300,7 +3300,7 @@ export interface operations {
                      *       "error": {
                      *         "type": "invalid_request_error",
                      *         "code": "invalid_parameter",
-                     *         "message": "reason must be one of AllowanceExpired, InsufficientAllowance, InsufficientBalance",
+                     *         "message": "reason must be one of AllowanceExpired, InsufficientAllowance, InsufficientBalance, ManagerNotOwner",
                      *         "param": "reason",
                      *         "request_id": "req_3f2c9a0d1b7e4c55a8e6f0b2c4d6e8fa"
                      *       }
@@ -4186,6 +4186,10 @@ export interface operations {
                      *               "InsufficientBalance": {
                      *                 "count": 1,
                      *                 "amount": "9990000"
+                     *               },
+                     *               "ManagerNotOwner": {
+                     *                 "count": 0,
+                     *                 "amount": "0"
                      *               }
                      *             }
                      *           }
@@ -4333,6 +4337,13 @@ export interface operations {
                                     };
                                     /** @description At risk: the balance is too small */
                                     InsufficientBalance: {
+                                        /** @description How many charges */
+                                        count: number;
+                                        /** @description Their sum, token base units (decimal) */
+                                        amount: string;
+                                    };
+                                    /** @description At risk: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                                    ManagerNotOwner: {
                                         /** @description How many charges */
                                         count: number;
                                         /** @description Their sum, token base units (decimal) */
@@ -9898,8 +9909,8 @@ export interface operations {
                                  */
                                 due_at: string;
                                 outlook: "will_renew" | "at_risk";
-                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                                 /** @description The charge, token base units (decimal) */
                                 amount: string;
                                 /** @description Token symbol */
@@ -9907,9 +9918,9 @@ export interface operations {
                                 token_decimals: number | null;
                                 /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                                 balance: string;
-                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                                 allowance: string;
-                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
                                 /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                                 shortfall: string;
@@ -10086,8 +10097,8 @@ export interface operations {
                                  */
                                 due_at: string;
                                 outlook: "will_renew" | "at_risk";
-                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                                 /** @description The charge, token base units (decimal) */
                                 amount: string;
                                 /** @description Token symbol */
@@ -10095,9 +10106,9 @@ export interface operations {
                                 token_decimals: number | null;
                                 /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                                 balance: string;
-                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                                 allowance: string;
-                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
                                 /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                                 shortfall: string;
@@ -10279,8 +10290,8 @@ export interface operations {
                                  */
                                 due_at: string;
                                 outlook: "will_renew" | "at_risk";
-                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                                 /** @description The charge, token base units (decimal) */
                                 amount: string;
                                 /** @description Token symbol */
@@ -10288,9 +10299,9 @@ export interface operations {
                                 token_decimals: number | null;
                                 /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                                 balance: string;
-                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                                 allowance: string;
-                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
                                 /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                                 shortfall: string;
@@ -10492,8 +10503,8 @@ export interface operations {
                                  */
                                 due_at: string;
                                 outlook: "will_renew" | "at_risk";
-                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                                 /** @description The charge, token base units (decimal) */
                                 amount: string;
                                 /** @description Token symbol */
@@ -10501,9 +10512,9 @@ export interface operations {
                                 token_decimals: number | null;
                                 /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                                 balance: string;
-                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                                 allowance: string;
-                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
                                 /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                                 shortfall: string;
@@ -10555,8 +10566,8 @@ export interface operations {
                              */
                             due_at: string;
                             outlook: "will_renew" | "at_risk";
-                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                             /** @description The charge, token base units (decimal) */
                             amount: string;
                             /** @description Token symbol */
@@ -10564,9 +10575,9 @@ export interface operations {
                             token_decimals: number | null;
                             /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                             balance: string;
-                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                             allowance: string;
-                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
                             /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                             shortfall: string;
@@ -10586,8 +10597,8 @@ export interface operations {
                              */
                             due_at: string;
                             outlook: "will_renew" | "at_risk";
-                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                             /** @description The charge, token base units (decimal) */
                             amount: string;
                             /** @description Token symbol */
@@ -10595,9 +10606,9 @@ export interface operations {
                             token_decimals: number | null;
                             /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                             balance: string;
-                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                             allowance: string;
-                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
                             /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                             shortfall: string;
@@ -10769,8 +10780,8 @@ export interface operations {
                                  */
                                 due_at: string;
                                 outlook: "will_renew" | "at_risk";
-                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                                /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                                reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                                 /** @description The charge, token base units (decimal) */
                                 amount: string;
                                 /** @description Token symbol */
@@ -10778,9 +10789,9 @@ export interface operations {
                                 token_decimals: number | null;
                                 /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                                 balance: string;
-                                /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                                /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                                 allowance: string;
-                                /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                                /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
                                 /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                                 shortfall: string;
@@ -10832,8 +10843,8 @@ export interface operations {
                              */
                             due_at: string;
                             outlook: "will_renew" | "at_risk";
-                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                             /** @description The charge, token base units (decimal) */
                             amount: string;
                             /** @description Token symbol */
@@ -10841,9 +10852,9 @@ export interface operations {
                             token_decimals: number | null;
                             /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                             balance: string;
-                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                             allowance: string;
-                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
                             /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                             shortfall: string;
@@ -10863,8 +10874,8 @@ export interface operations {
                              */
                             due_at: string;
                             outlook: "will_renew" | "at_risk";
-                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew */
-                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | null;
+                            /** @description Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a spend permission's manager is no longer an owner of the subscriber's smart account */
+                            reason: "AllowanceExpired" | "InsufficientAllowance" | "InsufficientBalance" | "ManagerNotOwner" | null;
                             /** @description The charge, token base units (decimal) */
                             amount: string;
                             /** @description Token symbol */
@@ -10872,9 +10883,9 @@ export interface operations {
                             token_decimals: number | null;
                             /** @description The subscriber's balance at checked_block, before its earlier charges in the horizon, token base units (decimal) */
                             balance: string;
-                            /** @description Its allowance to the processor at checked_block, before its earlier charges, token base units (decimal) */
+                            /** @description Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance, token base units (decimal) */
                             allowance: string;
-                            /** @description The subscription's prepaid credit at checked_block, token base units (decimal) */
+                            /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
                             /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
                             shortfall: string;

@@ -10,8 +10,7 @@ import type { Config } from "../../../common/config";
 import type { Sql } from "../../../db/client";
 import { deferredIndexes } from "../../../db/deferred-indexes";
 import { formatEta, SYNC_LAG_BLOCKS } from "../../../domain/progress";
-import { statusJoins } from "../../../domain/status";
-import { renewalJoins } from "../../../renewals/sql";
+import { heldOutlooks } from "../../../renewals/sql";
 import { fanOutBacklog } from "../../../webhooks/fanout";
 import { readChains, type ChainRow } from "../../chain-state";
 import { chainProgress } from "../health/service";
@@ -53,7 +52,12 @@ export type KeeperChainStatus = {
 };
 
 /** The reasons a renewal is forecast to fail (renewals.md). */
-const RENEWAL_REASONS = ["AllowanceExpired", "InsufficientAllowance", "InsufficientBalance"] as const;
+const RENEWAL_REASONS = [
+  "AllowanceExpired",
+  "InsufficientAllowance",
+  "InsufficientBalance",
+  "ManagerNotOwner",
+] as const;
 
 /** One chain's renewal outlooks that still hold (as `/v0/renewals` shows them): how many are due, how many at risk. */
 export type RenewalsAtRiskStatus = {
@@ -226,11 +230,8 @@ async function renewalsAtRisk(sql: Sql): Promise<RenewalsAtRiskStatus[] | null> 
   const [stored] = await sql<{ any: boolean }[]>`select exists (select 1 from renewal_outlooks) as any`;
   if (!stored!.any) return null;
   const rows = await sql<{ chain_id: number; outlook: string; reason: string | null; n: number }[]>`
-    select s.chain_id::int as chain_id, ro.outlook, ro.reason, count(*)::int as n
-    from subscriptions s
-    ${statusJoins(sql)}
-    ${renewalJoins(sql)}
-    where ro.subscription_id is not null
+    select h.chain_id::int as chain_id, h.outlook, h.reason, count(*)::int as n
+    from ${heldOutlooks(sql)}
     group by 1, 2, 3
     order by 1`;
   const out = new Map<number, RenewalsAtRiskStatus>();

@@ -7,7 +7,12 @@ import { FormatParamDoc, withCsvContent } from "../../stream";
 
 /** The outlooks and reasons. */
 export const RENEWAL_OUTLOOKS = ["will_renew", "at_risk"] as const;
-export const RENEWAL_REASONS = ["AllowanceExpired", "InsufficientAllowance", "InsufficientBalance"] as const;
+export const RENEWAL_REASONS = [
+  "AllowanceExpired",
+  "InsufficientAllowance",
+  "InsufficientBalance",
+  "ManagerNotOwner",
+] as const;
 
 const amount = (description: string) => t.String({ description: `${description}, token base units (decimal)` });
 
@@ -20,16 +25,20 @@ export const RenewalSchema = t.Object(
     }),
     outlook: t.Union(RENEWAL_OUTLOOKS.map((o) => t.Literal(o))),
     reason: t.Union([...RENEWAL_REASONS.map((r) => t.Literal(r)), t.Null()], {
-      description: "Why the charge will fail, in the contract's order of checks; null when it will renew",
+      description:
+        "Why the charge will fail, in the contract's order of checks; null when it will renew. ManagerNotOwner: a " +
+        "spend permission's manager is no longer an owner of the subscriber's smart account",
     }),
     amount: amount("The charge"),
     currency: t.Union([t.String(), t.Null()], { description: "Token symbol" }),
     token_decimals: t.Union([t.Integer(), t.Null()]),
     balance: amount("The subscriber's balance at checked_block, before its earlier charges in the horizon"),
-    allowance: amount("Its allowance to the processor at checked_block, before its earlier charges"),
-    credit: amount("The subscription's prepaid credit at checked_block"),
+    allowance: amount(
+      "Its allowance to the processor at checked_block, before its earlier charges; for a spend permission, the period's allowance",
+    ),
+    credit: amount("The subscription's prepaid credit at checked_block (0 for a spend permission)"),
     shortfall: amount(
-      "How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired)",
+      "How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner)",
     ),
     checked_block: t.String({ description: "The block every read of the evaluation was pinned to (decimal)" }),
     checked_at: t.String({ format: "date-time", description: "That block's timestamp" }),
@@ -63,11 +72,16 @@ export const renewalExample: Renewal = {
 /** One item of the renewals list. */
 export const RenewalItem = t.Composite([
   t.Object({
-    allocation_id: t.String({ description: "`<chain_id>:<module>:<subscription_id>`" }),
-    on_chain_id: t.String({ description: "Subscription id on the chain (decimal)" }),
+    allocation_id: t.String({
+      description: "`<chain_id>:<module>:<subscription_id>` (a spend permission: `<chain_id>:<manager>:<hash>`)",
+    }),
+    on_chain_id: t.String({ description: "Subscription id on the chain (decimal), or a spend permission's hash" }),
     module_address: t.String(),
     user_address: t.String({ description: "Subscriber wallet (lowercase)" }),
-    plan_id: t.String({ description: "`<chain_id>:<module>:<plan_id>`" }),
+    plan_id: t.String({
+      description:
+        "`<chain_id>:<module>:<plan_id>` (a spend permission: `<chain_id>:<manager>:<spender>:<token>:<allowance>:<period>`)",
+    }),
   }),
   RenewalSchema,
 ]);
@@ -165,8 +179,10 @@ export const listDetail = {
     "The renewal outlook of every chargeable subscription of the merchant due within the horizon " +
     "(`RENEWAL_HORIZON_S`, 7 days by default) or past due: whether its next charge will succeed, judged from the " +
     "subscriber's balance, allowance, allowance expiry and prepaid credit at `checked_block`, in the contract's " +
-    "order of checks, one wallet's charges in a token sharing its funds in due order. Ordered by `due_at`, then " +
-    "on-chain id. Filter by `outlook`, `reason`, `due_before`, `token`; page with `limit` and `starting_after`.",
+    "order of checks, one wallet's charges in a token sharing its funds in due order. Spend permissions the " +
+    "merchant is the spender of are listed too (checks: the manager still owns the account, then the balance). " +
+    "Ordered by `due_at`, then on-chain id as a number. Filter by `outlook`, `reason`, `due_before`, `token`; page " +
+    "with `limit` and `starting_after`.",
   security: [{ bearer: [] }],
   responses: withCsvContent(
     responses(
@@ -179,7 +195,8 @@ export const listDetail = {
       [400, 401, 403, 503],
       {
         400: {
-          message: "reason must be one of AllowanceExpired, InsufficientAllowance, InsufficientBalance",
+          message:
+            "reason must be one of AllowanceExpired, InsufficientAllowance, InsufficientBalance, ManagerNotOwner",
           param: "reason",
         },
       },

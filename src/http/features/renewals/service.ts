@@ -2,10 +2,9 @@
 import type { Sql } from "../../../db/client";
 import { allocationId } from "../../../domain/records";
 import { toRenewalObject, type RenewalRow } from "../../../domain/renewal-record";
-import { statusJoins } from "../../../domain/status";
-import { renewalFields, renewalJoins } from "../../../renewals/sql";
+import { heldOutlooks, type HeldOutlookRow } from "../../../renewals/sql";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
-import type { RenewalItem } from "./model";
+import { RENEWAL_REASONS, type RenewalItem } from "./model";
 
 /** Filters and page of the list. */
 export type RenewalQuery = {
@@ -21,31 +20,24 @@ export type RenewalQuery = {
   after?: { dueAt: string; subscriptionId: string };
 };
 
-type ItemRow = {
-  chain_id: string;
-  subscription_id: string;
-  module: string;
-  subscriber: string;
-  plan_id: string;
-  renewal: RenewalRow;
-};
+type ItemRow = HeldOutlookRow & { renewal: RenewalRow };
 
-/** A merchant's outlooks by due_at, then on-chain id; `limit + 1` rows at most so the caller can tell a cut page. */
+/**
+ * A merchant's outlooks (module subscriptions and spend permissions) by due_at, then on-chain id as a number (a
+ * permission's hash as one); `limit + 1` rows at most so the caller can tell a cut page.
+ */
 export async function listRenewals(sql: Sql, q: RenewalQuery): Promise<ItemRow[]> {
   return withDeadline(
     sql<ItemRow[]>`
-      select s.chain_id, s.subscription_id, s.module, s.subscriber, s.plan_id,
-        json_build_object(${renewalFields(sql)}) as renewal
-      from subscriptions s
-      ${statusJoins(sql)}
-      ${renewalJoins(sql)}
-      where s.merchant = ${q.merchant} and s.chain_id = ${q.chainId} and ro.subscription_id is not null
-        ${q.outlook ? sql`and ro.outlook = ${q.outlook}` : sql``}
-        ${q.reason ? sql`and ro.reason = ${q.reason}` : sql``}
-        ${q.dueBefore !== undefined ? sql`and ro.due_at * 1000 < ${q.dueBefore}` : sql``}
-        ${q.token ? sql`and lower(rt.symbol) = lower(${q.token})` : sql``}
-        ${q.after ? sql`and (ro.due_at, ro.subscription_id) > (${q.after.dueAt}::bigint, ${q.after.subscriptionId}::numeric)` : sql``}
-      order by ro.due_at, ro.subscription_id
+      select h.chain_id, h.subscription_id, h.merchant, h.module, h.subscriber, h.plan_id, h.on_chain_id, h.renewal
+      from ${heldOutlooks(sql, { merchant: q.merchant, chainId: q.chainId })}
+      where true
+        ${q.outlook ? sql`and h.outlook = ${q.outlook}` : sql``}
+        ${q.reason ? sql`and h.reason = ${q.reason}` : sql``}
+        ${q.dueBefore !== undefined ? sql`and h.sort_due * 1000 < ${q.dueBefore}` : sql``}
+        ${q.token ? sql`and lower(h.symbol) = lower(${q.token})` : sql``}
+        ${q.after ? sql`and (h.sort_due, h.sort_id) > (${q.after.dueAt}::bigint, ${q.after.subscriptionId}::numeric)` : sql``}
+      order by h.sort_due, h.sort_id
       ${q.limit ? sql`limit ${q.limit + 1}` : sql``}`,
     DEADLINE_LIST_MS,
   );
@@ -59,9 +51,11 @@ export async function renewalPosition(
   const [row] = await withDeadline(
     sql<{ due_at: string }[]>`
       select ro.due_at from renewal_outlooks ro
-      join subscriptions s on s.chain_id = ro.chain_id and s.subscription_id = ro.subscription_id
-      where ro.chain_id = ${q.chainId} and ro.subscription_id = ${q.subscriptionId} and s.module = ${q.module}
-        and ro.merchant = ${q.merchant}`,
+      where ro.chain_id = ${q.chainId} and ro.subscription_id = ${q.subscriptionId} and ro.merchant = ${q.merchant}
+        and (exists (select 1 from subscriptions s where s.chain_id = ro.chain_id
+            and s.subscription_id = ro.subscription_id and s.module = ${q.module})
+          or exists (select 1 from spend_permissions sp where sp.chain_id = ro.chain_id
+            and sp.subscription_id = ro.subscription_id and sp.manager = ${q.module}))`,
     DEADLINE_FAST_MS,
   );
   return row && { dueAt: String(row.due_at), subscriptionId: q.subscriptionId };
@@ -70,11 +64,11 @@ export async function renewalPosition(
 /** The list item of a row. */
 export function toRenewalItem(r: ItemRow): RenewalItem {
   return {
-    allocation_id: allocationId({ chain_id: r.chain_id, module: r.module, subscription_id: r.subscription_id }),
-    on_chain_id: r.subscription_id,
+    allocation_id: allocationId({ chain_id: r.chain_id, module: r.module, subscription_id: r.on_chain_id }),
+    on_chain_id: r.on_chain_id,
     module_address: r.module,
     user_address: r.subscriber,
-    plan_id: `${r.chain_id}:${r.module}:${r.plan_id}`,
+    plan_id: r.plan_id,
     ...toRenewalObject(r.renewal),
   };
 }
@@ -92,7 +86,7 @@ export type RenewalTotals = {
   at_risk: RenewalFigure & { by_reason: Record<(typeof REASONS)[number], RenewalFigure> };
 };
 
-const REASONS = ["AllowanceExpired", "InsufficientAllowance", "InsufficientBalance"] as const;
+const REASONS = RENEWAL_REASONS;
 
 /** Per token: the count and sum of the charges due within the horizon, by outlook and, at risk, by reason. */
 export async function renewalTotals(sql: Sql, merchant: string, chainId: number): Promise<RenewalTotals[]> {
@@ -107,13 +101,10 @@ export async function renewalTotals(sql: Sql, merchant: string, chainId: number)
       total: string;
     }[]
   >`
-    select ro.token, rt.symbol, rt.decimals, ro.outlook, ro.reason, count(*)::int as n, sum(ro.amount)::text as total
-    from subscriptions s
-    ${statusJoins(sql)}
-    ${renewalJoins(sql)}
-    where s.merchant = ${merchant} and s.chain_id = ${chainId} and ro.subscription_id is not null
-    group by ro.token, rt.symbol, rt.decimals, ro.outlook, ro.reason
-    order by ro.token`;
+    select h.token, h.symbol, h.decimals, h.outlook, h.reason, count(*)::int as n, sum(h.amount::numeric)::text as total
+    from ${heldOutlooks(sql, { merchant, chainId })}
+    group by h.token, h.symbol, h.decimals, h.outlook, h.reason
+    order by h.token`;
   const zero = (): RenewalFigure => ({ count: 0, amount: "0" });
   const add = (f: RenewalFigure, n: number, total: string) => {
     f.count += n;

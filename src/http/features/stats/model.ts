@@ -98,6 +98,9 @@ export const StatsResponse = t.Object({
             AllowanceExpired: renewalFigure("At risk: the allowance expires before the charge"),
             InsufficientAllowance: renewalFigure("At risk: the allowance to the processor is too small"),
             InsufficientBalance: renewalFigure("At risk: the balance is too small"),
+            ManagerNotOwner: renewalFigure(
+              "At risk: a spend permission's manager is no longer an owner of the subscriber's smart account",
+            ),
           }),
         }),
       ]),
@@ -167,6 +170,7 @@ const example: StatsResponse = {
           AllowanceExpired: { count: 0, amount: "0" },
           InsufficientAllowance: { count: 0, amount: "0" },
           InsufficientBalance: { count: 1, amount: "9990000" },
+          ManagerNotOwner: { count: 0, amount: "0" },
         },
       },
     },

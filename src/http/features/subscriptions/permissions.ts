@@ -2,7 +2,8 @@
 import type { Sql } from "../../../db/client";
 import type { SubscriptionRecordObject } from "../../../domain/records";
 import { toPermissionRecord, type PermissionRecordRow } from "../../../domain/spend-permission-record";
-import { permissionNow, permissionStatusSql } from "../../../domain/spend-permission-status";
+import { permissionNow, permissionRecordColumns, permissionStatusSql } from "../../../domain/spend-permission-status";
+import { permissionRenewalJoins, renewalColumn } from "../../../renewals/sql";
 import type { SubscriptionStatus } from "../../../domain/status";
 import { DEADLINE_FAST_MS, DEADLINE_LIST_MS, withDeadline } from "../../deadline";
 
@@ -14,13 +15,7 @@ export type PermissionRow = PermissionRecordRow & {
 };
 
 function columns(sql: Sql) {
-  return sql`sp.chain_id, sp.subscription_id::text, sp.hash, sp.manager, sp.merchant, sp.subscriber, sp.token,
-    sp.allowance::text, sp.period_s, sp.start_s, sp.end_s, sp.salt::text, sp.extra_data, sp.times_executed,
-    sp.total_spent::text, sp.last_period_start, sp.last_period_end, sp.last_period_spent::text, sp.next_charge_at,
-    sp.revoked, sp.revoked_by,
-    to_char(sp.revoked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as revoked_at,
-    floor(extract(epoch from sp.created_at))::bigint::text as created_at, n.now_s::text as now_s,
-    ${permissionStatusSql(sql)} as status, sp.block_number, sp.log_index`;
+  return sql`${permissionRecordColumns(sql)}, ${renewalColumn(sql)}`;
 }
 
 /** A merchant's permissions in creation order after `after`, `rows` at most. */
@@ -40,6 +35,7 @@ export function selectPermissions(
       select ${columns(sql)}, tk.decimals as token_decimals
       from spend_permissions sp
       cross join ${permissionNow(sql, q.chainId)}
+      ${permissionRenewalJoins(sql)}
       left join tokens tk on tk.chain_id = sp.chain_id and tk.address = sp.token
       where sp.merchant = ${q.merchant} and sp.chain_id = ${q.chainId}
       ${q.maxBlock !== undefined ? sql`and sp.block_number <= ${q.maxBlock}::bigint` : sql``}
@@ -60,6 +56,7 @@ export async function getPermission(
     sql<PermissionRow[]>`
       select ${columns(sql)}, null::int as token_decimals
       from spend_permissions sp cross join ${permissionNow(sql, q.chainId)}
+      ${permissionRenewalJoins(sql)}
       where sp.chain_id = ${q.chainId} and sp.subscription_id = ${q.subscriptionId} and sp.merchant = ${q.merchant}`,
     DEADLINE_FAST_MS,
   );

@@ -52,12 +52,13 @@ export async function startupLines(
     } else if (role === "keeper" && service.keeper) {
       const address = service.keeper.address;
       const timeoutMs = Math.min(config.RPC_TIMEOUT_MS, 3_000);
+      const charged = indexed.filter((c) => c.processor);
       const balances = await Promise.all(
-        indexed.map(async (c) => `${c.chainId} ${await balanceOf(chains, c.chainId, address, timeoutMs)}`),
+        charged.map(async (c) => `${c.chainId} ${await balanceOf(chains, c.chainId, address, timeoutMs)}`),
       );
       lines.push({
         msg: `keeper: ${address} charges due subscriptions on ${balances.join("; ")}`,
-        fields: { role, address, chains: indexed.map((c) => c.chainId), maxFeeGwei: config.KEEPER_MAX_FEE_GWEI },
+        fields: { role, address, chains: charged.map((c) => c.chainId), maxFeeGwei: config.KEEPER_MAX_FEE_GWEI },
       });
     } else if (role === "webhooks") {
       lines.push({

@@ -20,6 +20,8 @@ export const keeperRole: Role = {
     // One keeper per chain with the same key: nonces, locks and claims are per chain.
     for (const chain of chains.indexed ?? []) {
       const chainId = chain.chainId;
+      // The keeper charges module subscriptions through the processor: a permission-only chain has none.
+      if (!chain.processor) continue;
       const wallet = createWalletClient({
         account,
         chain: chainDefinition(chainId, chain.rpcUrl),

@@ -41,14 +41,27 @@ let dave: Address; // an EOA spender
 let alice: Address;
 let bob: Address;
 
-const index = async () =>
-  indexTo(db, chain, await chain.publicClient.getBlockNumber(), {
+/** The block the last `index()` reached: answers are awaited until they are of it (caches follow batches). */
+let indexed = 0n;
+const index = async () => {
+  const head = await chain.publicClient.getBlockNumber();
+  await indexTo(db, chain, head, {
     spendPermissions: source,
     notifier,
     hooks: [statsRollupsHook(), eventsHook({ extra: withPermissionEvents() })],
   });
-const get = async (path: string) =>
-  (await request(app, `${path}${path.includes("?") ? "&" : "?"}chain_id=${chain.chainId}`)).body;
+  indexed = head;
+};
+/** GET `path` once its answer is of the last indexed block (a cached page is replaced when the batch is announced). */
+const get = async (path: string) => {
+  const url = `${path}${path.includes("?") ? "&" : "?"}chain_id=${chain.chainId}`;
+  const res = await until(`${path} at block ${indexed}`, async () => {
+    const r = await request(app, url);
+    const at = r.headers.get("x-indexed-block");
+    return at === null || BigInt(at) >= indexed ? r : null;
+  });
+  return res.body;
+};
 const recordOf = (spender: Address, p: SpendPermission) => get(`/v0/subscriptions/${spender}/${kit.hash(p)}`);
 const activityOf = async (spender: Address, p: SpendPermission) =>
   ((await get(`/v0/activity/${spender}?limit=100`)) as { allocation_id: string }[]).filter((a) =>

@@ -13,6 +13,8 @@ export type TestIndexerOptions = Partial<Omit<IndexerOptions, "sql" | "db" | "co
   pollMs?: number;
   /** Index the Spend Permission manager too. */
   spendPermissions?: SpendPermissionSource;
+  /** null: index no processor (a permission-only chain, with `spendPermissions`); default the chain's. */
+  processor?: string | null;
 };
 
 /** An indexer of the test chain's processor from its deploy block into `db` (not started). */
@@ -21,13 +23,20 @@ export function testIndexer(
   chain: Pick<TestChain, "processor" | "startBlock" | "chainId" | "rpcUrl">,
   opts: TestIndexerOptions = {},
 ) {
-  const { confirmations = 0, pollMs = 20, client = publicClientFor(chain.rpcUrl), spendPermissions, ...rest } = opts;
+  const {
+    confirmations = 0,
+    pollMs = 20,
+    client = publicClientFor(chain.rpcUrl),
+    spendPermissions,
+    processor = chain.processor,
+    ...rest
+  } = opts;
   return createIndexer({
     sql: db.sql,
     db: db.kind ? { kind: db.kind } : undefined,
     client,
     config: {
-      PROCESSOR_ADDRESS: chain.processor.toLowerCase(),
+      PROCESSOR_ADDRESS: processor?.toLowerCase(),
       START_BLOCK: Number(chain.startBlock),
       CONFIRMATIONS: confirmations,
       POLL_INTERVAL_MS: pollMs,

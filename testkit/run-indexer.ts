@@ -3,7 +3,9 @@
  * RPC_URL, PROCESSOR_ADDRESS, START_BLOCK, CHAIN_ID, POLL_INTERVAL_MS, and DATABASE_URL (Postgres) or
  * PGLITE_DIR (a PGlite data directory); optional INITIAL_RANGE / MAX_RANGE / TARGET_LOGS. With WEBHOOKS=1 it
  * runs as the service's indexer and webhooks roles do: the event log and the fan-out outbox in each batch, and a dispatcher
- * (fast retries, private destinations allowed).
+ * (fast retries, private destinations allowed). SPEND_PERMISSION_MANAGER with SPEND_PERMISSION_SPENDERS (comma-separated),
+ * and optionally SPEND_PERMISSION_START_BLOCK / _GRACE_S and ENTRYPOINT_ADDRESSES, indexes Spend Permissions too (an
+ * empty PROCESSOR_ADDRESS: only them); EVENTS=1 writes the event log (with the permissions' events) in each batch.
  * Prints one JSON line per committed batch ({"batch": toBlock}) and its status every 50 ms ({"status": …}, with
  * `pending` deliveries and outbox ranges under WEBHOOKS=1).
  * SIGTERM stops it cleanly.
@@ -14,6 +16,7 @@ import { migrate } from "../src/db/migrate";
 import { createIndexer } from "../src/indexer";
 import { statsRollupsHook } from "../src/indexer/rollups";
 import { eventsHook } from "../src/events/hook";
+import { withPermissionEvents } from "../src/events/spend-permission-events";
 import { enqueueFanOut } from "../src/webhooks/fanout";
 import { createDispatcher } from "../src/webhooks/dispatcher";
 import { undelivered } from "./webhooks";
@@ -25,18 +28,34 @@ const print = (obj: unknown) =>
 const db = await createDb(env.DATABASE_URL ? { url: env.DATABASE_URL, max: 4 } : { dataDir: env.PGLITE_DIR! });
 await migrate(db.sql);
 const num = (v: string | undefined) => (v ? Number(v) : undefined);
+const spendPermissions = env.SPEND_PERMISSION_MANAGER
+  ? {
+      manager: env.SPEND_PERMISSION_MANAGER.toLowerCase(),
+      spenders: env.SPEND_PERMISSION_SPENDERS!.toLowerCase().split(",").sort(),
+      startBlock: Number(env.SPEND_PERMISSION_START_BLOCK ?? env.START_BLOCK ?? 0),
+      graceS: Number(env.SPEND_PERMISSION_GRACE_S ?? 86400),
+      entryPoints: (env.ENTRYPOINT_ADDRESSES ?? "").toLowerCase().split(",").filter(Boolean),
+    }
+  : undefined;
+const extra = spendPermissions ? withPermissionEvents() : undefined;
 const indexer = createIndexer({
   sql: db.sql,
   db,
   client: publicClientFor(env.RPC_URL!),
   config: {
-    PROCESSOR_ADDRESS: env.PROCESSOR_ADDRESS!,
+    PROCESSOR_ADDRESS: env.PROCESSOR_ADDRESS || undefined,
     START_BLOCK: Number(env.START_BLOCK ?? 0),
     CONFIRMATIONS: 0,
     POLL_INTERVAL_MS: Number(env.POLL_INTERVAL_MS ?? 50),
     chainId: Number(env.CHAIN_ID),
+    spendPermissions,
   },
-  hooks: env.WEBHOOKS === "1" ? [statsRollupsHook(), eventsHook({ onEvents: enqueueFanOut })] : [],
+  hooks:
+    env.WEBHOOKS === "1"
+      ? [statsRollupsHook(), eventsHook({ onEvents: enqueueFanOut, extra })]
+      : env.EVENTS === "1"
+        ? [eventsHook({ extra })]
+        : [],
   tuning: { initialRange: num(env.INITIAL_RANGE), maxRange: num(env.MAX_RANGE), targetLogs: num(env.TARGET_LOGS) },
   log: (level, msg, fields) => {
     if (msg === "indexed batch") print({ batch: String(fields?.toBlock) });

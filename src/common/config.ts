@@ -151,7 +151,8 @@ export type ChainConfig = {
   /** Known from CHAINS or CHAIN_ID; read from the RPC when only RPC_URL names the chain. */
   chainId?: number;
   rpcUrl: string;
-  processor: string;
+  /** The protocol's processor (lowercase); null on a chain that indexes only Spend Permissions. */
+  processor: string | null;
   startBlock: number;
   confirmations: number;
   pollIntervalMs: number;
@@ -181,7 +182,8 @@ export type SpendPermissionSource = {
 export type Config = Env & {
   /**
    * The chains this deployment indexes (and the keeper charges): each chain of CHAINS, or the one chain of
-   * RPC_URL / PROCESSOR_ADDRESS. Empty when neither is configured (an API-only process).
+   * RPC_URL with PROCESSOR_ADDRESS and/or SPEND_PERMISSION_MANAGER. Empty when no chain is configured (an API-only
+   * process).
    */
   indexed: ChainConfig[];
   /** Extra RPC endpoints for `onchain` checks, by chain id (from `RPC_URL_<chainId>`). */
@@ -266,20 +268,23 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 /**
  * The indexed chains: with CHAINS, each id's `RPC_URL_<id>`, `PROCESSOR_ADDRESS_<id>`, `START_BLOCK_<id>`,
  * `CONFIRMATIONS_<id>` and `POLL_INTERVAL_MS_<id>`, falling back to the single-chain variable (RPC_URL only for the
- * default chain); without CHAINS, the one chain of RPC_URL and PROCESSOR_ADDRESS, as before.
+ * default chain); without CHAINS, the one chain of RPC_URL with PROCESSOR_ADDRESS and/or SPEND_PERMISSION_MANAGER.
+ * A chain needs at least one source: the processor, or a Spend Permission manager (a permission-only chain).
  */
 function indexedChains(cfg: Env, env: Record<string, string | undefined>, rpcUrls: Record<number, string>) {
   if (!cfg.CHAINS) {
-    if (!cfg.RPC_URL || !cfg.PROCESSOR_ADDRESS) return [];
+    const spendPermissions = spendPermissionSource(cfg, env, undefined, cfg.START_BLOCK);
+    // RPC_URL alone (no source) serves an API process's on-chain checks: nothing to index.
+    if (!cfg.RPC_URL || (!cfg.PROCESSOR_ADDRESS && !spendPermissions)) return [];
     const chain: ChainConfig = {
       chainId: cfg.CHAIN_ID,
       rpcUrl: cfg.RPC_URL,
-      processor: cfg.PROCESSOR_ADDRESS,
+      processor: cfg.PROCESSOR_ADDRESS ?? null,
       startBlock: cfg.START_BLOCK,
       confirmations: cfg.CONFIRMATIONS,
       pollIntervalMs: cfg.POLL_INTERVAL_MS,
       rpcVariable: "RPC_URL",
-      spendPermissions: spendPermissionSource(cfg, env, undefined, cfg.START_BLOCK),
+      spendPermissions,
     };
     return [chain];
   }
@@ -294,17 +299,23 @@ function indexedChains(cfg: Env, env: Record<string, string | undefined>, rpcUrl
     const rpcUrl = rpcUrls[id] ?? (id === defaultId ? cfg.RPC_URL : undefined);
     if (!rpcUrl) throw new ConfigError(`RPC_URL_${id} is required: CHAINS names chain ${id}`);
     const processor = (own("PROCESSOR_ADDRESS", Address) as string | undefined) ?? cfg.PROCESSOR_ADDRESS;
-    if (!processor) throw new ConfigError(`PROCESSOR_ADDRESS_${id} is required: CHAINS names chain ${id}`);
     const startBlock = (own("START_BLOCK", Uint(0)) as number | undefined) ?? cfg.START_BLOCK;
+    const spendPermissions = spendPermissionSource(cfg, env, id, startBlock);
+    if (!processor && !spendPermissions) {
+      throw new ConfigError(
+        `PROCESSOR_ADDRESS_${id} or SPEND_PERMISSION_MANAGER_${id} is required: CHAINS names chain ${id}, ` +
+          "and a chain needs at least one source",
+      );
+    }
     return {
       chainId: id,
       rpcUrl,
-      processor: processor.toLowerCase(),
+      processor: processor?.toLowerCase() ?? null,
       startBlock,
       confirmations: (own("CONFIRMATIONS", Uint(0)) as number | undefined) ?? cfg.CONFIRMATIONS,
       pollIntervalMs: (own("POLL_INTERVAL_MS", Uint(10)) as number | undefined) ?? cfg.POLL_INTERVAL_MS,
       rpcVariable: rpcUrls[id] ? `RPC_URL_${id}` : "RPC_URL",
-      spendPermissions: spendPermissionSource(cfg, env, id, startBlock),
+      spendPermissions,
     };
   });
 }
@@ -366,7 +377,9 @@ function spendPermissionSource(
 export function requireChain(cfg: Config): void {
   if (cfg.indexed.length > 0) return;
   if (!cfg.RPC_URL) throw new ConfigError("RPC_URL is required (or CHAINS with RPC_URL_<id> for each chain)");
-  throw new ConfigError("PROCESSOR_ADDRESS is required");
+  throw new ConfigError(
+    "PROCESSOR_ADDRESS or SPEND_PERMISSION_MANAGER is required: a chain needs at least one source to index",
+  );
 }
 
 /** Checks what the configured roles need beyond the schema (the indexer and keeper roles: a chain to index). */

@@ -25,7 +25,8 @@ export type IndexerContext = {
   sql: Sql;
   client: PublicClient;
   chainId: number;
-  processor: string;
+  /** The processor (lowercase); null on a chain that indexes only Spend Permissions (no module side at all). */
+  processor: string | null;
   /** The Spend Permission source, when configured. */
   sp?: SpendPermissionIndexing;
   startBlock: bigint;
@@ -100,7 +101,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     sql: opts.sql,
     client,
     chainId,
-    processor: config.PROCESSOR_ADDRESS?.toLowerCase() ?? "",
+    processor: config.PROCESSOR_ADDRESS?.toLowerCase() || null,
     sp: spendPermissionIndexing(config.spendPermissions),
     startBlock,
     confirmations,

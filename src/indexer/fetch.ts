@@ -223,7 +223,7 @@ async function firstDoubtfulBlock(opts: {
   from: bigint;
   to: bigint;
   ours: Set<string>;
-  processor: string;
+  processor: string | null;
   policy?: RetryPolicy;
 }): Promise<bigint | null> {
   const { client, events, headers, ours, processor } = opts;
@@ -280,7 +280,8 @@ export async function prepareBatch(opts: {
   /** Newest block the indexer may index now (head − CONFIRMATIONS). */
   target: bigint;
   window: bigint;
-  processor: string;
+  /** Null on a permission-only chain (no processor or module logs to check). */
+  processor: string | null;
   policy?: RetryPolicy;
   /** Headers already read in this poll (the head's), not asked again. */
   known?: ReadonlyMap<bigint, Header>;
@@ -337,7 +338,7 @@ export async function prepareBatch(opts: {
     };
     return { from, to: endAt, covered: to, events: events as BatchEvent[], toHeader, windowHeaders: [] };
   }
-  const ours = new Set([processor, ...all]);
+  const ours = new Set(processor ? [processor, ...all] : all);
   const doubt = await firstDoubtfulBlock({ client, events, headers, from: windowStart, to, ours, processor, policy });
   if (doubt === null)
     return { from, to, covered: to, events: events as BatchEvent[], toHeader: headers.get(to)!, windowHeaders };

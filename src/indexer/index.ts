@@ -41,11 +41,15 @@ export function createIndexer(opts: IndexerOptions): Indexer {
 
   /** Checks the chain row against the configuration and returns whether the database is a server. */
   async function prepare(): Promise<boolean> {
-    if (!ctx.processor) throw new ConfigError("PROCESSOR_ADDRESS is required to index");
+    if (!ctx.processor && !ctx.sp) {
+      throw new ConfigError("PROCESSOR_ADDRESS or SPEND_PERMISSION_MANAGER is required to index");
+    }
     const kind = opts.db?.kind ?? ((await sql`select version() as v`)[0]!.v.includes("PGlite") ? "pglite" : "postgres");
     const row = await ensureChain(sql, chainId, ctx.processor, ctx.startBlock);
+    // A processor added to (or removed from) an index that did not (or did) follow one would leave its history out.
     if (row.processor !== ctx.processor) {
-      const msg = `database indexes processor ${row.processor} on chain ${chainId}, not ${ctx.processor}`;
+      const name = (p: string | null) => (p === null ? "no processor" : `processor ${p}`);
+      const msg = `database indexes ${name(row.processor)} on chain ${chainId}, not ${name(ctx.processor)}`;
       throw new ProcessorMismatchError(msg);
     }
     if (row.startBlock !== ctx.startBlock) {

@@ -44,7 +44,9 @@ export type IndexerOptions = {
   sql: Sql;
   db?: Pick<Db, "kind">;
   client: PublicClient;
-  config: Pick<Config, "PROCESSOR_ADDRESS" | "START_BLOCK" | "CONFIRMATIONS" | "POLL_INTERVAL_MS"> & {
+  config: Pick<Config, "START_BLOCK" | "CONFIRMATIONS" | "POLL_INTERVAL_MS"> & {
+    /** The processor; unset on a chain that indexes only Spend Permissions (then `spendPermissions` is required). */
+    PROCESSOR_ADDRESS?: string;
     chainId: number;
     /** Base Spend Permissions indexed beside the processor (unset: not indexed). */
     spendPermissions?: SpendPermissionSource;

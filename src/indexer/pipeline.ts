@@ -111,7 +111,7 @@ async function bloomsRuleOut(ctx: IndexerContext, from: bigint, to: bigint, know
   if (wanted.length > 0) {
     for (const [n, h] of await getHeaders(ctx.client, wanted, ctx.policy)) if (h) ctx.polled.set(n, h);
   }
-  const addresses = [ctx.processor, ...known, ...ctx.state.modules.keys()];
+  const addresses = [ctx.processor!, ...known, ...ctx.state.modules.keys()];
   for (let n = from; n <= to; n++) {
     const bloom = ctx.polled.get(n)?.logsBloom;
     if (!bloom || addresses.some((a) => bloomMayContain(bloom, a))) return false;
@@ -123,6 +123,8 @@ async function bloomsRuleOut(ctx: IndexerContext, from: bigint, to: bigint, know
 export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, known: string[]): Promise<FetchedLogs> {
   const { sizer, log } = ctx;
   let hint = 0n;
+  // A permission-only chain has no processor and no modules: its logs are the manager's, fetched per batch.
+  if (!ctx.processor) return { from, to, processorLogs: [], moduleLogs: [], queried: new Set() };
   if (await bloomsRuleOut(ctx, from, to, known)) {
     return { from, to, processorLogs: [], moduleLogs: [], queried: new Set(known) };
   }
@@ -161,11 +163,13 @@ export async function fetchRange(ctx: IndexerContext, from: bigint, to: bigint, 
  */
 async function modulesAhead(ctx: IndexerContext, from: bigint, target: bigint): Promise<string[]> {
   const out: string[] = [];
+  const processor = ctx.processor;
+  if (!processor) return out;
   const walk = async (a: bigint, b: bigint): Promise<void> => {
     try {
       const logs = await getLogs(
         ctx.client,
-        { address: [ctx.processor], topics: [[moduleCreatedTopic]] },
+        { address: [processor], topics: [[moduleCreatedTopic]] },
         a,
         b,
         ctx.policy,

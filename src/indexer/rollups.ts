@@ -55,6 +55,13 @@ export async function recomputeDays(q: Q, chainId: number, fromDay: string | nul
     ${aggregate(q, q`a.chain_id = ${chainId} and a.block_number >= ${first} and a.block_time >= (${fromDay}::date)::timestamp at time zone 'UTC'`)}`;
 }
 
+/** Recomputes the rollup rows of one merchant on one chain from what `activity` holds (after rows were removed). */
+export async function recomputeMerchant(q: Q, chainId: number, merchant: string): Promise<void> {
+  await q`delete from stats_daily where chain_id = ${chainId} and merchant = ${merchant}`;
+  await q`insert into stats_daily (chain_id, merchant, day, token, type, reason, amount, fee, count)
+    ${aggregate(q, q`a.chain_id = ${chainId} and a.merchant = ${merchant}`)}`;
+}
+
 /** Rebuilds every rollup row of every chain (or one chain) from `activity`, in one transaction. */
 export async function rebuildStatsRollups(sql: Sql, chainId?: number): Promise<void> {
   await sql.begin(async (tx) => {

@@ -76,5 +76,5 @@ export async function spendPermissionsAtStart(ctx: IndexerContext, cursor: Curso
   const added = await recordSpendPermissionSource(ctx.sql, ctx.client, ctx.chainId, sp, ctx.policy);
   if (!added) return;
   const n = await catchUpSpenders(ctx, sp, added, previous, cursor);
-  ctx.log("info", "spend permission spenders caught up", { chainId: ctx.chainId, logs: n });
+  if (cursor) ctx.log("info", "spend permission spenders caught up", { chainId: ctx.chainId, logs: n });
 }

@@ -164,7 +164,7 @@ export const spenderList = (spenders: SpenderSet) => (spenders === "*" ? "*" : [
  * At start: checks that the manager has code (a ConfigError naming the variable otherwise) and that no spender
  * indexed before was removed from the configuration (its rows would stay: a ConfigError naming it), then records the
  * source in the chain's row (manager, spenders, start block, grace), which the API reads for the status rule.
- * Returns the spenders added since the last start (null: none, or the first start), to be caught up.
+ * Returns the spenders added since the last start (all of them when none is recorded; null: none), to be caught up.
  */
 export async function recordSpendPermissionSource(
   q: Q,
@@ -188,7 +188,10 @@ export async function recordSpendPermissionSource(
   }
   const stored = row?.spenders ? parseSpenders(row.spenders) : null;
   let added: SpenderSet | null = null;
-  if (stored !== null) {
+  // No spender set recorded: the source's first start (maybe on a chain indexed before without it), or every spender
+  // was forgotten (`sp:forget`): all the configured spenders are caught up to the cursor (nothing before a first batch).
+  if (stored === null) added = sp.spenders;
+  else {
     if (stored === "*" && sp.spenders !== "*") {
       throw new ConfigError(`SPEND_PERMISSION_SPENDERS no longer holds * (every spender) on chain ${chainId}`);
     }

@@ -23,16 +23,16 @@ function isoCached(): (unix: number) => string {
 
 const str = (v: bigint | number) => v.toString();
 
-/** Creates the chain's row if missing and returns what it holds. */
+/** Creates the chain's row if missing and returns what it holds (`processor` null: a permission-only chain). */
 export async function ensureChain(
   sql: Sql,
   chainId: number,
-  processor: string,
+  processor: string | null,
   startBlock: bigint,
-): Promise<{ processor: string; startBlock: bigint; cursor: Cursor | null }> {
+): Promise<{ processor: string | null; startBlock: bigint; cursor: Cursor | null }> {
   await sql`insert into chains (chain_id, processor, start_block)
     values (${chainId}, ${processor}, ${str(startBlock)}) on conflict (chain_id) do nothing`;
-  const [row] = await sql<{ processor: string; start_block: string }[]>`
+  const [row] = await sql<{ processor: string | null; start_block: string }[]>`
     select processor, start_block from chains where chain_id = ${chainId}`;
   return { processor: row!.processor, startBlock: BigInt(row!.start_block), cursor: await loadCursor(sql, chainId) };
 }

@@ -51,14 +51,15 @@ export async function startupLines(
       });
     } else if (role === "keeper") {
       const timeoutMs = Math.min(config.RPC_TIMEOUT_MS, 3_000);
+      const charged = indexed.filter((c) => c.processor);
       if (service.keeper) {
         const address = service.keeper.address;
         const balances = await Promise.all(
-          indexed.map(async (c) => `${c.chainId} ${await balanceOf(chains, c.chainId, address, timeoutMs)}`),
+          charged.map(async (c) => `${c.chainId} ${await balanceOf(chains, c.chainId, address, timeoutMs)}`),
         );
         lines.push({
           msg: `keeper: ${address} charges due subscriptions on ${balances.join("; ")}`,
-          fields: { role, address, chains: indexed.map((c) => c.chainId), maxFeeGwei: config.KEEPER_MAX_FEE_GWEI },
+          fields: { role, address, chains: charged.map((c) => c.chainId), maxFeeGwei: config.KEEPER_MAX_FEE_GWEI },
         });
       }
       for (const { chainId, keeper } of service.spendPermissionKeepers) {

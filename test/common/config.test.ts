@@ -120,7 +120,7 @@ describe("loadConfig", () => {
   test("requireChain names what the indexer and keeper need", () => {
     expect(() => requireChain(loadConfig({}))).toThrow("RPC_URL is required");
     expect(() => requireChain(loadConfig({ RPC_URL: "http://127.0.0.1:8545" }))).toThrow(
-      "PROCESSOR_ADDRESS is required",
+      "PROCESSOR_ADDRESS or SPEND_PERMISSION_MANAGER is required",
     );
     const ok = loadConfig({ RPC_URL: "http://127.0.0.1:8545", PROCESSOR_ADDRESS: "0x" + "1".repeat(40) });
     expect(() => requireChain(ok)).not.toThrow();
@@ -206,6 +206,51 @@ describe("Spend Permission source", () => {
     expect(op!.startBlock).toBe(99);
     expect(op!.nativeSymbol).toBe("OETH");
     expect(op!.entryPoints).toEqual([`0x${"d".repeat(40)}`]);
+  });
+
+  test("a chain with the manager and no processor indexes only permissions, in either form", () => {
+    const only = { SPEND_PERMISSION_MANAGER: mgr, SPEND_PERMISSION_SPENDERS: "*" };
+    const single = loadConfig({ RPC_URL: "http://127.0.0.1:8545", ...only });
+    expect(single.indexed).toHaveLength(1);
+    expect(single.indexed[0]!.processor).toBeNull();
+    expect(single.indexed[0]!.spendPermissions!.manager).toBe(mgr.toLowerCase());
+    expect(() => requireChain(single)).not.toThrow();
+    const c = loadConfig({
+      CHAINS: "8453,10",
+      RPC_URL_8453: "https://base.example",
+      RPC_URL_10: "https://op.example",
+      PROCESSOR_ADDRESS_10: "0x" + "1".repeat(40),
+      SPEND_PERMISSION_MANAGER_8453: mgr,
+      SPEND_PERMISSION_SPENDERS_8453: `0x${"c".repeat(40)}`,
+    });
+    expect(c.indexed.map((x) => [x.chainId, x.processor, x.spendPermissions?.manager ?? null])).toEqual([
+      [8453, null, mgr.toLowerCase()],
+      [10, "0x" + "1".repeat(40), null],
+    ]);
+  });
+
+  test("a chain with neither source is refused naming both variables", () => {
+    const err = (() => {
+      try {
+        loadConfig({
+          CHAINS: "8453,10",
+          RPC_URL_8453: "https://b.example",
+          RPC_URL_10: "https://o.example",
+          ...{
+            SPEND_PERMISSION_MANAGER_8453: mgr,
+            SPEND_PERMISSION_SPENDERS_8453: "*",
+          },
+        });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(String(err)).toContain("PROCESSOR_ADDRESS_10 or SPEND_PERMISSION_MANAGER_10 is required");
+    // The single-chain form: RPC_URL alone is an API process's on-chain RPC (nothing indexed); the indexer refuses it.
+    const rpcOnly = loadConfig({ RPC_URL: "http://127.0.0.1:8545" });
+    expect(rpcOnly.indexed).toEqual([]);
+    expect(() => requireChain(rpcOnly)).toThrow(/PROCESSOR_ADDRESS or SPEND_PERMISSION_MANAGER is required/);
   });
 
   test("bad or missing values name the variable", () => {

@@ -257,6 +257,30 @@ describe("indexing the manager beside the processor", () => {
     }
   }, 60_000);
 
+  test("scenario 15: a source added to a chain indexed before without it catches its history up at its first start", async () => {
+    const fresh = await createTestDb();
+    try {
+      // The processor alone first: the cursor passes the permissions' history.
+      await indexTo(fresh, chain, await head());
+      expect((await fresh.sql`select count(*)::int as n from spend_permissions`)[0]!.n).toBe(0);
+      await indexTo(fresh, chain, await head(), { spendPermissions: source });
+      const full = await createTestDb();
+      try {
+        await indexTo(full, chain, await head(), { spendPermissions: source });
+        const a = await dumpChainData(fresh.sql, chain.chainId);
+        const b = await dumpChainData(full.sql, chain.chainId);
+        expect(a.spend_permissions.length).toBeGreaterThan(0);
+        expect(a.spend_permissions).toEqual(b.spend_permissions);
+        expect(a.activity).toEqual(b.activity);
+        expect(a.events).toEqual(b.events);
+      } finally {
+        await full.close();
+      }
+    } finally {
+      await fresh.close();
+    }
+  }, 60_000);
+
   test("scenario 15: a start block after the Approved still gives the record (orphan lookup); earlier charges uncounted", async () => {
     const p = kit.permission({ account: alice, spender: merchant, token, start: Number(await chain.now()), salt: 40n });
     await kit.executeAs("alice", alice, [kit.managerCall("approve", [p])]);

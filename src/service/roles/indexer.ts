@@ -1,3 +1,4 @@
+import { zeroAddress } from "viem";
 import { withPermissionEvents } from "../../events/spend-permission-events";
 import { publicClientFor } from "../../chain/clients";
 import { requireChain } from "../../common/config";
@@ -25,7 +26,8 @@ export const indexerRole: Role = {
       const outlooks = chainRenewals({
         sql: db.sql,
         config,
-        chain,
+        // A permission-only chain has no module subscriptions, so nothing is ever read from its (absent) processor.
+        chain: { ...chain, processor: chain.processor ?? zeroAddress },
         log,
         onEvents: enqueueFanOut,
         metrics: metrics?.renewals,
@@ -36,7 +38,7 @@ export const indexerRole: Role = {
         db,
         client: chains.get(chain.chainId) ?? publicClientFor(chain.rpcUrl, config.RPC_TIMEOUT_MS),
         config: {
-          PROCESSOR_ADDRESS: chain.processor,
+          PROCESSOR_ADDRESS: chain.processor ?? undefined,
           START_BLOCK: chain.startBlock,
           CONFIRMATIONS: chain.confirmations,
           POLL_INTERVAL_MS: chain.pollIntervalMs,

@@ -38,7 +38,8 @@ export const keeperRole: Role = {
       const chainId = chain.chainId;
       const client = chains.get(chainId) ?? publicClientFor(chain.rpcUrl, config.RPC_TIMEOUT_MS);
       const common = { ...opts.keeper, sql: db.sql, client, dbKind: db.kind, log };
-      if (account) {
+      // Module subscriptions are charged through the processor: a permission-only chain has none.
+      if (account && chain.processor) {
         const keeper = createKeeper({
           ...common,
           observer: metrics?.keeper(chainId, () => client.getBalance({ address: account.address }), {

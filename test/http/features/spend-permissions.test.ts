@@ -258,29 +258,64 @@ describe("GET /v0/subscriptions for a spender", () => {
     expect(r.spend_permission.revoked_at).toBe(iso(Number(await chain.now())));
   });
 
-  test("scenario 11 (indexed): the auth check answers for a permission by spender and plan key", async () => {
+  test("scenario 11: the three modes agree in scenarios 1, 2, 4 (inside and past grace) and 6, with and without plan_ids", async () => {
     const check = (wallet: Address, extra = "") =>
       request(
         app,
         `/v0/auth/check?module_address=${kit.manager}&wallet=${wallet}&chain_id=${chain.chainId}${extra}`,
         {},
       );
-    expect((await check(alice)).status).toBe(400);
-    expect((await check(alice)).body.error.code).toBe("missing_parameter");
+    const missing = await check(alice);
+    expect(missing.status).toBe(400);
+    expect(missing.body.error.code).toBe("missing_parameter");
+    expect(missing.body.error.param).toBe("spender");
     const key = `${token.toLowerCase()}:${TEST_ALLOWANCE}:${TEST_PERIOD}`;
-    // alice's permission was revoked above: CANCELLED, not authorized.
+    /** Every mode, with the plan key and without plan_ids, gives `expected` (the index first waited for). */
+    const agree = async (wallet: Address, expected: boolean) => {
+      await until(`the index to say ${expected} for ${wallet}`, async () => {
+        const x = await check(wallet, `&spender=${merchant}&plan_ids=${key}`);
+        return x.body.indexed.authorized === expected;
+      });
+      for (const plans of [`&plan_ids=${key}`, ""]) {
+        for (const mode of ["indexed", "onchain", "both"]) {
+          const x = await check(wallet, `&spender=${merchant}${plans}&mode=${mode}`);
+          expect({ mode, plans, status: x.status, authorized: x.body.authorized }).toEqual({
+            mode,
+            plans,
+            status: 200,
+            authorized: expected,
+          });
+          if (mode !== "indexed") expect(x.body.onchain.method).toBe("isValid+getLastUpdatedPeriod");
+          if (mode !== "onchain") {
+            expect(x.body.indexed.authorized).toBe(expected);
+            expect(x.body.indexed.matching_plan_ids).toEqual(expected ? [key] : []);
+          }
+        }
+      }
+    };
+    // Scenario 6: alice's permission was revoked above: CANCELLED, not authorized.
     let r = await check(alice, `&spender=${merchant}`);
-    expect(r.status).toBe(200);
-    expect(r.body.indexed).toMatchObject({ authorized: false, matching_plan_ids: [] });
     expect(r.body.indexed.details[0]).toMatchObject({
       status: "CANCELLED",
       is_subscribed: false,
       plan_id_on_chain: key,
     });
-    // bob's permissions: approved only (PENDING) and the finite one (EXPIRED now): not authorized.
-    r = await check(bob, `&spender=${merchant}&plan_ids=${key}`);
-    expect(r.body.indexed.authorized).toBe(false);
-    // A fresh Base Pay charge for bob is ACTIVE: authorized for its plan key, not for another.
+    await agree(alice, false);
+    // Scenario 2: carol's permission is approved only (PENDING, subscribed but unpaid): not authorized.
+    const carol = await kit.createAccount("carol");
+    const approvedOnly = kit.permission({
+      account: carol,
+      spender: merchant,
+      token,
+      start: Number(await chain.now()),
+      salt: 60n,
+    });
+    await kit.executeAs("carol", carol, [kit.managerCall("approve", [approvedOnly])]);
+    await index();
+    r = await check(carol, `&spender=${merchant}`);
+    expect(r.body.indexed.details).toMatchObject([{ status: "PENDING", is_subscribed: true }]);
+    await agree(carol, false);
+    // Scenario 1: a fresh Base Pay charge for bob is ACTIVE: authorized for its plan key, not for another.
     const now = Number(await chain.now()) + 1;
     const p = kit.permission({ account: bob, spender: merchant, token, start: now, salt: 50n });
     await chain.setNextTimestamp(now);
@@ -289,42 +324,27 @@ describe("GET /v0/subscriptions for a spender", () => {
       kit.managerCall("spend", [p, TEST_ALLOWANCE]),
     ]);
     await index();
-    // The batch's notification reaches the app's answer cache asynchronously on a server (LISTEN/NOTIFY).
-    r = await until("the new batch in the check", async () => {
-      const x = await check(bob, `&spender=${merchant}&plan_ids=${key}`);
-      return x.body.indexed.authorized ? x : null;
-    });
-    expect(r.body.indexed).toMatchObject({ authorized: true, matching_plan_ids: [key] });
+    await agree(bob, true);
+    r = await check(bob, `&spender=${merchant}&plan_ids=${key}`);
     expect(r.body.indexed.valid_until).toBe(iso(now + TEST_PERIOD + G));
     r = await check(bob, `&spender=${merchant}&plan_ids=${token}:1:${TEST_PERIOD}`);
     expect(r.body.indexed.authorized).toBe(false);
     r = await check(bob, `&spender=${other}`);
     expect(r.body.indexed).toMatchObject({ authorized: false, details: [] });
     expect((await check(bob, `&spender=${merchant}&plan_ids=1,2`)).status).toBe(400);
-    // The three modes agree: ACTIVE bob, CANCELLED alice, bob under another spender.
-    const agree = async (wallet: Address, extra: string, expected: boolean) => {
-      for (const mode of ["indexed", "onchain", "both"]) {
-        const x = await check(wallet, `${extra}&mode=${mode}`);
-        expect(x.status).toBe(200);
-        expect(x.body.authorized).toBe(expected);
-        if (mode !== "indexed") expect(x.body.onchain.method).toBe("isValid+getLastUpdatedPeriod");
-      }
-    };
-    await agree(bob, `&spender=${merchant}&plan_ids=${key}`, true);
-    await agree(bob, `&spender=${merchant}`, true);
-    await agree(alice, `&spender=${merchant}`, false);
-    await agree(bob, `&spender=${other}`, false);
-    // Inside grace after the paid period it still counts, on the chain as in the index.
+    // Scenario 4: the next period has begun, uncharged: still ACTIVE inside grace, on the chain as in the index…
+    await at(now + TEST_PERIOD);
+    await agree(bob, true);
     await at(now + TEST_PERIOD + G - 1);
-    await agree(bob, `&spender=${merchant}&plan_ids=${key}`, true);
-    // Past grace the same permission lapses, and the check follows.
+    await agree(bob, true);
+    // …and past grace the same permission lapses, and every mode follows.
     await at(now + TEST_PERIOD + G);
     r = await until("the lapse in the check", async () => {
       const x = await check(bob, `&spender=${merchant}&plan_ids=${key}`);
       return x.body.indexed.authorized ? null : x;
     });
     expect(r.body.indexed.details[0]).toMatchObject({ status: "EXPIRED" });
-    await agree(bob, `&spender=${merchant}&plan_ids=${key}`, false);
+    await agree(bob, false);
   });
 
   test("stats count the permissions by status, their charges as revenue and the ACTIVE ones in the run rate", async () => {

@@ -126,15 +126,13 @@ export function checkRoutes(deps: RouteDeps, cache?: ResponseCache<CheckEntry>) 
       const why = `no RPC endpoint is configured for chain ${q.chainId} (needed by mode ${mode})`;
       throw new InvalidParameterError("chain_id", why);
     }
+    // A spend permission's multicall goes through the same per-client share of the chain's budget as a module's call.
+    const spender = q.spender;
+    const multicall = (deps.config.multicallAddresses?.[q.chainId] as Address | undefined) ?? MULTICALL3_ADDRESS;
     const chain = () =>
-      q.spender
-        ? permissionCandidates(deps.readSql, { ...q, spender: q.spender }).then((candidates) =>
-            onchainPermissionCheck(
-              deps.chains.get(q.chainId)!,
-              q,
-              candidates,
-              (deps.config.multicallAddresses?.[q.chainId] as Address | undefined) ?? MULTICALL3_ADDRESS,
-            ),
+      spender
+        ? onchain.check(q, client, async (rpc) =>
+            onchainPermissionCheck(rpc, q, await permissionCandidates(deps.readSql, { ...q, spender }), multicall),
           )
         : onchain.check(q, client);
     if (mode === "onchain") return checkResult(mode, q, undefined, await chain());

@@ -262,10 +262,15 @@ export async function plansOf(sql: Sql, chainId: number, module: string, planIds
 /** On-chain checks with their own RPC budget. */
 export type OnchainChecker = {
   /**
-   * The contract's answer (see {@link onchainCheck}) for `client` (its rate-limit key); ChainBusyError when the
-   * chain's cap is reached or the client holds its share of it.
+   * The contract's answer for `client` (its rate-limit key): `call` with the checker's RPC client (default
+   * {@link onchainCheck}, a module's; a spend permission check brings its own); ChainBusyError when the chain's cap
+   * is reached or the client holds its share of it.
    */
-  check: (q: CheckQuery, client?: string) => Promise<OnchainResult>;
+  check: (
+    q: CheckQuery,
+    client?: string,
+    call?: (rpc: PublicClient, q: CheckQuery) => Promise<OnchainResult>,
+  ) => Promise<OnchainResult>;
   /** Distinct RPC calls in flight on `chainId` (identical checks share one). */
   inFlight: (chainId: number) => number;
 };
@@ -274,7 +279,7 @@ export type OnchainChecker = {
  * The on-chain half of the public check, kept off the indexer's RPC budget: one viem client per chain of its own
  * (built from the registry's URL; the registry's client only where it has no URL), at most `concurrency` distinct
  * calls in flight per chain (one more is a 503 chain_busy, never a queue), and single flight: checks identical in
- * (chain, module, wallet, plan ids) while one is in flight share its call and its answer (or error). Fair: one
+ * (chain, module, spender, wallet, plan ids) while one is in flight share its call and its answer (or error). Fair: one
  * client (a rate-limit key) starts a call only while it holds fewer than its share of the chain's calls — the cap
  * divided by the clients holding calls (itself included), and never more than half of it — so a caller flooding
  * the route gets its own 503s and leaves room for everyone else.
@@ -307,8 +312,8 @@ export function createOnchainChecker(opts: {
   };
 
   return {
-    check: (q, who = "") => {
-      const key = `${q.chainId}:${q.module}:${q.wallet}:${q.planIds.join(",")}`;
+    check: (q, who = "", call = onchainCheck) => {
+      const key = `${q.chainId}:${q.module}:${q.spender ?? ""}:${q.wallet}:${q.planIds.join(",")}`;
       const joined = flights.get(key);
       if (joined) return joined;
       const client = clientOf(q.chainId);
@@ -326,7 +331,7 @@ export function createOnchainChecker(opts: {
       if (mine >= share) return Promise.reject(new ChainBusyError(q.chainId, share));
       holders.set(who, mine + 1);
       active.set(q.chainId, running + 1);
-      const flight = onchainCheck(client, q).finally(() => {
+      const flight = call(client, q).finally(() => {
         flights.delete(key);
         active.set(q.chainId, (active.get(q.chainId) ?? 1) - 1);
         const left = (holders.get(who) ?? 1) - 1;

@@ -155,29 +155,33 @@ async function keeperStatus(sql: Sql, config: Config, rows: ChainRow[], clientOf
   if (!config.KEEPER_PRIVATE_KEY) return { keeper: null, attention: [] };
   const address = privateKeyToAccount(config.KEEPER_PRIVATE_KEY as `0x${string}`).address;
   const attention: string[] = [];
+  // The keeper charges through a processor: permission-only chains have none, and no keeper balance to watch.
   const chains = await Promise.all(
-    config.indexed.map(async (c): Promise<KeeperChainStatus> => {
-      const client = clientOf(c.rpcUrl);
-      // RPC_URL alone names its chain through the node; the one indexed chain when the node does not answer.
-      const chainId = c.chainId ?? (await client.getChainId().catch(() => (rows.length === 1 ? rows[0]!.chainId : 0)));
-      const [hour, funds] = await Promise.all([keeperHour(sql, chainId, address), keeperFunds(client, address)]);
-      if (funds.error) attention.push(`keeper balance on chain ${chainId} unknown: ${funds.error}`);
-      else if (funds.funded! < MIN_CHARGES_FUNDED) {
-        attention.push(
-          `keeper out of gas on chain ${chainId}: ${formatEther(funds.balance!)} pays for ${funds.funded} charges ` +
-            `(fewer than ${MIN_CHARGES_FUNDED}) at the current gas price`,
-        );
-      }
-      return {
-        chain_id: chainId,
-        balance_wei: funds.balance?.toString() ?? null,
-        balance: funds.balance === null ? null : formatEther(funds.balance),
-        charges_sent_1h: hour.sent,
-        charges_failed_1h: hour.failed,
-        charges_funded: funds.funded?.toString() ?? null,
-        error: funds.error,
-      };
-    }),
+    config.indexed
+      .filter((c) => c.processor)
+      .map(async (c): Promise<KeeperChainStatus> => {
+        const client = clientOf(c.rpcUrl);
+        // RPC_URL alone names its chain through the node; the one indexed chain when the node does not answer.
+        const chainId =
+          c.chainId ?? (await client.getChainId().catch(() => (rows.length === 1 ? rows[0]!.chainId : 0)));
+        const [hour, funds] = await Promise.all([keeperHour(sql, chainId, address), keeperFunds(client, address)]);
+        if (funds.error) attention.push(`keeper balance on chain ${chainId} unknown: ${funds.error}`);
+        else if (funds.funded! < MIN_CHARGES_FUNDED) {
+          attention.push(
+            `keeper out of gas on chain ${chainId}: ${formatEther(funds.balance!)} pays for ${funds.funded} charges ` +
+              `(fewer than ${MIN_CHARGES_FUNDED}) at the current gas price`,
+          );
+        }
+        return {
+          chain_id: chainId,
+          balance_wei: funds.balance?.toString() ?? null,
+          balance: funds.balance === null ? null : formatEther(funds.balance),
+          charges_sent_1h: hour.sent,
+          charges_failed_1h: hour.failed,
+          charges_funded: funds.funded?.toString() ?? null,
+          error: funds.error,
+        };
+      }),
   );
   return { keeper: { address: address.toLowerCase(), chains }, attention };
 }

@@ -122,7 +122,7 @@ describe("a permission-only chain", () => {
       service.db.sql<{ type: string; amount: string; keeper: string }[]>`
         select type, amount::text, keeper from activity where subscription_id = ${id}`;
     await until("the keeper's spend indexed", async () => (await charges()).length > 0, 30_000);
-    expect(await charges()).toEqual([
+    expect([...(await charges())]).toEqual([
       { type: "CHARGE", amount: TEST_ALLOWANCE.toString(), keeper: dave.toLowerCase() },
     ]);
     const [row] = await service.db.sql`select times_executed from spend_permissions where hash = ${kit.hash(p)}`;

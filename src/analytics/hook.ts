@@ -214,7 +214,8 @@ export function mrrAnalytics() {
     let folded = changes;
     if (batch?.catchUp) {
       folded = changes.filter((c) => !customers.has(customerKey(c.merchant, c.customer, c.token)));
-      if (folded.length < changes.length) await tx`update chains set mrr_rebuild_due = true where chain_id = ${chainId}`;
+      if (folded.length < changes.length)
+        await tx`update chains set mrr_rebuild_due = true where chain_id = ${chainId}`;
     }
     const after = new Map<string, CustomerState>();
     const moves = foldMovements(folded, (k) => customers.get(k), after);

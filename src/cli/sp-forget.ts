@@ -2,9 +2,9 @@
  * `bun run sp:forget --chain <id> --spender 0x…`: deletes everything the index holds for one Spend Permission spender
  * of a chain (its permissions, charges, logs, webhook events and deliveries, outlooks, claims, MRR movements, stats
  * rollups; customers who also have module subscriptions of the same address get their MRR folded again at the
- * indexer's next start) in one transaction, and takes it out of the chain's recorded spender set, so the indexer starts again with
- * the spender removed from SPEND_PERMISSION_SPENDERS (spend-permissions spec §6.4). Reaches the database like the
- * other commands: DATABASE_URL, else the embedded PGlite in DATA_DIR.
+ * indexer's next start) in one transaction, and takes it out of the chain's recorded spender set, so the indexer
+ * starts again with the spender removed from SPEND_PERMISSION_SPENDERS (spend-permissions spec §6.4). Reaches the
+ * database like the other commands: DATABASE_URL, else the embedded PGlite in DATA_DIR.
  *
  * Refused (exit 2, one line, nothing changed): bad arguments; the spender still named by this environment's
  * SPEND_PERMISSION_SPENDERS for that chain (or `*`); a running service holding the embedded database, or an indexer of

@@ -93,7 +93,8 @@ export function statsRollupsHook(): IndexerHook {
       const modules = [...new Set(activity.map((a) => a.module))];
       await addActivity(
         tx,
-        tx`a.chain_id = ${ctx.chainId} and a.module = any(${modules}::text[]) and a.merchant = any(${merchants}::text[])`,
+        tx`a.chain_id = ${ctx.chainId} and a.module = any(${modules}::text[])
+          and a.merchant = any(${merchants}::text[])`,
       );
     },
     async onRollback(tx, ctx) {

@@ -73,7 +73,8 @@ export async function forgetSpender(sql: Sql, chainId: number, spender: string):
     const ids = idRows.map((r) => r.id);
     // The customers of its permissions (wallet and token; the merchant is the spender).
     const customers = await tx<{ customer: string; token: string }[]>`
-      select distinct subscriber as customer, token from spend_permissions where chain_id = ${C} and merchant = ${spender}`;
+      select distinct subscriber as customer, token from spend_permissions
+      where chain_id = ${C} and merchant = ${spender}`;
     // Its webhook events: those about its permissions (subscription, renewal and withdrawal events name the
     // allocation `<chain>:<manager>:<hash>`; an activity event kept by a rollback names the manager as its module).
     const events = await tx<{ seq: string }[]>`
@@ -91,7 +92,8 @@ export async function forgetSpender(sql: Sql, chainId: number, spender: string):
           from merchant_events
           where chain_id = ${C} and merchant = ${spender} and reverted_by is null
             and type in ('subscription.created', 'subscription.status_changed')
-            and lower(coalesce(s_subscriber, data->'object'->>'user_address')) = any(${customers.map((c) => c.customer)}::text[])`
+            and lower(coalesce(s_subscriber, data->'object'->>'user_address'))
+              = any(${customers.map((c) => c.customer)}::text[])`
       ).map((r) => r.customer),
     );
     const gone = customers.filter((c) => !remaining.has(c.customer));
@@ -106,7 +108,8 @@ export async function forgetSpender(sql: Sql, chainId: number, spender: string):
     await tx`delete from mrr_movements m where ${ownMovements()}`;
     const customerEvents = await tx<{ seq: string }[]>`
       delete from merchant_events
-      where chain_id = ${C} and merchant = ${spender} and id = any(${movementIds.map((id) => `evt_${id.slice(4)}`)}::text[])
+      where chain_id = ${C} and merchant = ${spender}
+        and id = any(${movementIds.map((id) => `evt_${id.slice(4)}`)}::text[])
       returning seq::text as seq`;
     if (refolded > 0) await tx`update chains set mrr_rebuild_due = true where chain_id = ${C}`;
     const charges = await tx<{ seq: string | null }[]>`

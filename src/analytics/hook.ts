@@ -208,8 +208,17 @@ export function mrrAnalytics() {
         }
       }
     }
+    // A Spend Permission catch-up's changes lie before the movements already stored: a customer that has some (its
+    // module subscriptions of the same merchant, in the same token) is left to the rebuild at start, which folds it
+    // again from all its status events in chain order.
+    let folded = changes;
+    if (batch?.catchUp) {
+      folded = changes.filter((c) => !customers.has(customerKey(c.merchant, c.customer, c.token)));
+      if (folded.length < changes.length)
+        await tx`update chains set mrr_rebuild_due = true where chain_id = ${chainId}`;
+    }
     const after = new Map<string, CustomerState>();
-    const moves = foldMovements(changes, (k) => customers.get(k), after);
+    const moves = foldMovements(folded, (k) => customers.get(k), after);
     const stored: StoredMovement[] = [];
     const out: NewEvent[] = [];
     const meta = await loadTokenMeta(tx, chainId, [...new Set(moves.map((m) => m.token))]);
@@ -242,7 +251,8 @@ export function mrrAnalytics() {
 
   const hook: IndexerHook = {
     name: "mrr-movements",
-    // A chain indexed before Spend Permissions fed MRR: its permission customers' movements, folded again.
+    // A chain indexed before Spend Permissions fed MRR, a catch-up or a forgotten spender that left a customer with
+    // movements to fold again (./rebuild.ts).
     async onStart(sql, ctx) {
       await rebuildPermissionCustomers(sql, ctx.chainId, ctx.blockHashes);
     },

@@ -1,9 +1,12 @@
 /**
- * The movements of a chain indexed before Spend Permissions fed MRR (migration 0056 marks it): every customer who
- * holds a permission is folded again from the standing status events of its module allocations and permissions,
- * from its first, as a fresh index folds them batch by batch; its old movements leave the rollups and the table, the
- * new ones enter both. One transaction at the indexer's start, before its first poll. The event log keeps what it
- * announced: no customer event is added or withdrawn.
+ * The movements of Spend Permission customers folded again, at the indexer's start when the chain is marked
+ * (`chains.mrr_rebuild_due`): by migration 0056 (a chain indexed before permissions fed MRR), by a catch-up of added
+ * spenders whose permissions lie before a customer's stored movements, or by `sp:forget` (a spender's permissions
+ * gone from under a customer's movements). Every customer who holds a permission, or whose movements still name a
+ * permission (`<chain>:<manager>:<hash>`) of the chain, is folded again from the standing status events of its module
+ * allocations and permissions, from its first, as a fresh index folds them batch by batch; its old movements leave
+ * the rollups and the table, the new ones enter both. One transaction at the indexer's start (after the catch-up),
+ * before its first poll. The event log keeps what it announced: no customer event is added or withdrawn.
  */
 import type { Sql } from "../db/client";
 import type { Q } from "../db/query";
@@ -35,9 +38,27 @@ type EventRow = {
   s_previous_status: SubscriptionStatus | null;
 };
 
-/** The customers holding a permission on the chain, as SQL rows `(merchant, subscriber, token)`. */
-const permissionCustomers = (q: Q, chainId: number) =>
-  q`select distinct merchant, subscriber, token from spend_permissions where chain_id = ${chainId}`;
+/** A customer: merchant, wallet and token (lowercase). */
+type Customer = { merchant: string; customer: string; token: string };
+
+/**
+ * The customers folded again: those holding a permission on the chain, and those whose movements name a permission of
+ * the chain's manager (one forgotten since: its row is gone).
+ */
+async function customersToFold(q: Q, chainId: number): Promise<Customer[]> {
+  return q<Customer[]>`
+    select merchant, subscriber as customer, token from spend_permissions where chain_id = ${chainId}
+    union
+    select m.merchant, m.customer, m.token from mrr_movements m
+    join chains c on c.chain_id = m.chain_id and c.spend_permission_manager is not null
+    where m.chain_id = ${chainId} and exists (select 1 from unnest(m.allocation_ids) a
+      where starts_with(a, ${chainId}::text || ':' || c.spend_permission_manager || ':'))`;
+}
+
+/** The customers as SQL rows `(merchant, customer, token)`. */
+const customerRows = (q: Q, customers: Customer[]) =>
+  q`select * from unnest(${customers.map((c) => c.merchant)}::text[], ${customers.map((c) => c.customer)}::text[],
+    ${customers.map((c) => c.token)}::text[])`;
 
 /**
  * A module allocation's status event as the fold needs it: from its snapshot columns, or from the record in `data`
@@ -84,23 +105,19 @@ export async function rebuildPermissionCustomers(
     const [chain] = await tx<{ due: boolean }[]>`
       select mrr_rebuild_due as due from chains where chain_id = ${chainId} for update`;
     if (!chain?.due) return null;
-    // Every standing status event of the wallets holding a permission, in chain order (as `sortEvents` puts them).
+    const customers = await customersToFold(tx, chainId);
+    // Every standing status event of the customers' wallets, in chain order (as `sortEvents` puts them).
     const rows = await tx<EventRow[]>`
       select e.type, e.merchant, e.block_number, e.log_index, e.ts, e.data, e.s_subscription_id::text,
         e.s_module, e.s_subscriber, e.s_plan_id::text, e.s_status, e.s_previous_status
       from merchant_events e
-      join (select distinct merchant, subscriber from spend_permissions where chain_id = ${chainId}) c
+      join (select distinct merchant, customer from (${customerRows(tx, customers)}) as u(merchant, customer, token)) c
         on c.merchant = e.merchant
-        and c.subscriber = lower(coalesce(e.s_subscriber, e.data->'object'->>'user_address'))
+        and c.customer = lower(coalesce(e.s_subscriber, e.data->'object'->>'user_address'))
       where e.chain_id = ${chainId} and e.reverted_by is null
         and e.type in ('subscription.created', 'subscription.status_changed')
       order by e.block_number, e.log_index, e.sub_index, e.ts, e.seq`;
-    const wanted = new Set(
-      (
-        await tx<{ merchant: string; subscriber: string; token: string }[]>`
-          select distinct merchant, subscriber, token from spend_permissions where chain_id = ${chainId}`
-      ).map((c) => customerKey(c.merchant, c.subscriber, c.token)),
-    );
+    const wanted = new Set(customers.map((c) => customerKey(c.merchant, c.customer, c.token)));
     type Pending = { row: EventRow; change?: StatusChange; module?: NonNullable<ReturnType<typeof moduleEvent>> };
     const pending: Pending[] = [];
     for (const row of rows) {
@@ -168,9 +185,9 @@ export async function rebuildPermissionCustomers(
       if (wanted.has(customerKey(change.merchant, change.customer, change.token))) changes.push(change);
     }
     const moves = foldMovements(changes, () => undefined);
-    const stored = await withIds(tx, chainId, moves, blockHashes);
+    const stored = await withIds(tx, chainId, customers, moves, blockHashes);
     const old = (): ReturnType<Q> =>
-      tx`m.chain_id = ${chainId} and (m.merchant, m.customer, m.token) in (${permissionCustomers(tx, chainId)})`;
+      tx`m.chain_id = ${chainId} and (m.merchant, m.customer, m.token) in (${customerRows(tx, customers)})`;
     await addToRollups(tx, old(), -1);
     await tx`delete from mrr_movements m where ${old()}`;
     await insertMovements(tx, chainId, stored);
@@ -189,6 +206,7 @@ export async function rebuildPermissionCustomers(
 async function withIds(
   tx: Q,
   chainId: number,
+  customers: Customer[],
   moves: Movement[],
   blockHashes: (numbers: bigint[]) => Promise<Map<bigint, string>>,
 ): Promise<StoredMovement[]> {
@@ -199,7 +217,7 @@ async function withIds(
       await tx<{ id: string; merchant: string; customer: string; token: string; block_number: string; at: string }[]>`
         select m.id, m.merchant, m.customer, m.token, m.block_number, m.at from mrr_movements m
         where m.chain_id = ${chainId}
-          and (m.merchant, m.customer, m.token) in (${permissionCustomers(tx, chainId)})`
+          and (m.merchant, m.customer, m.token) in (${customerRows(tx, customers)})`
     ).map((r) => [keyOf(r, r.block_number, r.at), r.id]),
   );
   const blocks = [

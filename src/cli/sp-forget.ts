@@ -1,9 +1,10 @@
 /**
  * `bun run sp:forget --chain <id> --spender 0x…`: deletes everything the index holds for one Spend Permission spender
  * of a chain (its permissions, charges, logs, webhook events and deliveries, outlooks, claims, MRR movements, stats
- * rollups) in one transaction, and takes it out of the chain's recorded spender set, so the indexer starts again with
- * the spender removed from SPEND_PERMISSION_SPENDERS (spend-permissions spec §6.4). Reaches the database like the
- * other commands: DATABASE_URL, else the embedded PGlite in DATA_DIR.
+ * rollups; customers who also have module subscriptions of the same address get their MRR folded again at the
+ * indexer's next start) in one transaction, and takes it out of the chain's recorded spender set, so the indexer
+ * starts again with the spender removed from SPEND_PERMISSION_SPENDERS (spend-permissions spec §6.4). Reaches the
+ * database like the other commands: DATABASE_URL, else the embedded PGlite in DATA_DIR.
  *
  * Refused (exit 2, one line, nothing changed): bad arguments; the spender still named by this environment's
  * SPEND_PERMISSION_SPENDERS for that chain (or `*`); a running service holding the embedded database, or an indexer of
@@ -78,7 +79,11 @@ async function main(argv: string[]): Promise<number> {
     console.log(
       `forgot spender ${spender} on chain ${chainId}: ${r.permissions} permissions, ${r.charges} charges, ` +
         `${r.logs} logs, ${r.events} webhook events (${r.deliveries} deliveries), ${r.movements} MRR movements; ` +
-        `spenders left: ${r.spenders.length ? r.spenders.join(",") : "none"}`,
+        `spenders left: ${r.spenders.length ? r.spenders.join(",") : "none"}` +
+        (r.refolded > 0
+          ? `; the MRR of ${r.refolded} customers with module subscriptions of ${spender} is folded again when the ` +
+            `indexer next starts`
+          : ""),
     );
     return 0;
   } finally {

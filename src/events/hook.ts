@@ -86,6 +86,8 @@ export type OnEvents = (tx: Q, range: EventRange) => Promise<unknown>;
  * states and their block flags, so the fold sees exactly the state before this batch whether or not they committed.
  */
 async function batchEvents(tx: Q, ctx: BatchContext, inFlight: readonly BatchRows[]): Promise<NewEvent[]> {
+  // A Spend Permission catch-up holds no module log; the range's module expiries were announced when it was indexed.
+  if (ctx.catchUp) return [];
   const { batch, before } = ctx.rows;
   const { chainId } = ctx;
   const pairOf = (module: string, subscriber: string) => `${module}:${subscriber}`;

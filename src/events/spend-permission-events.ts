@@ -132,7 +132,8 @@ export async function permissionEvents(tx: Q, ctx: BatchContext, inFlight: reado
   // States before the batch: the batches in flight (latest last) over the table.
   const pending = permissionsInFlight(inFlight);
   const touched = new Set(logs.map((e) => e.subscriptionId!));
-  const due = await dueIds(tx, chainId, graceS, ctx.fromTime, ctx.toTime);
+  // A catch-up's permissions are not in the table yet, and the others' expiries were announced with the range.
+  const due = ctx.catchUp ? [] : await dueIds(tx, chainId, graceS, ctx.fromTime, ctx.toTime);
   for (const [id, p] of pending) {
     const instant = expiryInstant(p, graceS);
     if (instant !== null && instant > ctx.fromTime && instant <= ctx.toTime) due.push(id);

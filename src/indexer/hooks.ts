@@ -19,6 +19,14 @@ export type BatchContext = {
   /** True when the batch re-ingests the new branch right after a rollback. */
   reorg: boolean;
   /**
+   * True for the catch-up of Spend Permission spenders added to the configuration (spend-permissions spec §6.4): the
+   * batch holds only their logs, from the source's start block to the cursor, laid under an index that already covers
+   * that range (`fromTime` 0, nothing in flight). Hooks make of those logs what a fresh index makes of them, and skip
+   * what concerns the range as a whole (other allocations' expiries and notices, every activity row of its blocks):
+   * that was done when the range was indexed. The cursor does not move.
+   */
+  catchUp?: boolean;
+  /**
    * True when the batch's rows go in by COPY (Postgres): hooks may COPY their own rows too. Otherwise (PGlite) they
    * go in by plain multi-row inserts; either way without `on conflict` (the cursor check keeps a batch from being
    * applied twice).

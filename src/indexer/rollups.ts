@@ -24,9 +24,17 @@ function aggregate(q: Q, where: ReturnType<Q>) {
  * runs it after checking its cursor, so a range is never added twice.
  */
 export async function addBlocks(q: Q, chainId: number, fromBlock: bigint, toBlock: bigint): Promise<void> {
+  await addActivity(
+    q,
+    q`a.chain_id = ${chainId} and a.block_number between ${fromBlock.toString()} and ${toBlock.toString()}`,
+  );
+}
+
+/** Adds the activity rows matching `where` to the rollups (each row only once, as `addBlocks`). */
+async function addActivity(q: Q, where: ReturnType<Q>): Promise<void> {
   await q`
     insert into stats_daily as s (chain_id, merchant, day, token, type, reason, amount, fee, count)
-    ${aggregate(q, q`a.chain_id = ${chainId} and a.block_number between ${fromBlock.toString()} and ${toBlock.toString()}`)}
+    ${aggregate(q, where)}
     on conflict (chain_id, merchant, day, token, type, reason) do update
       set amount = s.amount + excluded.amount, fee = s.fee + excluded.fee, count = s.count + excluded.count`;
 }
@@ -77,8 +85,17 @@ export function statsRollupsHook(): IndexerHook {
   return {
     name: "stats-rollups",
     async onBatch(tx, ctx) {
-      if (ctx.rows.derived.activity.length === 0) return;
-      await addBlocks(tx, ctx.chainId, ctx.fromBlock, ctx.toBlock);
+      const { activity } = ctx.rows.derived;
+      if (activity.length === 0) return;
+      if (!ctx.catchUp) return addBlocks(tx, ctx.chainId, ctx.fromBlock, ctx.toBlock);
+      // A catch-up's range holds rows counted before: only its own (its spenders' charges, none indexed before) go in.
+      const merchants = [...new Set(activity.map((a) => a.merchant))];
+      const modules = [...new Set(activity.map((a) => a.module))];
+      await addActivity(
+        tx,
+        tx`a.chain_id = ${ctx.chainId} and a.module = any(${modules}::text[])
+          and a.merchant = any(${merchants}::text[])`,
+      );
     },
     async onRollback(tx, ctx) {
       if (ctx.ancestor === null) return recomputeDays(tx, ctx.chainId, null);

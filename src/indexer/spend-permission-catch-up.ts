@@ -1,23 +1,28 @@
 /**
  * Catch-up of spenders added to `SPEND_PERMISSION_SPENDERS` after the index passed their history (spend-permissions
- * spec §6.4): at start, their logs from the source's start block to the cursor are fetched, decoded and written
- * (events, CHARGE activity, permission rows) in one transaction with the new spender set, so a crash repeats it whole.
+ * spec §6.4): at start, their logs from the source's start block to the cursor are fetched, decoded and written as one
+ * batch (`BatchContext.catchUp`) through the indexer's hooks — so their webhook events, renewal notices, MRR movements
+ * and stats are made as a fresh index makes them, with the same ids — together with the permission rows and the new
+ * spender set, in one transaction: a crash repeats it whole.
  */
 import { getHeaders } from "../chain/rpc";
 import type { IndexerContext } from "./context";
 import { ChainBehindError } from "./errors";
 import type { BatchEvent } from "./fetch";
+import { batchContext, runBatchHooks, runCommitHooks, writeBatchBulk } from "./pipeline";
 import {
+  fetchEarlierApprovals,
   fetchSpendPermissionEvents,
+  permissionTokens,
   recordSpendPermissionSource,
   spenderList,
   type SpendPermissionIndexing,
 } from "./spend-permission-source";
-import { derivePermissions, upsertPermissions } from "./spend-permission-state";
+import { derivePermissionRows, writePermissions } from "./spend-permission-state";
 import type { SpenderSet } from "./spend-permissions";
-import { insertActivity, insertEvents, insertTokens, type Cursor } from "./store";
-import { ACTIVITY_LOGS } from "../domain/chain-event";
-import { permissionTokens } from "./spend-permission-source";
+import { insertTokens, type Cursor } from "./store";
+import type { BatchRows } from "./write";
+import type { BatchContext } from "./hooks";
 
 /**
  * Writes the history of `added` spenders up to `cursor` (with `previous`, the spenders indexed before: "*" minus
@@ -45,23 +50,50 @@ export async function catchUpSpenders(
   const wanted = new Set<string>();
   const native = permissionTokens(sp, ctx.client, events, wanted, ctx.state.tokens.known);
   const metas = [...native, ...(wanted.size > 0 ? await ctx.state.tokens.read(wanted) : [])];
-  // New spenders' permissions are not indexed yet: the fold starts empty.
-  const rows = derivePermissions(events, new Map());
-  await ctx.sql.begin(async (tx) => {
+  // New spenders' permissions are not indexed yet: the fold starts empty (a cache of its own), and Used logs of
+  // permissions approved before the start block get their Approved looked up, as a batch's do.
+  const permissions = await derivePermissionRows(
+    ctx.sql,
+    ctx.chainId,
+    {},
+    events,
+    (hashes) => fetchEarlierApprovals(ctx.client, sp, hashes, ctx.policy) as Promise<BatchEvent[]>,
+  );
+  let bctx: BatchContext | null = null;
+  if (cursor && permissions) {
+    const rows: BatchRows = {
+      batch: {
+        from: sp.startBlock,
+        to: cursor.block,
+        events,
+        covered: cursor.block,
+        toHeader: { number: cursor.block, hash: cursor.hash, parentHash: "", timestamp: cursor.time },
+        windowHeaders: [],
+      },
+      before: new Map(),
+      derived: { modules: [], plans: [], subscriptions: [], blocked: [], activity: permissions.activity, orphans: 0 },
+      tokens: metas,
+      permissions,
+    };
+    bctx = { ...batchContext(ctx, rows, null, cursor.block, false), catchUp: true };
+  }
+  const written = await ctx.sql.begin(async (tx) => {
     // Another process may have caught them up meanwhile: then this one writes nothing.
     const [row] = await tx<{ spenders: string | null }[]>`
       select spend_permission_spenders as spenders from chains where chain_id = ${ctx.chainId} for update`;
-    if ((row?.spenders ?? "") !== [...previous].sort().join(",")) return;
+    if ((row?.spenders ?? "") !== [...previous].sort().join(",")) return false;
     await tx`update chains set spend_permission_spenders = ${spenderList(sp.spenders)} where chain_id = ${ctx.chainId}`;
-    await insertEvents(
-      tx,
-      ctx.chainId,
-      events.filter((e) => !ACTIVITY_LOGS.has(e.name)),
-    );
-    await insertActivity(tx, ctx.chainId, rows.activity);
-    await upsertPermissions(tx, ctx.chainId, rows.permissions);
+    if (bctx) {
+      // As a batch: the hooks around its logs and CHARGE rows, then the permission rows (the state after it).
+      await writeBatchBulk(ctx, tx, bctx);
+      await runBatchHooks(ctx, tx, bctx);
+      await writePermissions(tx, ctx.chainId, permissions!);
+    }
     await insertTokens(tx, ctx.chainId, metas);
+    return true;
   });
+  if (!written) return 0;
+  if (bctx) runCommitHooks(ctx, bctx);
   for (const m of metas) ctx.state.tokens.known.add(m.address);
   return events.length;
 }

@@ -3,7 +3,10 @@
  * spender of a chain's Spend Permission source — its permissions, their logs, charges, webhook events and their
  * deliveries, renewal outlooks, keeper claims, MRR movements and stats rollups — deleted in one transaction, and the
  * spender taken out of the chain's recorded spender set, so a start without it in SPEND_PERMISSION_SPENDERS is
- * accepted. A later start that names it again catches its history up like any added spender.
+ * accepted. A customer of its permissions that also has module subscriptions of the same merchant address keeps its
+ * movements until the indexer's next start, which folds them again from its remaining status events (the chain is
+ * marked `mrr_rebuild_due`; the rebuild needs the node for blocks no stored row names). A later start that names the
+ * spender again catches its history up like any added spender.
  */
 import { AppError } from "../common/errors";
 import type { Sql } from "../db/client";
@@ -24,6 +27,8 @@ export type ForgetResult = {
   events: number;
   deliveries: number;
   movements: number;
+  /** Customers whose movements the indexer's next start folds again without the spender's permissions. */
+  refolded: number;
   /** The chain's recorded spenders afterwards (sorted; empty: none left). */
   spenders: string[];
 };
@@ -66,29 +71,56 @@ export async function forgetSpender(sql: Sql, chainId: number, spender: string):
       select subscription_id::text from events
       where chain_id = ${C} and address = ${manager} and args->>'spender' = ${spender} and subscription_id is not null`;
     const ids = idRows.map((r) => r.id);
-    // MRR movements made only of its permissions: taken back from the rollups, then deleted.
+    // The customers of its permissions (wallet and token; the merchant is the spender).
+    const customers = await tx<{ customer: string; token: string }[]>`
+      select distinct subscriber as customer, token from spend_permissions
+      where chain_id = ${C} and merchant = ${spender}`;
+    // Its webhook events: those about its permissions (subscription, renewal and withdrawal events name the
+    // allocation `<chain>:<manager>:<hash>`; an activity event kept by a rollback names the manager as its module).
+    const events = await tx<{ seq: string }[]>`
+      delete from merchant_events
+      where chain_id = ${C} and merchant = ${spender} and (
+        s_module = ${manager} or data->'object'->>'allocation_id' like ${`${C}:${manager}:%`})
+      returning seq::text as seq`;
+    // Customers left with status events of the merchant (its module subscriptions) keep their movements, folded again
+    // from those events at the indexer's next start; the others' movements (made only of its permissions) go now,
+    // taken back from the rollups, with their customer events (`evt_` + the movement id's digits).
+    const remaining = new Set(
+      (
+        await tx<{ customer: string }[]>`
+          select distinct lower(coalesce(s_subscriber, data->'object'->>'user_address')) as customer
+          from merchant_events
+          where chain_id = ${C} and merchant = ${spender} and reverted_by is null
+            and type in ('subscription.created', 'subscription.status_changed')
+            and lower(coalesce(s_subscriber, data->'object'->>'user_address'))
+              = any(${customers.map((c) => c.customer)}::text[])`
+      ).map((r) => r.customer),
+    );
+    const gone = customers.filter((c) => !remaining.has(c.customer));
+    const refolded = customers.length - gone.length;
     const ownMovements = (): ReturnType<Q> => tx`m.chain_id = ${C} and m.merchant = ${spender}
-      and cardinality(m.allocation_ids) > 0 and m.allocation_ids <@ ${ids}::text[]`;
+      and (m.customer, m.token) in (select * from unnest(${gone.map((c) => c.customer)}::text[],
+        ${gone.map((c) => c.token)}::text[]))`;
     const movementIds = (await tx<{ id: string }[]>`select m.id from mrr_movements m where ${ownMovements()}`).map(
       (r) => r.id,
     );
     if (movementIds.length > 0) await addToRollups(tx, ownMovements(), -1);
-    // Its webhook events: those about its permissions (subscription, renewal and withdrawal events name the
-    // allocation `<chain>:<manager>:<hash>`; an activity event kept by a rollback names the manager as its module),
-    // and the customer events of the movements above (`evt_` + the movement id's digits).
-    const events = await tx<{ seq: string }[]>`
+    await tx`delete from mrr_movements m where ${ownMovements()}`;
+    const customerEvents = await tx<{ seq: string }[]>`
       delete from merchant_events
-      where chain_id = ${C} and merchant = ${spender} and (
-        s_module = ${manager}
-        or data->'object'->>'allocation_id' like ${`${C}:${manager}:%`}
-        or id = any(${movementIds.map((id) => `evt_${id.slice(4)}`)}::text[]))
+      where chain_id = ${C} and merchant = ${spender}
+        and id = any(${movementIds.map((id) => `evt_${id.slice(4)}`)}::text[])
       returning seq::text as seq`;
+    if (refolded > 0) await tx`update chains set mrr_rebuild_due = true where chain_id = ${C}`;
     const charges = await tx<{ seq: string | null }[]>`
       delete from activity where chain_id = ${C} and module = ${manager} and merchant = ${spender}
       returning event_seq::text as seq`;
-    const seqs = [...events.map((e) => e.seq), ...charges.flatMap((c) => (c.seq === null ? [] : [c.seq]))];
+    const seqs = [
+      ...events.map((e) => e.seq),
+      ...customerEvents.map((e) => e.seq),
+      ...charges.flatMap((c) => (c.seq === null ? [] : [c.seq])),
+    ];
     const deliveries = await tx`delete from webhook_deliveries where event_seq = any(${seqs}::bigint[])`;
-    await tx`delete from mrr_movements m where ${ownMovements()}`;
     const logs = await tx`
       delete from events where chain_id = ${C} and address = ${manager} and args->>'spender' = ${spender}`;
     const permissions = await tx`delete from spend_permissions where chain_id = ${C} and merchant = ${spender}`;
@@ -104,9 +136,10 @@ export async function forgetSpender(sql: Sql, chainId: number, spender: string):
       permissions: permissions.count,
       charges: charges.length,
       logs: logs.count,
-      events: events.length,
+      events: events.length + customerEvents.length,
       deliveries: deliveries.count,
       movements: movementIds.length,
+      refolded,
       spenders: left,
     };
   });

@@ -46,6 +46,10 @@ export function spendPermissionIndexing(
   };
 }
 
+/** Chain order of logs: by block, then log index. */
+const byPosition = (a: DecodedEvent, b: DecodedEvent) =>
+  a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1;
+
 /** getLogs of [from, to] that halves its range on refusal. */
 async function logsSplit(
   client: PublicClient,
@@ -112,10 +116,13 @@ export async function fetchSpendPermissionEvents(
     if (ev) events.push(ev);
   }
   const seen = new Set<string>();
-  const unique = events.filter((e) => {
-    const key = `${e.blockNumber}:${e.logIndex}`;
-    return seen.has(key) ? false : (seen.add(key), true);
-  });
+  // The filters' answers are concatenated: put back in chain order (a Used before the Revoked of its permission).
+  const unique = events
+    .filter((e) => {
+      const key = `${e.blockNumber}:${e.logIndex}`;
+      return seen.has(key) ? false : (seen.add(key), true);
+    })
+    .sort(byPosition);
   for (const ev of unique) {
     if (ev.name === "SpendPermissionRevoked") {
       ev.args.revokedBy = await resolveRevokedBy(client, ev, sp.entryPoints, policy);
@@ -151,9 +158,7 @@ export async function withSpendPermissionEvents(
     if (h.hash !== ev.blockHash) throw new ReorgDetectedError(`logs of block ${ev.blockNumber} are from another fork`);
     ev.blockTime = h.timestamp;
   }
-  const events = [...batch.events, ...(found as BatchEvent[])].sort((a, b) =>
-    a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1,
-  );
+  const events = [...batch.events, ...(found as BatchEvent[])].sort(byPosition);
   return { ...batch, events };
 }
 

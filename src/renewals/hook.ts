@@ -58,7 +58,8 @@ export function renewalsHook(
   return {
     name: "renewals",
     async onBatch(tx, ctx) {
-      if (onPrediction) pending.set(ctx.rows, await predictions(tx, ctx));
+      // A catch-up's charges are history, not attempts against an outlook.
+      if (onPrediction && !ctx.catchUp) pending.set(ctx.rows, await predictions(tx, ctx));
       const wallets = new Set<string>();
       for (const s of ctx.rows.before.values()) wallets.add(s.subscriber);
       for (const s of ctx.rows.derived.subscriptions) wallets.add(s.subscriber);

@@ -51,9 +51,10 @@ export async function permissionUpcomingEvents(
   if (graceS === null) return [];
   const logs = ctx.rows.batch.events.filter((e) => SPEND_PERMISSION_LOGS.has(e.name));
   const inWindow = (n: number) => n - noticeS > ctx.fromTime && n - noticeS <= ctx.toTime;
+  // A catch-up's permissions are not in the table yet, and the others' notices were announced with the range.
   const ids = new Set([
     ...logs.map((e) => e.subscriptionId!),
-    ...(await dueForNotice(tx, chainId, noticeS, ctx.fromTime, ctx.toTime)),
+    ...(ctx.catchUp ? [] : await dueForNotice(tx, chainId, noticeS, ctx.fromTime, ctx.toTime)),
   ]);
   for (const [id, p] of permissionsInFlight(inFlight)) if (inWindow(p.nextChargeAt)) ids.add(id);
   if (ids.size === 0) return [];

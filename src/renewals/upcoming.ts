@@ -178,7 +178,8 @@ export async function upcomingEvents(
   inFlight: readonly BatchRows[],
   noticeS: number,
 ): Promise<NewEvent[]> {
-  if (noticeS <= 0 || ctx.toTime <= ctx.fromTime) return [];
+  // A Spend Permission catch-up holds no module log; the range's module notices were announced when it was indexed.
+  if (noticeS <= 0 || ctx.toTime <= ctx.fromTime || ctx.catchUp) return [];
   const { chainId } = ctx;
   const { states, pairOf, blocked, logs, pairLogs } = await candidates(tx, ctx, inFlight, noticeS);
   const found: Notice[] = [];

@@ -2,18 +2,22 @@
  * `bun run sp:forget` as a real command over a real index (PGlite data directory, or a Postgres database): a start
  * without a spender is refused until the spender is forgotten; forgetting deletes its permissions, charges, logs,
  * webhook events and deliveries and stats, and nothing of another spender or of the module side of the same address;
- * the start is then accepted, and naming the spender again catches its history up to a fresh index's. Refusals exit 2
+ * the start is then accepted, and MRR movements, rollups and the event log equal a fresh index's without the spender
+ * (a customer with only its permissions has none left; one that also subscribed to its module is folded again from
+ * the module's status events). Naming the spender again catches its history up to a fresh index's. Refusals exit 2
  * with one line and change nothing.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Address } from "viem";
-import { spendPermissionManagerAbi, testTokenAbi } from "../../src/chain/abis";
+import { encodeFunctionData, parseEventLogs, type Address } from "viem";
+import { mrrAnalytics } from "../../src/analytics/hook";
+import { spendPermissionManagerAbi, subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
 import type { SpendPermissionSource } from "../../src/common/config";
 import { createDb, type Db } from "../../src/db/client";
 import { migrate } from "../../src/db/migrate";
+import { EVENT_COLUMNS } from "../../src/events/envelope";
 import { eventsHook } from "../../src/events/hook";
 import { withPermissionEvents } from "../../src/events/spend-permission-events";
 import { statsRollupsHook } from "../../src/indexer/rollups";
@@ -31,6 +35,9 @@ let kit: SpendPermissionKit;
 let token: Address;
 let merchant: Address; // a smart-account spender: kept
 let dave: Address; // an EOA spender that also owns a module: forgotten
+let alice: Address; // a customer of dave's module and of a permission to dave, in one token
+let bob: Address; // a customer of dave's permissions only
+let carol: string; // a customer of dave's module only (an EOA)
 let both: SpendPermissionSource;
 let withoutDave: SpendPermissionSource;
 /** Where the index lives: a Postgres database kept open by the test, or a PGlite data directory opened per step. */
@@ -50,11 +57,37 @@ async function withDb<T>(fn: (db: Db) => Promise<T>): Promise<T> {
   }
 }
 async function indexToHead(db: Db, source: SpendPermissionSource) {
+  const mrr = mrrAnalytics();
   await indexTo(db, chain, await head(), {
     spendPermissions: source,
-    hooks: [statsRollupsHook(), eventsHook({ onEvents: enqueueFanOut, extra: withPermissionEvents() })],
+    hooks: [
+      statsRollupsHook(),
+      eventsHook({ onEvents: enqueueFanOut, extra: withPermissionEvents(), derive: mrr.derive, now: () => 0 }),
+      mrr.hook,
+    ],
   });
   while (await drainFanOut(db.sql));
+}
+
+/** The MRR tables, the event log (without seqs, by id) and the deliveries' events of the index. */
+async function derived(db: Db) {
+  return {
+    movements: await db.sql`select * from mrr_movements order by id`,
+    daily: await db.sql`
+      select merchant, token, day, kind, reason, recovered, stretch_day, prev_churn_day, count::text, amount::text
+      from mrr_daily where count <> 0 or amount <> 0
+      order by merchant, token, day, kind, reason, recovered, stretch_day, prev_churn_day`,
+    cohorts: await db.sql`
+      select merchant, token, interval, cohort_start::text, period_start::text, amount::text, customers::text,
+        size::text
+      from mrr_cohorts where amount <> 0 or customers <> 0 or size <> 0
+      order by merchant, token, interval, cohort_start, period_start`,
+    stats: await db.sql`select * from stats_daily order by merchant, day, token, type, reason`,
+    events: (await db.sql`select ${db.sql.unsafe(EVENT_COLUMNS)} from event_log e order by e.id`).map(
+      ({ seq: _seq, ...r }) => r,
+    ),
+    deliveries: (await db.sql`select event_id from webhook_deliveries order by event_id`).map((r) => r.event_id),
+  };
 }
 const forget = (env: Record<string, string>, ...args: string[]) =>
   runCommand("src/cli/sp-forget.ts", { ...dbEnv, ...env }, ...args);
@@ -73,10 +106,19 @@ async function daveRows(db: Db) {
         and data->'object'->>'allocation_id' like ${`%:${manager}:%`}) as sp_events,
       (select count(*)::int from merchant_events where merchant = ${d}
         and s_module is not null and s_module <> ${manager}) as module_events,
+      (select count(*)::int from merchant_events where merchant = ${d} and type like 'customer.%') as customer_events,
       (select count(*)::int from webhook_deliveries w join webhook_endpoints e on e.id = w.endpoint_id
         where e.merchant = ${d}) as deliveries,
       (select coalesce(sum(count), 0)::int from stats_daily where merchant = ${d}) as stats_count`;
   return row!;
+}
+
+/** dave's MRR movements in chain order: the customer, the kind, and whether they name a permission. */
+async function daveMovements(db: Db) {
+  const manager = kit.manager.toLowerCase();
+  return db.sql<{ customer: string; kind: string; permission: boolean }[]>`
+    select customer, kind, exists (select 1 from unnest(allocation_ids) a where a like ${`%:${manager}:%`}) as permission
+    from mrr_movements where merchant = ${dave.toLowerCase()} order by block_number, at, customer`.then((r) => [...r]);
 }
 
 beforeAll(async () => {
@@ -85,8 +127,9 @@ beforeAll(async () => {
   token = await chain.deployToken({ symbol: "USDC", decimals: 6 });
   merchant = await kit.createAccount("merchant", { managerOwner: false });
   dave = chain.address("dave");
-  const alice = await kit.createAccount("alice");
-  const bob = await kit.createAccount("bob");
+  carol = chain.address("carol").toLowerCase();
+  alice = await kit.createAccount("alice");
+  bob = await kit.createAccount("bob");
   for (const to of [alice, bob]) {
     await chain.send(
       chain
@@ -99,6 +142,25 @@ beforeAll(async () => {
   await chain.createPlan("dave", module, { planId: 1, token, amount: 1_000n, interval: 86_400 });
   await chain.fund("carol", token, 1_000_000n);
   await chain.charge(module, await chain.subscribe("carol", module, 1));
+  // alice's account subscribes to it too: a customer of dave's in the token of her permission to him.
+  const receipt = await kit.executeAs("alice", alice, [
+    {
+      target: token,
+      value: 0n,
+      data: encodeFunctionData({ abi: testTokenAbi, functionName: "approve", args: [chain.processor, 2n ** 255n] }),
+    },
+    {
+      target: module,
+      value: 0n,
+      data: encodeFunctionData({ abi: subscriptionModuleAbi, functionName: "subscribe", args: [1, 0, 0n] }),
+    },
+  ]);
+  const [created] = parseEventLogs({
+    abi: subscriptionModuleAbi,
+    eventName: "SubscriptionCreated",
+    logs: receipt.logs,
+  });
+  await chain.charge(module, created!.args.subscriptionId);
   // Permissions: alice → merchant (charged), alice → dave (charged by dave), bob → dave (approved then revoked), and
   // a Revoked of dave's for a permission never approved.
   const start = Number(await chain.now());
@@ -113,14 +175,20 @@ beforeAll(async () => {
   await kit.executeAs("alice", alice, [kit.managerCall("approve", [forDave])]);
   await kit.executeAs("bob", bob, [kit.managerCall("approve", [revoked]), kit.managerCall("revoke", [revoked])]);
   await kit.executeAs("bob", bob, [kit.managerCall("revoke", [never])]);
-  await chain.send(
-    chain.wallet("dave").writeContract({
-      address: kit.manager,
-      abi: spendPermissionManagerAbi,
-      functionName: "spend",
-      args: [forDave, 5_000n],
-    }),
-  );
+  // bob: a permission dave charges, then bob revokes (a customer of dave's permissions only: new, then churn).
+  const paid = kit.permission({ account: bob, spender: dave, token, start, salt: 5n });
+  await kit.executeAs("bob", bob, [kit.managerCall("approve", [paid])]);
+  for (const p of [forDave, paid]) {
+    await chain.send(
+      chain.wallet("dave").writeContract({
+        address: kit.manager,
+        abi: spendPermissionManagerAbi,
+        functionName: "spend",
+        args: [p, 5_000n],
+      }),
+    );
+  }
+  await kit.executeAs("bob", bob, [kit.managerCall("revoke", [paid])]);
   const base = {
     manager: kit.manager.toLowerCase(),
     startBlock: Number(chain.startBlock),
@@ -156,15 +224,25 @@ describe("bun run sp:forget", () => {
   test("before: dave's rows are indexed, and a start without dave is refused naming him", async () => {
     await withDb(async (db) => {
       expect(await daveRows(db)).toEqual({
-        permissions: 2,
-        sp_charges: 1,
-        module_charges: 1,
-        sp_logs: 4,
-        sp_events: 4,
-        module_events: 2,
-        deliveries: 8,
-        stats_count: 2,
+        permissions: 3,
+        sp_charges: 2,
+        module_charges: 2,
+        sp_logs: 6,
+        sp_events: 7,
+        module_events: 4,
+        customer_events: 1,
+        deliveries: 16,
+        stats_count: 4,
       });
+      // MRR: carol's and alice's module subscriptions, then alice's permission (an expansion); bob's permission (new,
+      // then churn).
+      expect(await daveMovements(db)).toEqual([
+        { customer: carol, kind: "new", permission: false },
+        { customer: alice.toLowerCase(), kind: "new", permission: false },
+        { customer: alice.toLowerCase(), kind: "expansion", permission: true },
+        { customer: bob.toLowerCase(), kind: "new", permission: true },
+        { customer: bob.toLowerCase(), kind: "churn", permission: true },
+      ]);
       const removed = testIndexer(db, chain, { spendPermissions: withoutDave });
       await expect(removed.start()).rejects.toThrow(`SPEND_PERMISSION_SPENDERS no longer names ${dave.toLowerCase()}`);
       await removed.stop();
@@ -210,25 +288,35 @@ describe("bun run sp:forget", () => {
       await holder?.stop();
       await held?.close();
     }
-    await withDb(async (db) => expect((await daveRows(db)).permissions).toBe(2));
+    await withDb(async (db) => expect((await daveRows(db)).permissions).toBe(3));
   });
 
   test("forgetting deletes dave's permission rows and nothing else; the start without him is accepted", async () => {
     const before = await withDb((db) => dumpChainData(db.sql, chain.chainId));
     const r = await forget({}, "--chain", String(chain.chainId), "--spender", dave);
     expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: "" });
-    expect(r.stdout).toContain(`forgot spender ${dave.toLowerCase()} on chain ${chain.chainId}: 2 permissions`);
+    expect(r.stdout).toContain(`forgot spender ${dave.toLowerCase()} on chain ${chain.chainId}: 3 permissions`);
+    expect(r.stdout).toContain("2 MRR movements");
+    expect(r.stdout).toContain("the MRR of 1 customers with module subscriptions");
     await withDb(async (db) => {
       expect(await daveRows(db)).toEqual({
         permissions: 0,
         sp_charges: 0,
-        module_charges: 1,
+        module_charges: 2,
         sp_logs: 0,
         sp_events: 0,
-        module_events: 2,
-        deliveries: 3,
-        stats_count: 1,
+        module_events: 4,
+        customer_events: 0,
+        deliveries: 6,
+        stats_count: 2,
       });
+      // bob's movements went with the permissions; alice's wait for the indexer's start to be folded again.
+      expect(await daveMovements(db)).toEqual([
+        { customer: carol, kind: "new", permission: false },
+        { customer: alice.toLowerCase(), kind: "new", permission: false },
+        { customer: alice.toLowerCase(), kind: "expansion", permission: true },
+      ]);
+      expect((await db.sql`select mrr_rebuild_due from chains`).map((x) => x.mrr_rebuild_due)).toEqual([true]);
       const after = await dumpChainData(db.sql, chain.chainId);
       const [sp] = await db.sql`select spend_permission_spenders from chains`;
       expect(sp!.spend_permission_spenders).toBe(merchant.toLowerCase());
@@ -242,21 +330,41 @@ describe("bun run sp:forget", () => {
       for (const t of ["modules", "plans", "subscriptions", "tokens", "blocks"] as const) {
         expect(after[t]).toEqual(before[t]);
       }
-      // A start without dave is accepted, and indexes on.
+      // A start without dave is accepted, and indexes on: alice's MRR is folded again from her module subscription.
       await indexToHead(db, withoutDave);
+      expect(await daveMovements(db)).toEqual([
+        { customer: carol, kind: "new", permission: false },
+        { customer: alice.toLowerCase(), kind: "new", permission: false },
+      ]);
+      expect((await db.sql`select mrr_rebuild_due from chains`).map((x) => x.mrr_rebuild_due)).toEqual([false]);
     });
+    // The MRR movements and rollups, the stats, the event log and its deliveries equal a fresh index's without dave.
+    const fresh = await createTestDb();
+    try {
+      await endpointForAll(fresh.sql, dave.toLowerCase(), "https://hooks.example.com/dave");
+      await endpointForAll(fresh.sql, merchant.toLowerCase(), "https://hooks.example.com/merchant");
+      await indexToHead(fresh, withoutDave);
+      expect(await withDb(derived)).toEqual(await derived(fresh));
+    } finally {
+      await fresh.close();
+    }
   });
 
   test("naming dave again catches his history up: the index equals a fresh one with both spenders", async () => {
     await withDb((db) => indexToHead(db, both));
     const fresh = await createTestDb();
     try {
+      await endpointForAll(fresh.sql, dave.toLowerCase(), "https://hooks.example.com/dave");
+      await endpointForAll(fresh.sql, merchant.toLowerCase(), "https://hooks.example.com/merchant");
       await indexToHead(fresh, both);
       const a = await withDb((db) => dumpChainData(db.sql, chain.chainId));
       const b = await dumpChainData(fresh.sql, chain.chainId);
       expect(a.spend_permissions).toEqual(b.spend_permissions);
       expect(a.activity).toEqual(b.activity);
       expect(a.events).toEqual(b.events);
+      // alice (a customer of both kinds) is folded again at the start; bob's movements, his churn event and its
+      // delivery come back from the catch-up as a fresh index made them.
+      expect(await withDb(derived)).toEqual(await derived(fresh));
     } finally {
       await fresh.close();
     }

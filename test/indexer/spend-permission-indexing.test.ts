@@ -1,10 +1,20 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Address, Hex } from "viem";
-import { spendPermissionManagerAbi, testTokenAbi } from "../../src/chain/abis";
+import { encodeFunctionData, parseEventLogs, type Address, type Hex } from "viem";
+import { mrrAnalytics } from "../../src/analytics/hook";
+import { spendPermissionManagerAbi, subscriptionModuleAbi, testTokenAbi } from "../../src/chain/abis";
 import type { SpendPermissionSource } from "../../src/common/config";
 import type { Db } from "../../src/db/client";
 import type { SpendPermission } from "../../src/domain/spend-permission";
+import { EVENT_COLUMNS } from "../../src/events/envelope";
+import { eventsHook, type ExtraEvents } from "../../src/events/hook";
+import { withPermissionEvents } from "../../src/events/spend-permission-events";
 import type { Indexer } from "../../src/indexer";
+import type { IndexerHook } from "../../src/indexer/hooks";
+import { statsRollupsHook } from "../../src/indexer/rollups";
+import { renewalsHook } from "../../src/renewals/hook";
+import { permissionUpcomingEvents } from "../../src/renewals/permission-upcoming";
+import { upcomingEvents } from "../../src/renewals/upcoming";
+import { drainFanOut, enqueueFanOut } from "../../src/webhooks/fanout";
 import { createTestChain, type TestChain } from "../../testkit/chain";
 import { until } from "../../testkit/cli";
 import { dumpChainData } from "../../testkit/compare";
@@ -16,6 +26,7 @@ import {
   deploySpendPermissions,
   type SpendPermissionKit,
 } from "../../testkit/spend-permissions";
+import { endpointForAll } from "../../testkit/webhooks";
 
 let chain: TestChain;
 let kit: SpendPermissionKit;
@@ -301,4 +312,152 @@ describe("indexing the manager beside the processor", () => {
       await fresh.close();
     }
   }, 60_000);
+  test("scenario 15: a caught-up spender's events, notices, webhooks, MRR movements and stats equal a fresh index's", async () => {
+    const DAY = 86_400;
+    const NOTICE = 2 * DAY;
+    // carol: an EOA spender added to the configuration after its history, that also owns a module.
+    const carol = chain.address("carol");
+    const withCarol = { ...source, spenders: [...source.spenders, carol.toLowerCase()].sort() };
+    const t0 = Number(await chain.now());
+    const module = await chain.createModule("carol");
+    await chain.createPlan("carol", module, {
+      planId: 1,
+      token,
+      amount: 1_000_000n,
+      interval: 7 * DAY,
+      gracePeriod: DAY,
+    });
+    // bob's account subscribes to carol's module in the token of his permission: one customer of both kinds.
+    const subscribed = await kit.executeAs("bob", bob, [
+      {
+        target: token,
+        value: 0n,
+        data: encodeFunctionData({ abi: testTokenAbi, functionName: "approve", args: [chain.processor, 2n ** 255n] }),
+      },
+      {
+        target: module,
+        value: 0n,
+        data: encodeFunctionData({ abi: subscriptionModuleAbi, functionName: "subscribe", args: [1, 0, 0n] }),
+      },
+    ]);
+    const [created] = parseEventLogs({
+      abi: subscriptionModuleAbi,
+      eventName: "SubscriptionCreated",
+      logs: subscribed.logs,
+    });
+    await chain.charge(module, created!.args.subscriptionId);
+    // alice: a charged permission (lapses later, after its renewal notice) and one never charged that ends; bob: a
+    // charged permission beside his module subscription (which expires), revoked later.
+    const a1 = kit.permission({ account: alice, spender: carol, token, start: t0, salt: 50n });
+    const a2 = kit.permission({ account: alice, spender: carol, token, start: t0, end: t0 + 5 * DAY, salt: 51n });
+    const b1 = kit.permission({ account: bob, spender: carol, token, start: t0, salt: 52n });
+    await kit.executeAs("alice", alice, [kit.managerCall("approve", [a1]), kit.managerCall("approve", [a2])]);
+    await kit.executeAs("bob", bob, [kit.managerCall("approve", [b1])]);
+    for (const p of [a1, b1]) {
+      await chain.send(
+        chain.wallet("carol").writeContract({
+          address: kit.manager,
+          abi: spendPermissionManagerAbi,
+          functionName: "spend",
+          args: [p, p.allowance],
+        }),
+      );
+    }
+    await chain.mineAt(t0 + 9 * DAY);
+
+    const marked: string[] = [];
+    const hooks = (): IndexerHook[] => {
+      const mrr = mrrAnalytics();
+      const upcoming: ExtraEvents = async (tx, ctx, inFlight) => [
+        ...(await upcomingEvents(tx, ctx, inFlight, NOTICE)),
+        ...(await permissionUpcomingEvents(tx, ctx, inFlight, NOTICE)),
+      ];
+      return [
+        statsRollupsHook(),
+        eventsHook({
+          onEvents: enqueueFanOut,
+          extra: withPermissionEvents(upcoming),
+          derive: mrr.derive,
+          now: () => 0,
+        }),
+        mrr.hook,
+        renewalsHook({ markDirty: (wallets) => marked.push(...[...wallets].map((w) => w.toLowerCase())) }),
+      ];
+    };
+    const caught = await createTestDb();
+    const full = await createTestDb();
+    try {
+      for (const d of [caught, full])
+        await endpointForAll(d.sql, carol.toLowerCase(), "https://hooks.example.com/carol");
+      // Without carol, the index passes her history (her module's included); the other one has her from the start.
+      await indexTo(caught, chain, await head(), { spendPermissions: source, hooks: hooks() });
+      await indexTo(full, chain, await head(), { spendPermissions: withCarol, hooks: hooks() });
+      expect(
+        await caught.sql`select 1 from merchant_events where merchant = ${carol.toLowerCase()}
+        and data->'object'->>'allocation_id' like ${`%:${kit.manager.toLowerCase()}:%`}`,
+      ).toHaveLength(0);
+      // After the cursor: bob revokes, alice's notice and lapse come due.
+      await kit.executeAs("bob", bob, [kit.managerCall("revoke", [b1])]);
+      await chain.mineAt(t0 + 32 * DAY);
+      marked.length = 0;
+      await indexTo(caught, chain, await head(), { spendPermissions: withCarol, hooks: hooks() });
+      // The catch-up marked the accounts of carol's permissions for the renewal loop (alice's has no later log).
+      expect(marked).toContain(alice.toLowerCase());
+      await indexTo(full, chain, await head(), { spendPermissions: withCarol, hooks: hooks() });
+      for (const d of [caught, full]) while (await drainFanOut(d.sql));
+
+      // bob's customer events: the event log keeps what it announced before the catch-up (his churn when his module
+      // subscription expired while the index did not know his permission): left out of the comparison.
+      const mixed = (r: Record<string, any>) =>
+        r.type.startsWith("customer.") && r.data?.object?.customer === bob.toLowerCase();
+      const dump = async (d: Db) => {
+        const events = (
+          await d.sql`select ${d.sql.unsafe(EVENT_COLUMNS)} from event_log e where e.chain_id = ${chain.chainId}`
+        ).map(({ seq: _seq, ...r }) => r);
+        const skipped = new Set(events.filter(mixed).map((r) => r.id));
+        return {
+          events: events.filter((r) => !skipped.has(r.id)).sort((a, b) => (a.id < b.id ? -1 : 1)),
+          deliveries: (await d.sql`select event_id from webhook_deliveries order by event_id`)
+            .map((r) => r.event_id)
+            .filter((id) => !skipped.has(id)),
+          movements: await d.sql`select * from mrr_movements order by id`,
+          daily: await d.sql`
+            select merchant, token, day, kind, reason, recovered, stretch_day, prev_churn_day, count::text, amount::text
+            from mrr_daily where count <> 0 or amount <> 0
+            order by merchant, token, day, kind, reason, recovered, stretch_day, prev_churn_day`,
+          cohorts: await d.sql`
+            select merchant, token, interval, cohort_start::text, period_start::text, amount::text, customers::text,
+              size::text
+            from mrr_cohorts where amount <> 0 or customers <> 0 or size <> 0
+            order by merchant, token, interval, cohort_start, period_start`,
+          stats: await d.sql`select * from stats_daily order by merchant, day, token, type, reason`,
+          notices: await d.sql`select * from renewal_notices order by subscription_id, due_at`,
+          expiries: await d.sql`select * from event_expiries order by subscription_id, expires_at`,
+          chains: await d.sql`select spend_permission_spenders, mrr_rebuild_due from chains`,
+        };
+      };
+      const a = await dump(caught);
+      const b = await dump(full);
+      // What carol's history must have made: every kind of event, movements of both customers, charges in the stats.
+      const types = new Set(b.events.filter((e) => e.merchant === carol.toLowerCase()).map((e) => e.type));
+      for (const t of [
+        "subscription.created",
+        "charge.succeeded",
+        "subscription.status_changed",
+        "subscription.renewal_upcoming",
+        "customer.churned",
+      ]) {
+        expect(types).toContain(t);
+      }
+      const customers = new Set(b.movements.filter((m) => m.merchant === carol.toLowerCase()).map((m) => m.customer));
+      expect([...customers].sort()).toEqual([alice.toLowerCase(), bob.toLowerCase()].sort());
+      expect([...b.chains]).toEqual([
+        { spend_permission_spenders: withCarol.spenders.join(","), mrr_rebuild_due: false },
+      ]);
+      expect(a).toEqual(b);
+    } finally {
+      await caught.close();
+      await full.close();
+    }
+  }, 120_000);
 });

@@ -1,7 +1,8 @@
 /**
  * A chain that indexes only Spend Permissions (spend-permissions spec §7, §8): the service started with
  * SPEND_PERMISSION_MANAGER and its spenders but no PROCESSOR_ADDRESS indexes the manager, answers the permission's
- * record, its auth check in every mode and its webhooks, and leaves the module side (processor logs, keeper) out.
+ * record, its auth check in every mode and its webhooks, charges a due permission of an EOA spender with
+ * SPEND_PERMISSION_KEEPER_KEYS, and leaves the module side (processor logs, module keeper) out.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Address } from "viem";
@@ -29,6 +30,7 @@ let kit: SpendPermissionKit;
 let service: Service;
 let receiver: Receiver;
 let merchant: Address;
+let dave: Address; // an EOA spender whose key the keeper holds
 let alice: Address;
 let token: Address;
 let key: string;
@@ -45,6 +47,7 @@ beforeAll(async () => {
   kit = await deploySpendPermissions(chain);
   token = await chain.deployToken({ symbol: "USDC", decimals: 6 });
   merchant = await kit.createAccount("merchant", { managerOwner: false });
+  dave = chain.address("dave");
   alice = await kit.createAccount("alice");
   await chain.send(
     chain
@@ -56,7 +59,8 @@ beforeAll(async () => {
     // The chain's processor exists on anvil, but this deployment does not index it.
     PROCESSOR_ADDRESS: "",
     SPEND_PERMISSION_MANAGER: kit.manager,
-    SPEND_PERMISSION_SPENDERS: merchant,
+    SPEND_PERMISSION_SPENDERS: `${merchant},${dave}`,
+    SPEND_PERMISSION_KEEPER_KEYS: keys.dave,
     ENTRYPOINT_ADDRESSES: kit.entryPoint,
     KEEPER_PRIVATE_KEY: keys.keeper,
     WEBHOOK_ALLOW_PRIVATE_URLS: "1",
@@ -90,6 +94,7 @@ describe("a permission-only chain", () => {
     expect([...service.roles].sort()).toEqual(["api", "indexer", "keeper", "webhooks"]);
     expect([...service.indexers.keys()]).toEqual([chain.chainId]);
     expect(service.keepers.size).toBe(0);
+    expect(service.spendPermissionKeepers.map((k) => k.chainId)).toEqual([chain.chainId]);
     const [row] = await service.db.sql`select processor, spend_permission_manager from chains`;
     expect(row).toEqual({ processor: null, spend_permission_manager: kit.manager.toLowerCase() });
     expect(service.indexer!.status().lastError).toBeNull();
@@ -107,6 +112,21 @@ describe("a permission-only chain", () => {
     });
     const activity = await get(`/v0/activity/${merchant}`);
     expect(activity.body.map((a: { type: string }) => a.type)).toEqual(["CHARGE"]);
+  });
+
+  test("the Spend Permission keeper charges a due permission of its spender key", async () => {
+    const p = kit.permission({ account: alice, spender: dave, token, start: Number(await chain.now()), salt: 2n });
+    await kit.executeAs("alice", alice, [kit.managerCall("approve", [p])]);
+    const id = BigInt(kit.hash(p)).toString();
+    const charges = () =>
+      service.db.sql<{ type: string; amount: string; keeper: string }[]>`
+        select type, amount::text, keeper from activity where subscription_id = ${id}`;
+    await until("the keeper's spend indexed", async () => (await charges()).length > 0, 30_000);
+    expect([...(await charges())]).toEqual([
+      { type: "CHARGE", amount: TEST_ALLOWANCE.toString(), keeper: dave.toLowerCase() },
+    ]);
+    const [row] = await service.db.sql`select times_executed from spend_permissions where hash = ${kit.hash(p)}`;
+    expect(row).toEqual({ times_executed: 1 });
   });
 
   test("the auth check answers from the index and from the chain", async () => {

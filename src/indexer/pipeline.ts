@@ -499,7 +499,7 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
           policy: ctx.policy,
           known: ctx.polled,
         });
-        const batch = await withSpendPermissionEvents(ctx.client, ctx.sp, prepared, ctx.policy);
+        const batch = await withSpendPermissionEvents(ctx.client, ctx.sp, prepared, ctx.policy, ctx.polled);
         clock.mark("prepare");
         const rows = await derive(ctx, batch);
         clock.mark("derive");

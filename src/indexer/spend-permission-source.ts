@@ -7,9 +7,10 @@
 import type { PublicClient } from "viem";
 import { ConfigError, type SpendPermissionSource } from "../common/config";
 import type { Q } from "../db/query";
-import { getHeaders, getLogs, withRetry, type RetryPolicy } from "../chain/rpc";
+import { getHeaders, getLogs, withRetry, type Header, type RetryPolicy } from "../chain/rpc";
 import { NATIVE_TOKEN, revokedBy } from "../domain/spend-permission";
 import type { TokenMeta } from "./tokens";
+import { bloomMayContain } from "./bloom";
 import { ChainBehindError, RangeRefusedError, ReorgDetectedError, RpcUnavailableError } from "./errors";
 import type { BatchEvent, PreparedBatch } from "./fetch";
 import type { DecodedEvent, RawLog } from "./decode";
@@ -132,16 +133,40 @@ export async function fetchSpendPermissionEvents(
 }
 
 /**
+ * Whether headers already read (the batch's window, its cursor, `known`) show that no block of the batch's range
+ * from the source's start holds a log of the manager. A block without a header or bloom in hand rules out nothing.
+ */
+function bloomsRuleOutManager(
+  sp: SpendPermissionIndexing,
+  batch: PreparedBatch,
+  known?: ReadonlyMap<bigint, Header>,
+): boolean {
+  const low = batch.from > sp.startBlock ? batch.from : sp.startBlock;
+  if (low > batch.to) return true;
+  const headers = new Map<bigint, Header>(known ?? []);
+  for (const h of batch.windowHeaders) headers.set(h.number, h);
+  headers.set(batch.toHeader.number, batch.toHeader);
+  for (let n = low; n <= batch.to; n++) {
+    const bloom = headers.get(n)?.logsBloom;
+    if (!bloom || bloomMayContain(bloom, sp.manager)) return false;
+  }
+  return true;
+}
+
+/**
  * Adds the manager's events of the batch's range to `batch` in chain order (by block, then log index), checking
- * each log's block hash against the chain's header of that number and filling its time.
+ * each log's block hash against the chain's header of that number and filling its time. The manager's
+ * `eth_getLogs` are skipped when the blooms of headers in hand (`known`: read in this poll) rule it out in every
+ * block of the range (a bloom has false positives, never false negatives).
  */
 export async function withSpendPermissionEvents(
   client: PublicClient,
   sp: SpendPermissionIndexing | undefined,
   batch: PreparedBatch,
   policy?: RetryPolicy,
+  known?: ReadonlyMap<bigint, Header>,
 ): Promise<PreparedBatch> {
-  if (!sp) return batch;
+  if (!sp || bloomsRuleOutManager(sp, batch, known)) return batch;
   const found = await fetchSpendPermissionEvents(client, sp, batch.from, batch.to, policy);
   if (found.length === 0) return batch;
   const known = new Map<bigint, { hash: string; timestamp: number }>();

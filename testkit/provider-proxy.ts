@@ -37,6 +37,8 @@ export type ProviderStats = {
   byMethod: Record<string, { calls: number; cu: number }>;
   /** `eth_getLogs` asked, as "from-to" or the block hash. */
   getLogs: string[];
+  /** The address filter of each `eth_getLogs` in `getLogs` (lowercase, comma-separated; "" when none). */
+  getLogsAddresses: string[];
   /** Block numbers asked with `eth_getBlockByNumber` (hex or tag). */
   headers: string[];
 };
@@ -62,6 +64,7 @@ const fresh = (): ProviderStats => ({
   batchRefusals: 0,
   byMethod: {},
   getLogs: [],
+  getLogsAddresses: [],
   headers: [],
 });
 
@@ -111,9 +114,14 @@ export function startProviderProxy(upstream: string, profile: Partial<ProviderPr
         const s = (stats.byMethod[c.method] ??= { calls: 0, cu: 0 });
         s.calls++;
         s.cu += cuOf(c.method);
-        const q = c.params?.[0] as { fromBlock?: string; toBlock?: string; blockHash?: string } | string | undefined;
-        if (c.method === "eth_getLogs" && q && typeof q === "object")
+        const q = c.params?.[0] as
+          | { fromBlock?: string; toBlock?: string; blockHash?: string; address?: string | string[] }
+          | string
+          | undefined;
+        if (c.method === "eth_getLogs" && q && typeof q === "object") {
           stats.getLogs.push(q.blockHash ?? `${BigInt(q.fromBlock ?? "0x0")}-${BigInt(q.toBlock ?? "0x0")}`);
+          stats.getLogsAddresses.push([q.address ?? []].flat().join(",").toLowerCase());
+        }
         if (c.method === "eth_getBlockByNumber") stats.headers.push(String(q));
       }
       if (p.latencyMs > 0) await Bun.sleep(p.latencyMs);

@@ -156,7 +156,7 @@ function bloomsRuleOutManager(
 /**
  * Adds the manager's events of the batch's range to `batch` in chain order (by block, then log index), checking
  * each log's block hash against the chain's header of that number and filling its time. The manager's
- * `eth_getLogs` are skipped when the blooms of headers in hand (`known`: read in this poll) rule it out in every
+ * `eth_getLogs` are skipped when the blooms of headers in hand (`polled`: read in this poll) rule it out in every
  * block of the range (a bloom has false positives, never false negatives).
  */
 export async function withSpendPermissionEvents(
@@ -164,9 +164,9 @@ export async function withSpendPermissionEvents(
   sp: SpendPermissionIndexing | undefined,
   batch: PreparedBatch,
   policy?: RetryPolicy,
-  known?: ReadonlyMap<bigint, Header>,
+  polled?: ReadonlyMap<bigint, Header>,
 ): Promise<PreparedBatch> {
-  if (!sp || bloomsRuleOutManager(sp, batch, known)) return batch;
+  if (!sp || bloomsRuleOutManager(sp, batch, polled)) return batch;
   const found = await fetchSpendPermissionEvents(client, sp, batch.from, batch.to, policy);
   if (found.length === 0) return batch;
   const known = new Map<bigint, { hash: string; timestamp: number }>();

@@ -2618,7 +2618,7 @@ export interface operations {
                             allowance: string;
                             /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
-                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                             shortfall: string;
                             /** @description The block every read of the evaluation was pinned to (decimal) */
                             checked_block: string;
@@ -2932,7 +2932,7 @@ export interface operations {
                             allowance: string;
                             /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
-                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                             shortfall: string;
                             /** @description The block every read of the evaluation was pinned to (decimal) */
                             checked_block: string;
@@ -3270,7 +3270,7 @@ export interface operations {
                         allowance: string;
                         /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                         credit: string;
-                        /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                        /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                         shortfall: string;
                         /** @description The block every read of the evaluation was pinned to (decimal) */
                         checked_block: string;
@@ -9922,7 +9922,7 @@ export interface operations {
                                 allowance: string;
                                 /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
-                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                                 shortfall: string;
                                 /** @description The block every read of the evaluation was pinned to (decimal) */
                                 checked_block: string;
@@ -10110,7 +10110,7 @@ export interface operations {
                                 allowance: string;
                                 /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
-                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                                 shortfall: string;
                                 /** @description The block every read of the evaluation was pinned to (decimal) */
                                 checked_block: string;
@@ -10303,7 +10303,7 @@ export interface operations {
                                 allowance: string;
                                 /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
-                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                                 shortfall: string;
                                 /** @description The block every read of the evaluation was pinned to (decimal) */
                                 checked_block: string;
@@ -10516,7 +10516,7 @@ export interface operations {
                                 allowance: string;
                                 /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
-                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                                 shortfall: string;
                                 /** @description The block every read of the evaluation was pinned to (decimal) */
                                 checked_block: string;
@@ -10579,7 +10579,7 @@ export interface operations {
                             allowance: string;
                             /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
-                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                             shortfall: string;
                             /** @description The block every read of the evaluation was pinned to (decimal) */
                             checked_block: string;
@@ -10610,7 +10610,7 @@ export interface operations {
                             allowance: string;
                             /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
-                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                             shortfall: string;
                             /** @description The block every read of the evaluation was pinned to (decimal) */
                             checked_block: string;
@@ -10793,7 +10793,7 @@ export interface operations {
                                 allowance: string;
                                 /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                                 credit: string;
-                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                                /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                                 shortfall: string;
                                 /** @description The block every read of the evaluation was pinned to (decimal) */
                                 checked_block: string;
@@ -10856,7 +10856,7 @@ export interface operations {
                             allowance: string;
                             /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
-                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                             shortfall: string;
                             /** @description The block every read of the evaluation was pinned to (decimal) */
                             checked_block: string;
@@ -10887,7 +10887,7 @@ export interface operations {
                             allowance: string;
                             /** @description The subscription's prepaid credit at checked_block (0 for a spend permission), token base units (decimal) */
                             credit: string;
-                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired), token base units (decimal) */
+                            /** @description How much more of the limiting resource the charge needs after the earlier charges (0 when it will renew; the full amount for AllowanceExpired and ManagerNotOwner), token base units (decimal) */
                             shortfall: string;
                             /** @description The block every read of the evaluation was pinned to (decimal) */
                             checked_block: string;

@@ -27,6 +27,7 @@ import {
   type SpendPermission,
 } from "../src/domain/spend-permission";
 import { accounts } from "./accounts";
+import type { SpendPermissionSource } from "../src/common/config";
 import type { TestChain, WalletName } from "./chain";
 
 /**
@@ -88,6 +89,8 @@ export type SpendPermissionKit = {
   ) => Promise<TransactionReceipt>;
   /** Calldata of a manager function, for `executeAs`/`sendUserOp` calls. */
   managerCall: (functionName: string, args: readonly unknown[]) => Call;
+  /** The indexing source of this manager for `spenders` from the chain's start block (grace 1 day by default). */
+  source: (spenders: string[], opts?: { graceS?: number }) => SpendPermissionSource;
 };
 
 /** One call of an account's batch. */
@@ -224,6 +227,13 @@ export async function deploySpendPermissions(
       target: manager,
       value: 0n,
       data: encodeFunctionData({ abi: managerAbi, functionName, args } as Parameters<typeof encodeFunctionData>[0]),
+    }),
+    source: (spenders, o = {}) => ({
+      manager: manager.toLowerCase(),
+      spenders: [...new Set(spenders.map((a) => a.toLowerCase()))].sort(),
+      startBlock: Number(chain.startBlock),
+      graceS: o.graceS ?? 86_400,
+      entryPoints: [entryPoint.toLowerCase()],
     }),
   };
 }

@@ -453,13 +453,7 @@ beforeAll(async () => {
   }
   await chain.fund("erin", tokens.usdc, 10n ** 12n);
   await chain.fund("erin", tokens.dai, 10n ** 24n);
-  source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [merchant.toLowerCase()],
-    startBlock: Number(chain.startBlock),
-    graceS: GRACE,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  source = kit.source([merchant], { graceS: GRACE });
   const config = testConfig({ RPC_URL: chain.rpcUrl, CHAIN_ID: String(chain.chainId) });
   app = createApp({ sql: db.sql, config, chains: await createChainRegistry(config) });
 }, 120_000);

@@ -64,13 +64,7 @@ beforeAll(async () => {
       .wallet("deployer")
       .writeContract({ address: token, abi: testTokenAbi, functionName: "mint", args: [alice, 10n ** 12n] }),
   );
-  source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [merchant.toLowerCase()],
-    startBlock: Number(chain.startBlock),
-    graceS: G,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  source = kit.source([merchant], { graceS: G });
   S = Number(await chain.now()) + 10;
 }, 60_000);
 

@@ -61,13 +61,7 @@ beforeAll(async () => {
         .writeContract({ address: token, abi: testTokenAbi, functionName: "mint", args: [to, 10n ** 12n] }),
     );
   }
-  source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [merchant.toLowerCase(), chain.address("dave").toLowerCase()].sort(),
-    startBlock: Number(chain.startBlock),
-    graceS: 86400,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  source = kit.source([merchant, chain.address("dave")]);
   start = Number(await chain.now());
 }, 60_000);
 

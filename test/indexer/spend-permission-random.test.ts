@@ -90,13 +90,7 @@ describe.each([
             .writeContract({ address: token, abi: testTokenAbi, functionName: "mint", args: [o.account, 10n ** 15n] }),
         );
       }
-      source = {
-        manager: kit.manager.toLowerCase(),
-        spenders: [merchant.toLowerCase()],
-        startBlock: Number(chain.startBlock),
-        graceS: 3600,
-        entryPoints: [kit.entryPoint.toLowerCase()],
-      };
+      source = kit.source([merchant], { graceS: 3600 });
     }, 60_000);
 
     afterAll(async () => {

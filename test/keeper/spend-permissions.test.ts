@@ -46,13 +46,7 @@ beforeAll(async () => {
   token = await chain.deployToken({ symbol: "USDC", decimals: 6 });
   // The keeper spends as the spender, so the merchant's spender is an EOA whose key the keeper holds.
   merchant = chain.address("merchant");
-  source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [merchant.toLowerCase()],
-    startBlock: Number(chain.startBlock),
-    graceS: 86_400,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  source = kit.source([merchant]);
   indexer = testIndexer(db, chain, { spendPermissions: source, pollMs: 50 });
   await indexer.start();
 }, 60_000);

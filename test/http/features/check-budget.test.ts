@@ -95,13 +95,7 @@ beforeAll(async () => {
     ]);
     accountsOf.set(who, account);
   }
-  const source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [spender.toLowerCase()],
-    startBlock: Number(chain.startBlock),
-    graceS: 86400,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  const source = kit.source([spender]);
   await indexTo(db, chain, await chain.publicClient.getBlockNumber(), { spendPermissions: source });
   spConfig = { SPEND_PERMISSION_MANAGER: kit.manager, SPEND_PERMISSION_SPENDERS: spender };
   proxy = countingProxy(chain.rpcUrl);

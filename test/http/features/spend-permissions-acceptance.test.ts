@@ -106,13 +106,7 @@ beforeAll(async () => {
         .writeContract({ address: token, abi: testTokenAbi, functionName: "mint", args: [to, 10n ** 12n] }),
     );
   }
-  source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [merchant.toLowerCase(), dave.toLowerCase()].sort(),
-    startBlock: Number(chain.startBlock),
-    graceS: 86400,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  source = kit.source([merchant, dave]);
   const config = testConfig({
     CHAIN_ID: String(chain.chainId),
     RPC_URL: chain.rpcUrl,

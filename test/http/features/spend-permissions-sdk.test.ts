@@ -48,13 +48,7 @@ beforeAll(async () => {
       .wallet("deployer")
       .writeContract({ address: token, abi: testTokenAbi, functionName: "mint", args: [alice, 10n ** 12n] }),
   );
-  source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [merchant.toLowerCase()],
-    startBlock: Number(chain.startBlock),
-    graceS: 86400,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  source = kit.source([merchant]);
   const config = testConfig({
     CHAIN_ID: String(chain.chainId),
     RPC_URL: chain.rpcUrl,

@@ -72,13 +72,7 @@ beforeAll(async () => {
         .writeContract({ address: token, abi: testTokenAbi, functionName: "mint", args: [to, 10n ** 12n] }),
     );
   }
-  source = {
-    manager: kit.manager.toLowerCase(),
-    spenders: [merchant.toLowerCase()],
-    startBlock: Number(chain.startBlock),
-    graceS: G,
-    entryPoints: [kit.entryPoint.toLowerCase()],
-  };
+  source = kit.source([merchant], { graceS: G });
   const config = testConfig({
     CHAIN_ID: String(chain.chainId),
     RPC_URL: chain.rpcUrl,

@@ -11,7 +11,10 @@
  *            receiver in this process (an endpoint registered through the API with an API key, as a merchant
  *            does; the service runs the `webhooks` role) — p50 and p99 of each.
  *
- *   bun run bench/follow.ts [--blocks 300] [--block-time 2] [--poll-ms 1000]
+ * With `--ws` the service follows the heads the proxy's WebSocket pushes (RPC_WS_URL; every byte pushed is billed at
+ * 0.04 CU, as providers bill subscriptions) and polls only while it is down.
+ *
+ *   bun run bench/follow.ts [--blocks 300] [--block-time 2] [--poll-ms 1000] [--ws]
  *
  * DATABASE_URL (a server's admin URL) selects Postgres; without it, PGlite. Prints one line per phase and the
  * compute units by method.
@@ -31,6 +34,7 @@ const arg = (name: string, fallback: number) => {
 const BLOCKS = arg("blocks", 300);
 const BLOCK_TIME = arg("block-time", 2);
 const POLL_MS = arg("poll-ms", 1000);
+const WS = process.argv.includes("--ws");
 
 const quantile = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -48,6 +52,7 @@ const service = await startChainService(
     POLL_INTERVAL_MS: String(POLL_MS),
     RPC_CU_PER_SECOND: "330",
     RATE_LIMIT_PER_MINUTE: "100000000",
+    ...(WS ? { RPC_WS_URL: proxy.wsUrl } : {}),
   },
 );
 const { m2 } = scenario.modules;
@@ -152,8 +157,9 @@ try {
       ? `, latency to X-Indexed-Block p50 ${p(latency, 0.5)} ms p99 ${p(latency, 0.99)} ms (${latency.length} blocks)` +
         `, to the webhook p50 ${p(hookLatency, 0.5)} ms p99 ${p(hookLatency, 0.99)} ms (${hookLatency.length} of ${eventBlocks.length} blocks with an event)`
       : "";
+    const ws = WS ? `, WebSocket ${stats.wsMessages} messages ${stats.wsBytes} bytes` : "";
     console.log(
-      `follow ${name}: ${BLOCKS} blocks every ${BLOCK_TIME} s, poll ${POLL_MS} ms: indexer ${stats.computeUnits - apiCu} CU = ${perHour} CU/hour (+${apiCu} CU of the check's eth_call), ${stats.httpRequests} requests, ${stats.throttled} throttled${lat}; calls ${JSON.stringify(byMethod)}`,
+      `follow ${name}${WS ? " (--ws)" : ""}: ${BLOCKS} blocks every ${BLOCK_TIME} s, poll ${POLL_MS} ms${ws}: indexer ${Math.round(stats.computeUnits - apiCu)} CU = ${perHour} CU/hour (+${apiCu} CU of the check's eth_call), ${stats.httpRequests} requests, ${stats.throttled} throttled${lat}; calls ${JSON.stringify(byMethod)}`,
     );
   };
   await phase("idle", false);

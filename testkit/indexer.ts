@@ -13,6 +13,8 @@ export type TestIndexerOptions = Partial<Omit<IndexerOptions, "sql" | "db" | "co
   pollMs?: number;
   /** Index the Spend Permission manager too. */
   spendPermissions?: SpendPermissionSource;
+  /** Follow the heads this WebSocket URL pushes (RPC_WS_URL). */
+  wsUrl?: string;
 };
 
 /** An indexer of the test chain's processor from its deploy block into `db` (not started). */
@@ -21,7 +23,14 @@ export function testIndexer(
   chain: Pick<TestChain, "processor" | "startBlock" | "chainId" | "rpcUrl">,
   opts: TestIndexerOptions = {},
 ) {
-  const { confirmations = 0, pollMs = 20, client = publicClientFor(chain.rpcUrl), spendPermissions, ...rest } = opts;
+  const {
+    confirmations = 0,
+    pollMs = 20,
+    client = publicClientFor(chain.rpcUrl),
+    spendPermissions,
+    wsUrl,
+    ...rest
+  } = opts;
   return createIndexer({
     sql: db.sql,
     db: db.kind ? { kind: db.kind } : undefined,
@@ -33,6 +42,7 @@ export function testIndexer(
       POLL_INTERVAL_MS: pollMs,
       chainId: chain.chainId,
       spendPermissions,
+      wsUrl,
     },
     ...rest,
   });

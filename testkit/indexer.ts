@@ -15,6 +15,8 @@ export type TestIndexerOptions = Partial<Omit<IndexerOptions, "sql" | "db" | "co
   spendPermissions?: SpendPermissionSource;
   /** null: index no processor (a permission-only chain, with `spendPermissions`); default the chain's. */
   processor?: string | null;
+  /** Follow the heads this WebSocket URL pushes (RPC_WS_URL). */
+  wsUrl?: string;
 };
 
 /** An indexer of the test chain's processor from its deploy block into `db` (not started). */
@@ -29,6 +31,7 @@ export function testIndexer(
     client = publicClientFor(chain.rpcUrl),
     spendPermissions,
     processor = chain.processor,
+    wsUrl,
     ...rest
   } = opts;
   return createIndexer({
@@ -42,6 +45,7 @@ export function testIndexer(
       POLL_INTERVAL_MS: pollMs,
       chainId: chain.chainId,
       spendPermissions,
+      wsUrl,
     },
     ...rest,
   });

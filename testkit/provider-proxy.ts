@@ -2,9 +2,12 @@
  * A hosted RPC provider in front of anvil, as tests and benches meet one: latency per HTTP request, compute units per
  * method (a batch costs the sum), a budget of compute units per second answered with HTTP 429 + `Retry-After` beyond
  * it (throttled calls are not billed), at most `maxLogs` logs per `eth_getLogs` answer (refused with the range that
- * fits, in Alchemy's words), at most `maxBatch` calls per batch, and logs without `blockTimestamp` unless kept.
+ * fits, in Alchemy's words), at most `maxBatch` calls per batch, and logs without `blockTimestamp` unless kept. Its
+ * WebSocket (`wsUrl`, anvil's behind it) bills calls by method and every byte it pushes at 0.04 CU, as providers bill
+ * subscriptions; a test can cut the sockets and refuse new ones.
  */
 import { ALCHEMY_CU, DEFAULT_CU } from "../src/chain/budget";
+import { WS_CU_PER_BYTE } from "../src/chain/ws";
 
 /** The provider's profile; change fields at any time. */
 export type ProviderProfile = {
@@ -41,11 +44,20 @@ export type ProviderStats = {
   getLogsAddresses: string[];
   /** Block numbers asked with `eth_getBlockByNumber` (hex or tag). */
   headers: string[];
+  /** Messages and bytes pushed to WebSocket clients (billed in `computeUnits` as `eth_subscription`). */
+  wsMessages: number;
+  wsBytes: number;
 };
 
 /** A running provider proxy. */
 export type ProviderProxy = {
   url: string;
+  /** The WebSocket endpoint (anvil's, behind the same profile). */
+  wsUrl: string;
+  /** Whether WebSocket connections are accepted (true); false answers new ones 503. */
+  acceptSockets: boolean;
+  /** Closes every open WebSocket (its client sees the connection drop); returns how many. */
+  dropSockets(): number;
   profile: ProviderProfile;
   stats: ProviderStats;
   reset(): void;
@@ -66,20 +78,86 @@ const fresh = (): ProviderStats => ({
   getLogs: [],
   getLogsAddresses: [],
   headers: [],
+  wsMessages: 0,
+  wsBytes: 0,
 });
+
+type Socket = { upstream: WebSocket | null; queue: string[] };
 
 /** Starts the proxy on a free loopback port. */
 export function startProviderProxy(upstream: string, profile: Partial<ProviderProfile> = {}): ProviderProxy {
   const p: ProviderProfile = { ...HOSTED, ...profile };
-  const state: ProviderProxy = { url: "", profile: p, stats: fresh(), reset: () => {}, stop: () => {} };
+  const state: ProviderProxy = {
+    url: "",
+    wsUrl: "",
+    acceptSockets: true,
+    profile: p,
+    stats: fresh(),
+    dropSockets: () => 0,
+    reset: () => {},
+    stop: () => {},
+  };
   let tokens = p.burstCu;
   let last = performance.now();
   const cuOf = (m: string) => ALCHEMY_CU[m] ?? DEFAULT_CU;
-  const server = Bun.serve({
+  const bill = (method: string, cu: number) => {
+    const s = (state.stats.byMethod[method] ??= { calls: 0, cu: 0 });
+    s.calls++;
+    s.cu += cu;
+  };
+  const sockets = new Set<import("bun").ServerWebSocket<Socket>>();
+  const upstreamWs = upstream.replace(/^http/, "ws");
+  const server = Bun.serve<Socket>({
     hostname: "127.0.0.1",
     port: 0,
     idleTimeout: 60,
-    async fetch(req) {
+    websocket: {
+      open(ws) {
+        sockets.add(ws);
+        const up = new WebSocket(upstreamWs);
+        ws.data.upstream = up;
+        up.onopen = () => ws.data.queue.splice(0).forEach((m) => up.send(m));
+        up.onmessage = (ev) => {
+          const text = String(ev.data);
+          const bytes = Buffer.byteLength(text);
+          const cu = bytes * WS_CU_PER_BYTE;
+          state.stats.wsMessages++;
+          state.stats.wsBytes += bytes;
+          state.stats.computeUnits += cu;
+          tokens -= cu; // pushed whatever the budget: later calls wait for it
+          bill("eth_subscription", cu);
+          setTimeout(() => ws.readyState === 1 && ws.send(text), p.latencyMs / 2);
+        };
+        up.onclose = () => ws.close();
+      },
+      message(ws, message) {
+        const text = String(message);
+        let calls: Call[] = [];
+        try {
+          const body = JSON.parse(text) as Call | Call[];
+          calls = Array.isArray(body) ? body : [body];
+        } catch {
+          // forwarded as is: the node answers the parse error
+        }
+        for (const c of calls) {
+          state.stats.calls++;
+          state.stats.computeUnits += cuOf(String(c?.method));
+          bill(String(c?.method), cuOf(String(c?.method)));
+        }
+        const up = ws.data.upstream;
+        setTimeout(() => (up?.readyState === 1 ? up.send(text) : ws.data.queue.push(text)), p.latencyMs / 2);
+      },
+      close(ws) {
+        sockets.delete(ws);
+        ws.data.upstream?.close();
+      },
+    },
+    async fetch(req, srv) {
+      if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
+        if (!state.acceptSockets) return new Response("unavailable", { status: 503 });
+        if (srv.upgrade(req, { data: { upstream: null, queue: [] } })) return undefined;
+        return new Response("upgrade failed", { status: 400 });
+      }
       const text = await req.text();
       let body: Call | Call[];
       try {
@@ -111,9 +189,7 @@ export function startProviderProxy(upstream: string, profile: Partial<ProviderPr
       stats.calls += calls.length;
       stats.computeUnits += cost;
       for (const c of calls) {
-        const s = (stats.byMethod[c.method] ??= { calls: 0, cu: 0 });
-        s.calls++;
-        s.cu += cuOf(c.method);
+        bill(c.method, cuOf(c.method));
         const q = c.params?.[0] as
           | { fromBlock?: string; toBlock?: string; blockHash?: string; address?: string | string[] }
           | string
@@ -152,6 +228,12 @@ export function startProviderProxy(upstream: string, profile: Partial<ProviderPr
     },
   });
   state.url = `http://127.0.0.1:${server.port}`;
+  state.wsUrl = `ws://127.0.0.1:${server.port}`;
+  state.dropSockets = () => {
+    const n = sockets.size;
+    for (const ws of [...sockets]) ws.close();
+    return n;
+  };
   state.reset = () => {
     state.stats = fresh();
   };

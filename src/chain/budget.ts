@@ -150,6 +150,16 @@ export class CuBudget {
     this.total += cost;
   }
 
+  /**
+   * Compute units billed without a request of ours (the bytes a subscription pushes): counted as answered and taken
+   * from the bucket at once, into debt if need be, so the calls after them wait for the rate.
+   */
+  billPushed(method: string, cost: number) {
+    this.refill(performance.now());
+    if (this.settings.cuPerSecond > 0) this.tokens -= cost;
+    this.answered(method, cost);
+  }
+
   /** Compute units an hour over the last hour (extrapolated from at least a minute); null before a minute. */
   perHour(now = performance.now()): number | null {
     const last = this.samples.at(-1);

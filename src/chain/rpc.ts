@@ -30,7 +30,14 @@ export type RawLog = {
 /** A block header reduced to what the indexer keeps (`logsBloom` is checked, never stored). */
 export type Header = { number: bigint; hash: string; parentHash: string; timestamp: number; logsBloom?: string };
 
-type RawBlock = { number: string; hash: string; parentHash: string; timestamp: string; logsBloom?: string } | null;
+/** A block (or `newHeads` header) as the node returns it: hex quantities. */
+export type RawBlock = {
+  number: string;
+  hash: string;
+  parentHash: string;
+  timestamp: string;
+  logsBloom?: string;
+} | null;
 
 /**
  * Retry policy for one RPC call: `attempts` tries, exponential delays from `baseMs` up to `maxMs`; `throttles`
@@ -232,7 +239,8 @@ export async function getLogsByHash(
   );
 }
 
-const toHeader = (block: RawBlock): Header | null =>
+/** A raw block as a {@link Header}; null for null. */
+export const toHeader = (block: RawBlock): Header | null =>
   block
     ? {
         number: BigInt(block.number),

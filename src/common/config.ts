@@ -65,6 +65,8 @@ const EnvSchema = {
   CLIENT_IP_HEADER: T.Optional(
     T.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", description: "an HTTP header name, e.g. Fly-Client-IP" }),
   ),
+  /** The `newHeads` subscription of RPC_URL's chain (src/chain/ws.ts); unset: the head is polled. */
+  RPC_WS_URL: T.Optional(T.String({ pattern: "^wss?://", description: "a ws:// or wss:// URL" })),
   RPC_TIMEOUT_MS: Uint(100),
   RPC_CU_PER_SECOND: Uint(0),
   RPC_CU_WEIGHTS: T.String({
@@ -196,7 +198,7 @@ export type Config = Env & {
 
 // Values that may hold credentials (URLs with passwords, keys) are never echoed in errors.
 const SECRET =
-  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|KEEPER_PRIVATE_KEY|SPEND_PERMISSION_KEEPER_KEYS(_\d+)?|ADMIN_API_KEY|WEBHOOK_SECRET_KEY)$/;
+  /^(DATABASE_URL|DATABASE_READ_URL|RPC_URL.*|RPC_WS_URL|KEEPER_PRIVATE_KEY|SPEND_PERMISSION_KEEPER_KEYS(_\d+)?|ADMIN_API_KEY|WEBHOOK_SECRET_KEY)$/;
 
 function parseOne(name: string, schema: TSchema, raw: string | undefined): unknown {
   if (raw === undefined || raw === "") {

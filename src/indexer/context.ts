@@ -32,6 +32,8 @@ export type IndexerContext = {
   startBlock: bigint;
   confirmations: bigint;
   pollMs: number;
+  /** RPC_WS_URL: heads pushed over WebSocket (./poll.ts); unset: the head is polled. */
+  wsUrl?: string;
   /** Blocks below the head whose hashes are kept and checked for reorgs. */
   window: bigint;
   policy: RetryPolicy;
@@ -106,6 +108,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     startBlock,
     confirmations,
     pollMs,
+    wsUrl: config.wsUrl,
     window: confirmations > 64n ? confirmations : 64n,
     policy,
     sizer: paced

@@ -50,6 +50,8 @@ export type IndexerOptions = {
     chainId: number;
     /** Base Spend Permissions indexed beside the processor (unset: not indexed). */
     spendPermissions?: SpendPermissionSource;
+    /** A WebSocket URL whose `newHeads` the leader follows, polling over HTTP only while it is down (RPC_WS_URL). */
+    wsUrl?: string;
   };
   notifier?: Notifier;
   log?: Logger;

@@ -1,9 +1,12 @@
 /**
  * One poll of the indexer: as a standby, follow the leader's progress; as the leader, look at the chain (lagging
  * node, reorg, deep reorg), index up to head − CONFIRMATIONS, and read again token metadata that did not answer.
+ * With RPC_WS_URL the leader takes the heads the node pushes (`newHeads`) and reads the head over HTTP only while
+ * the subscription is down or silent.
  */
 import type { CuBudget } from "../chain/budget";
 import { getHeader } from "../chain/rpc";
+import { createHeadFeed, type HeadFeed } from "../chain/ws";
 import { describeError } from "../common/errors";
 import type { Waker } from "../common/async";
 import { ChainBehindError, LeadershipLostError, LogsInDoubtError, ReorgDetectedError } from "./errors";
@@ -18,6 +21,29 @@ import { updateTokens } from "./token-book";
 
 /** Failures that mean "the chain moved or lags under this poll": looked at again at once, a few times. */
 const QUICK_RETRY = [ReorgDetectedError, ChainBehindError, LogsInDoubtError];
+
+/**
+ * With a live head subscription that pushed nothing for this long, the head is read over HTTP (a socket can go
+ * silent without closing); status calls a head older than 30 s stalled.
+ */
+export const HEAD_SILENCE_MS = 15_000;
+
+/** The leader's source of heads: the subscription, the pushes taken so far and when the head was last looked at. */
+type HeadSource = { feed: HeadFeed | null; taken: number; lookedAt: number };
+
+/**
+ * Milliseconds until the leader, at the head, looks at the chain again (0: now): at once when a head was pushed since
+ * it last looked; with a live subscription, when it has been silent for HEAD_SILENCE_MS; while it is down, a poll
+ * after the last look (as without one, head pacer included).
+ */
+function nextLookIn(h: HeadSource, pollMs: number, pacer: HeadPacer, now: number): number {
+  const feed = h.feed!;
+  if (feed.pushes() !== h.taken) return 0;
+  const since = now - h.lookedAt;
+  if (feed.live()) return HEAD_SILENCE_MS - since;
+  if (since < pollMs) return pollMs - since;
+  return pacer.early(now) ? pollMs : 0;
+}
 
 /** What the poll needs besides the context. */
 export type PollOptions = { lock: LeaderLock; deepReorgPolls: number; waker: Waker };
@@ -106,15 +132,20 @@ export function createHeadPacer(pollMs: number) {
 export type HeadPacer = ReturnType<typeof createHeadPacer>;
 
 /** The leader's poll; true when blocks up to the target are left. */
-async function lead(ctx: IndexerContext, guard: DeepReorgGuard, pacer: HeadPacer): Promise<boolean> {
+async function lead(ctx: IndexerContext, guard: DeepReorgGuard, pacer: HeadPacer, heads: HeadSource): Promise<boolean> {
   const { sql, client, chainId, state, log, policy } = ctx;
   if (state.stale()) {
     await state.reload(sql);
     state.needReload = false;
   }
-  // The head's header rather than its number: its hash and bloom spare a header and, most polls, `eth_getLogs`.
+  // The head's header rather than its number: its hash and bloom spare a header and, most polls, `eth_getLogs`. A
+  // head pushed since the last look is the node's newest; blocks between it and the cursor are fetched by range.
   ctx.polled.clear();
-  const latest = await getHeader(client, "latest", policy);
+  const feed = heads.feed;
+  const pushed = feed && feed.pushes() !== heads.taken ? feed.latest()!.header : null;
+  if (feed) heads.taken = feed.pushes();
+  heads.lookedAt = performance.now();
+  const latest = pushed ?? (await getHeader(client, "latest", policy));
   if (!latest) throw new ChainBehindError("the node returned no latest block");
   ctx.polled.set(latest.number, latest);
   pacer.observe(latest, performance.now());
@@ -175,6 +206,9 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
   const { sql, chainId, state, log } = ctx;
   const guard = createDeepReorgGuard(opts.deepReorgPolls);
   const pacer = createHeadPacer(ctx.pollMs);
+  const budget = (ctx.client.transport as { budget?: CuBudget }).budget;
+  const feed = ctx.wsUrl ? createHeadFeed(ctx.wsUrl, { budget, log: (l, m, f) => log(l, m, { chainId, ...f }) }) : null;
+  const heads: HeadSource = { feed, taken: 0, lookedAt: 0 };
   let tokenRefresh: Promise<void> | null = null;
   return {
     /** One pass of the loop: standby or leader. */
@@ -182,6 +216,7 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
       if (!state.leader) {
         state.leader = await opts.lock.acquire();
         if (!state.leader) {
+          feed?.stop(); // a standby pays for no heads
           // Standby: follow the leader's progress from the database.
           const progress = await loadProgress(sql, chainId);
           state.setCursor(progress.cursor);
@@ -198,16 +233,28 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
         throw new LeadershipLostError("the session holding the indexer lock was lost");
       }
       // At the head, between two blocks of a slow clock: nothing to read yet.
-      const atHead =
+      const atHead = () =>
         state.cursor !== null && state.headBlock !== null && state.cursor.block >= state.headBlock - ctx.confirmations;
-      if (atHead && !state.needReload && pacer.early(performance.now())) return false;
+      feed?.start();
+      if (atHead() && !state.needReload) {
+        if (feed) {
+          // The step waits itself, so that a pushed head ends the wait (the loop's sleep would not wake for it).
+          const wait = nextLookIn(heads, ctx.pollMs, pacer, performance.now());
+          if (wait > 0) {
+            await Promise.race([feed.wait(wait), opts.waker.sleep(wait)]);
+            return !ctx.stopping();
+          }
+        } else if (pacer.early(performance.now())) return false;
+      }
       state.notice = null;
-      const behind = await lead(ctx, guard, pacer);
+      const behind = await lead(ctx, guard, pacer, heads);
       // In the background: a token that hangs never holds the chain back.
       tokenRefresh ??= refreshTokens(ctx).finally(() => (tokenRefresh = null));
       state.lastError = state.notice ?? state.stallMessage();
       state.lastSuccessAt = new Date().toISOString();
-      return behind;
+      // With a subscription, the next step at the head waits for a head itself; elsewhere (a node behind the index, no
+      // block indexed yet) the loop sleeps a poll.
+      return behind || (feed !== null && atHead());
     },
 
     /** A failed poll: caches reload; a chain moving under the poll is looked at again at once, else back off. */
@@ -223,7 +270,10 @@ export function createPoll(ctx: IndexerContext, opts: PollOptions) {
       return delayMs;
     },
 
-    /** Waits for a token refresh in flight. */
-    settle: () => tokenRefresh ?? Promise.resolve(),
+    /** Closes the head subscription and waits for a token refresh in flight. */
+    settle: () => {
+      feed?.stop();
+      return tokenRefresh ?? Promise.resolve();
+    },
   };
 }

@@ -62,6 +62,7 @@ describe("loadConfig", () => {
     ["SIWE_DOMAIN", "https://api.example.com"],
     ["SIWE_DOMAIN", "api.example.com/login"],
     ["SIWE_DOMAIN", "api.example.com:port"],
+    ["RPC_WS_URL", "https://base.example/v2/key"],
   ];
   test.each(bad)("%s=%p stops start-up with a message naming the variable", (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
@@ -92,6 +93,10 @@ describe("loadConfig", () => {
     expect(shortKey).toBeInstanceOf(ConfigError);
     expect(String(shortKey)).toContain("ADMIN_API_KEY");
     expect(String(shortKey)).not.toContain("tiny-secret");
+    // Providers put the key in the WebSocket URL's path.
+    const wsUrl = thrown({ RPC_WS_URL: "https://base.example/v2/hunter2-key" });
+    expect(String(wsUrl)).toContain("RPC_WS_URL");
+    expect(String(wsUrl)).not.toContain("hunter2");
   });
 
   test("client address and SIWE settings: defaults, valid values, and the two proxy settings exclude each other", () => {

@@ -44,6 +44,8 @@ export const indexerRole: Role = {
           POLL_INTERVAL_MS: chain.pollIntervalMs,
           chainId: chain.chainId,
           spendPermissions: chain.spendPermissions,
+          // The subscription goes with RPC_URL (the same provider and key).
+          wsUrl: chain.rpcVariable === "RPC_URL" ? config.RPC_WS_URL : undefined,
         },
         notifier,
         log,

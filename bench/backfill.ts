@@ -15,12 +15,10 @@
  *   bun run bench/backfill.ts --state <dir>/state.json [--db postgres|pglite] [--rounds 2] [--keep] [--prof dir]
  *     [checkout …]
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import postgres from "postgres";
-import { startAnvil } from "../src/chain/anvil";
 import { cpuMicros, cpuSplit, cpuTimes, loadAverage, peakRssMb, writtenMb } from "./proc";
+import { readStateMeta, startStateService } from "./state-service";
 
 const args = process.argv.slice(2);
 const opt = (name: string) => {
@@ -33,59 +31,30 @@ const rounds = Number(opt("rounds") ?? 2);
 const keep = args.includes("--keep") && args.splice(args.indexOf("--keep"), 1).length > 0;
 const profDir = opt("prof");
 const checkouts = (args.length ? args : ["."]).map((p) => resolve(p));
-const meta = JSON.parse(readFileSync(statePath.replace(/\.json$/, ".meta.json"), "utf8"));
+const meta = readStateMeta(statePath);
 const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
 
 /** One backfill of `checkout`; returns its figures. */
 async function run(checkout: string) {
-  const anvil = await startAnvil({ args: ["--load-state", statePath, "--chain-id", String(meta.chainId)] });
-  const name = `bench_backfill_${Date.now().toString(36)}`;
-  const dataDir = mkdtempSync(join(tmpdir(), "bench-backfill-"));
-  const logFile = join(dataDir, "service.log");
-  let url: string | undefined;
-  if (dbKind === "postgres") {
-    await admin.unsafe(`create database ${name}`);
-    const u = new URL(adminUrl);
-    u.pathname = `/${name}`;
-    url = u.toString();
-  }
-  const port = 20_000 + Math.floor(Math.random() * 20_000);
-  const env: Record<string, string | undefined> = {
-    ...process.env,
-    DATABASE_URL: url,
-    DATA_DIR: join(dataDir, "data"),
-    RPC_URL: anvil.rpcUrl,
-    PROCESSOR_ADDRESS: meta.processor,
-    START_BLOCK: String(meta.startBlock),
-    CHAIN_ID: String(meta.chainId),
-    CONFIRMATIONS: "0",
-    POLL_INTERVAL_MS: "200",
-    PORT: String(port),
-    ROLES: "api,indexer",
-    SIWE_DOMAIN: "localhost",
-    LOG_LEVEL: "debug",
-  };
-  if (!url) delete env.DATABASE_URL;
+  const service = await startStateService({
+    statePath,
+    meta,
+    checkout,
+    db: dbKind === "pglite" ? "pglite" : "postgres",
+    adminUrl,
+    bunArgs: profDir ? ["--cpu-prof", `--cpu-prof-dir=${resolve(profDir)}`] : [],
+    env: { LOG_LEVEL: "debug" },
+  });
   const started = performance.now();
   const cpu0 = cpuTimes();
-  // As `bun start` runs it: through the checkout's launcher (its environment included), which execs bun.
-  const prof = profDir ? ["--cpu-prof", `--cpu-prof-dir=${resolve(profDir)}`] : [];
-  const child = Bun.spawn(["sh", "scripts/bun.sh", ...prof, "run", "src/main.ts"], {
-    cwd: checkout,
-    env,
-    stdout: Bun.file(logFile),
-    stderr: "ignore",
-  });
-  const s = meta.sample;
-  const check = `http://127.0.0.1:${port}/v0/auth/check?module_address=${s.module.toLowerCase()}&wallet=${s.wallet.toLowerCase()}&plan_ids=${s.planId}`;
   let up = 0;
   try {
     for (;;) {
-      if (child.exitCode !== null) throw new Error(`the service exited (${child.exitCode}); log ${logFile}`);
-      if (performance.now() - started > 600_000) throw new Error(`no last block within 600 s; log ${logFile}`);
+      if (service.exitCode() !== null) throw new Error(`the service exited (${service.exitCode()}); log ${service.logFile}`);
+      if (performance.now() - started > 600_000) throw new Error(`no last block within 600 s; log ${service.logFile}`);
       try {
-        const res = await fetch(check);
+        const res = await fetch(service.checkUrl);
         up ||= (performance.now() - started) / 1000;
         const block = res.headers.get("x-indexed-block");
         await res.arrayBuffer();
@@ -99,30 +68,25 @@ async function run(checkout: string) {
     const cpu1 = cpuTimes();
     // Every process of the machine (the service, Postgres, anvil, this poller): the wall time is at least this ÷ cores.
     const machine = (cpu1.busy - cpu0.busy) / 100;
-    const own = cpuMicros(child.pid) / 1e6;
-    const { sys } = cpuSplit(child.pid);
-    const written = writtenMb(child.pid);
-    const peakRss = peakRssMb(child.pid);
+    const own = cpuMicros(service.pid) / 1e6;
+    const { sys } = cpuSplit(service.pid);
+    const written = writtenMb(service.pid);
+    const peakRss = peakRssMb(service.pid);
     let pg = 0;
-    if (url) {
+    if (service.dbUrl) {
       const backends = await admin<{ pid: number }[]>`
-        select pid from pg_stat_activity where application_name = ${`subscription-indexer:${child.pid}`}`;
+        select pid from pg_stat_activity where application_name = ${`subscription-indexer:${service.pid}`}`;
       for (const b of backends) pg += cpuMicros(b.pid) / 1e6;
     }
     return { wall, up, own, sys, written, peakRss, pg, machine };
   } finally {
-    child.kill("SIGTERM");
-    await child.exited;
-    await anvil.stop();
-    if (url && keep) console.log(`kept database ${name}`);
-    else if (url) await admin.unsafe(`drop database if exists ${name} with (force)`);
+    const log = await service.stop({ keep });
     const stages: Record<string, number> = {};
-    for (const line of readFileSync(logFile, "utf8").split("\n")) {
+    for (const line of log.split("\n")) {
       if (!line.includes('"indexed batch"')) continue;
       for (const [k, v] of Object.entries(JSON.parse(line).stages ?? {})) stages[k] = (stages[k] ?? 0) + Number(v);
     }
     lastStages = stages;
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

@@ -51,7 +51,8 @@ async function run(checkout: string) {
   let up = 0;
   try {
     for (;;) {
-      if (service.exitCode() !== null) throw new Error(`the service exited (${service.exitCode()}); log ${service.logFile}`);
+      if (service.exitCode() !== null)
+        throw new Error(`the service exited (${service.exitCode()}); log ${service.logFile}`);
       if (performance.now() - started > 600_000) throw new Error(`no last block within 600 s; log ${service.logFile}`);
       try {
         const res = await fetch(service.checkUrl);

@@ -26,7 +26,9 @@ const opt = (name: string) => {
 };
 const statePaths = args.flatMap((a, i) => (a === "--state" && args[i + 1] ? [resolve(args[i + 1]!)] : []));
 if (!statePaths.length) {
-  console.error("usage: bun run bench/scale.ts --state <dir>/state.json [--state …] [--db postgres|pglite] [--rounds 3]");
+  console.error(
+    "usage: bun run bench/scale.ts --state <dir>/state.json [--state …] [--db postgres|pglite] [--rounds 3]",
+  );
   process.exit(2);
 }
 const dbKind = opt("db") === "pglite" ? "pglite" : "postgres";

@@ -59,7 +59,9 @@ export async function startStateService(opts: {
 }): Promise<StateService> {
   const { meta } = opts;
   const adminUrl = opts.adminUrl ?? process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
-  const anvil = await startAnvil({ args: ["--load-state", resolve(opts.statePath), "--chain-id", String(meta.chainId)] });
+  const anvil = await startAnvil({
+    args: ["--load-state", resolve(opts.statePath), "--chain-id", String(meta.chainId)],
+  });
   const dataDir = mkdtempSync(join(tmpdir(), "bench-state-service-"));
   const logFile = join(dataDir, "service.log");
   let dbUrl: string | undefined;

@@ -11,8 +11,10 @@
  * Then the medians per state, and each state's time per event against the first state's.
  *
  *   bun run bench/scale.ts --state <dir>/state.json [--state <dir>/state-500k.json …] [--db postgres|pglite]
- *     [--rounds 3] [--rate 20] [--trace]
+ *     [--rounds 3] [--rate 20] [--trace] [--split]
  *
+ * `--split` (Postgres) runs the service as two processes on one database, `ROLES=indexer` and `ROLES=api` (the API's
+ * process answers the checks; the indexer's is the one whose time, CPU and RSS are given, the API's peak RSS beside).
  * `--trace` prints RSS and the indexed block every 5 s of each run.
  */
 import { resolve } from "node:path";
@@ -35,6 +37,7 @@ const dbKind = opt("db") === "pglite" ? "pglite" : "postgres";
 const rounds = Number(opt("rounds") ?? 3);
 const rate = Number(opt("rate") ?? 20);
 const trace = args.includes("--trace");
+const split = args.includes("--split");
 const periodMs = 1000 / rate;
 /** Checks answered in the idle phase. */
 const IDLE_SAMPLES = 200;
@@ -138,6 +141,8 @@ type Run = {
   peakSampled: number;
   hwm: number;
   rssIdle: number;
+  /** With --split: the API process's peak RSS (VmHWM). */
+  apiHwm: number | null;
   during: number[];
   idle: number[];
   other: Record<number, number>;
@@ -149,7 +154,7 @@ type Run = {
 
 async function run(statePath: string, meta: StateMeta): Promise<Run> {
   const load = loadAverage();
-  const service = await startStateService({ statePath, meta, checkout, db: dbKind, env: { LOG_LEVEL: "info" } });
+  const service = await startStateService({ statePath, meta, checkout, db: dbKind, split, env: { LOG_LEVEL: "info" } });
   const t0 = performance.now();
   const last = BigInt(meta.lastBlock);
   let peakSampled = 0;
@@ -202,6 +207,7 @@ async function run(statePath: string, meta: StateMeta): Promise<Run> {
     const cpu = cpuMicros(service.pid) / 1e6;
     const hwm = peakRssMb(service.pid);
     const rssIdle = rssMb(service.pid);
+    const apiHwm = service.apiPid ? peakRssMb(service.apiPid) : null;
     const rows = await activityRows(service.origin, meta);
     if (rows !== meta.counts.activity) {
       throw new Error(`the service lists ${rows} activity records, the chain has ${meta.counts.activity}`);
@@ -216,6 +222,7 @@ async function run(statePath: string, meta: StateMeta): Promise<Run> {
       peakSampled,
       hwm,
       rssIdle,
+      apiHwm,
       during,
       idle,
       other,
@@ -234,7 +241,7 @@ async function run(statePath: string, meta: StateMeta): Promise<Run> {
 const metas = statePaths.map((p) => readStateMeta(p));
 const results: Run[][] = statePaths.map(() => []);
 console.log(
-  `${dbKind}, ${rounds} rounds, checks at ${rate}/s; states: ` +
+  `${dbKind}${split ? " (split: ROLES=indexer and ROLES=api processes)" : ""}, ${rounds} rounds, checks at ${rate}/s; states: ` +
     statePaths.map((p, i) => `${p} (${metas[i]!.counts.total} events)`).join(", "),
 );
 for (let round = 1; round <= rounds; round++) {
@@ -247,7 +254,7 @@ for (let round = 1; round <= rounds; round++) {
     console.log(
       `round ${round} ${r.events} events: ${fmt(r.seconds)} s (up ${fmt(r.up)} s), ${fmt(r.per100k)} s per 100k events, ` +
         `service CPU ${fmt(r.cpu, 1)} s, peak RSS ${fmt(r.hwm, 0)} MB (VmHWM; sampled max ${fmt(r.peakSampled, 0)}, ` +
-        `idle ${fmt(r.rssIdle, 0)}); check p50/p95 during backfill ${fmt(pct(r.during, 50))}/${fmt(pct(r.during, 95))} ms ` +
+        `idle ${fmt(r.rssIdle, 0)})${r.apiHwm === null ? "" : `, API process peak RSS ${fmt(r.apiHwm, 0)} MB`}; check p50/p95 during backfill ${fmt(pct(r.during, 50))}/${fmt(pct(r.during, 95))} ms ` +
         `(n ${r.during.length}), idle ${fmt(pct(r.idle, 50))}/${fmt(pct(r.idle, 95))} ms (n ${r.idle.length}, after ` +
         `${fmt(r.settle, 1)} s to settle)${others ? `, other answers ${others}` : ""}` +
         `${r.skipped || r.failed ? `, ${r.skipped} ticks skipped, ${r.failed} failed` : ""}; load ${r.load}`,

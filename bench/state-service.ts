@@ -32,7 +32,10 @@ export const BENCH_ADMIN_KEY = "bench-admin-key-0123456789abcdef";
 
 /** A running service over a loaded state. */
 export type StateService = {
+  /** The process that indexes (with `split`, the `ROLES=indexer` one). */
   pid: number;
+  /** With `split`: the `ROLES=api` process that answers the HTTP API. */
+  apiPid?: number;
   origin: string;
   /** `GET /v0/auth/check` of the meta's paid-up sample (public, mode indexed). */
   checkUrl: string;
@@ -55,6 +58,8 @@ export async function startStateService(opts: {
   adminUrl?: string;
   /** Bun options before `run` (e.g. `--cpu-prof`). */
   bunArgs?: string[];
+  /** Two processes on the same Postgres database, `ROLES=indexer` and `ROLES=api`, instead of one with both. */
+  split?: boolean;
   env?: Record<string, string>;
 }): Promise<StateService> {
   const { meta } = opts;
@@ -88,32 +93,37 @@ export async function startStateService(opts: {
     POLL_INTERVAL_MS: "200",
     PORT: String(port),
     HOST: "127.0.0.1",
-    ROLES: "api,indexer",
     SIWE_DOMAIN: "localhost",
     ADMIN_API_KEY: BENCH_ADMIN_KEY,
     ...opts.env,
   };
   if (!dbUrl) delete env.DATABASE_URL;
+  if (opts.split && opts.db !== "postgres") throw new Error("split roles need Postgres (PGlite is one process's)");
   // As `bun start` runs it: through the checkout's launcher (its environment included), which execs bun.
-  const child = Bun.spawn(["sh", "scripts/bun.sh", ...(opts.bunArgs ?? []), "run", "src/main.ts"], {
-    cwd: opts.checkout,
-    env,
-    stdout: Bun.file(logFile),
-    stderr: "ignore",
-  });
+  const spawn = (roles: string, file: string) =>
+    Bun.spawn(["sh", "scripts/bun.sh", ...(opts.bunArgs ?? []), "run", "src/main.ts"], {
+      cwd: opts.checkout,
+      env: { ...env, ROLES: opts.env?.ROLES ?? roles },
+      stdout: Bun.file(file),
+      stderr: "ignore",
+    });
+  const child = spawn(opts.split ? "indexer" : "api,indexer", logFile);
+  const api = opts.split ? spawn("api", join(dataDir, "api.log")) : undefined;
+  const children = api ? [child, api] : [child];
   const s = meta.sample;
   const origin = `http://127.0.0.1:${port}`;
   return {
     pid: child.pid,
+    apiPid: api?.pid,
     origin,
     checkUrl: `${origin}/v0/auth/check?module_address=${s.module.toLowerCase()}&wallet=${s.wallet.toLowerCase()}&plan_ids=${s.planId}`,
     dbUrl,
     dbName,
-    exitCode: () => child.exitCode,
+    exitCode: () => children.find((c) => c.exitCode !== null)?.exitCode ?? null,
     logFile,
     stop: async ({ keep = false } = {}) => {
-      child.kill("SIGTERM");
-      await child.exited;
+      for (const c of children) c.kill("SIGTERM");
+      await Promise.all(children.map((c) => c.exited));
       await anvil.stop();
       if (dbName && keep) console.log(`kept database ${dbName}`);
       else if (dbName) {

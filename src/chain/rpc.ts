@@ -379,6 +379,8 @@ function chunksOf<T>(list: T[], size: number): T[][] {
 /**
  * Adaptive `eth_getLogs` span: grows while answers are small, shrinks toward `targetLogs` when they are big,
  * halves (or follows the provider's hint) on a refusal, and never grows back to a span the provider refused.
+ * `proportional`: after a full span the next one is sized from its density (`span × targetLogs / logs`, at most
+ * four times as wide), so a sparse stretch is crossed in few calls; otherwise a small answer doubles the span.
  */
 export class RangeSizer {
   size: bigint;
@@ -393,6 +395,7 @@ export class RangeSizer {
     initial: bigint,
     private readonly max: bigint,
     private readonly targetLogs: number,
+    private readonly proportional = false,
   ) {
     this.size = initial;
   }
@@ -412,6 +415,11 @@ export class RangeSizer {
       next = (span * BigInt(this.targetLogs)) / BigInt(logs);
     } else if (span < this.size) {
       return; // a short final range with few logs says nothing about the next one
+    } else if (this.proportional) {
+      const wide = this.size * 4n;
+      next = logs === 0 ? wide : (span * BigInt(this.targetLogs)) / BigInt(logs);
+      if (next > wide) next = wide;
+      if (next < this.size) next = this.size;
     } else if (logs < this.targetLogs / 2) {
       next = this.size * 2n;
     }

@@ -73,6 +73,9 @@ export type IndexerContext = {
 /** Logs an `eth_getLogs` answer aims at when calls are paced (under the 10,000 most providers cap). */
 export const PACED_TARGET_LOGS = 8_000;
 
+/** First `eth_getLogs` span in blocks when calls are paced; later spans follow the density of the last one. */
+export const PACED_INITIAL_RANGE = 50n;
+
 /** The context of one indexer from its options, with every tuning default applied. */
 export function createContext(opts: IndexerOptions, stopping: () => boolean): IndexerContext {
   const { client, config } = opts;
@@ -93,8 +96,9 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
   });
   const stallAfterMs = t.stallAfterMs ?? Math.max(120_000, pollMs * 30);
   const startBlock = BigInt(config.START_BLOCK ?? 0);
-  // Paced by a compute-unit budget: few, wide `eth_getLogs` (the provider's result cap, learned from its refusal, sets
-  // the span) instead of a span doubling up from 50 blocks.
+  // Paced by a compute-unit budget: few, well-filled `eth_getLogs` (each span sized from the last one's density, and
+  // a provider's result cap, learned from its refusal, bounding it) instead of a span doubling up in four pieces.
+  // The first span is short: a node without a result cap answers whatever it is asked, all of it held in memory.
   const budget = (client.transport as { budget?: CuBudget }).budget;
   const paced = (budget?.settings.cuPerSecond ?? 0) > 0 && t.initialRange === undefined;
   const maxRange = BigInt(t.maxRange ?? 100_000);
@@ -112,7 +116,7 @@ export function createContext(opts: IndexerOptions, stopping: () => boolean): In
     window: confirmations > 64n ? confirmations : 64n,
     policy,
     sizer: paced
-      ? new RangeSizer(maxRange, maxRange, PACED_TARGET_LOGS)
+      ? new RangeSizer(PACED_INITIAL_RANGE, maxRange, PACED_TARGET_LOGS, true)
       : new RangeSizer(BigInt(t.initialRange ?? 50), maxRange, t.targetLogs ?? 5_000),
     explore: !paced,
     batchLogs: t.targetLogs ?? 5_000,

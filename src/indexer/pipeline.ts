@@ -471,15 +471,16 @@ export async function catchUp(ctx: IndexerContext, head: bigint, target: bigint)
       if (from > target) break;
       if (pending[0]?.from !== from) pending = fetchAhead(ctx, from, target, upcoming);
       const fetchClock = stageClock();
-      const fetched = joinArrived(await pending.shift()!.promise, pending, ctx.batchLogs);
+      // Parts are taken off the list as they are written, so a dense answer's logs are freed batch by batch.
+      const parts = splitFetched(joinArrived(await pending.shift()!.promise, pending, ctx.batchLogs), ctx.batchLogs);
       fetchClock.mark("waitFetch");
       // Deep ranges (final by the reorg window) are fetched one ahead while this one is written.
-      const nextFrom = fetched.to + 1n;
+      const nextFrom = parts.at(-1)!.to + 1n;
       if (pending.length === 0 && nextFrom <= target && nextFrom + ctx.sizer.size + ctx.window <= head) {
         pending = fetchAhead(ctx, nextFrom, target, upcoming);
       }
       let first = true;
-      for (const piece of splitFetched(fetched, ctx.batchLogs)) {
+      for (let piece = parts.shift(); piece; piece = parts.shift()) {
         const want = expected ? expected.block + 1n : ctx.startBlock;
         // Blocks between the cursor and the piece hold no log: they join it.
         const part =

@@ -160,6 +160,20 @@ describe("RangeSizer", () => {
     t.refusal(0n, 63n, new RangeRefusedError("hint", "blocks", 10n));
     expect(t.size).toBe(10n);
   });
+
+  test("proportional: the next span is sized from the last one's density, at most four times as wide", () => {
+    const s = new RangeSizer(50n, 100_000n, 8000, true);
+    s.success(50n, 2000); // 40 logs a block: 200 blocks hold 8,000
+    expect(s.size).toBe(200n);
+    s.success(200n, 0); // empty: four times as wide, not the whole chain at once
+    expect(s.size).toBe(800n);
+    s.success(800n, 6400); // 8 a block: 1,000 blocks
+    expect(s.size).toBe(1000n);
+    s.success(1000n, 80_000); // a dense stretch (an uncapped node answers it all): back to 100
+    expect(s.size).toBe(100n);
+    s.success(100n, 7999); // close to the target: about the same span
+    expect(s.size).toBe(100n);
+  });
 });
 
 describe("token metadata decoding", () => {

@@ -87,6 +87,30 @@ describe("through a hosted provider", () => {
     await expectSameAsFresh(db);
   }, 120_000);
 
+  test("a node without a result cap is never asked the whole backfill at once: 50 blocks first, then by density", async () => {
+    const proxy = startProviderProxy(chain.rpcUrl, {
+      latencyMs: 1,
+      cuPerSecond: 1e6,
+      burstCu: 1e6,
+      maxLogs: 1e9,
+      maxBatch: 100,
+    });
+    cleanups.push(() => proxy.stop());
+    configureBudgets({ cuPerSecond: 1e5, weights: {}, maxBatch: 100 });
+    const target = await head();
+    const { db, indexer } = await indexerVia(proxy);
+    await indexer.waitForBlock(target, 60_000);
+    await indexer.stop();
+    // The ranges asked for the processor and its modules together (the ModuleCreated sweep asks the processor alone).
+    const spans = proxy.stats.getLogs
+      .filter((r, i) => r.includes("-") && proxy.stats.getLogsAddresses[i]!.includes(","))
+      .map((r) => r.split("-").map(Number) as [number, number]);
+    expect(target - chain.startBlock).toBeGreaterThan(100n);
+    expect(spans[0]![1] - spans[0]![0] + 1).toBe(50);
+    expect(spans.length).toBeGreaterThan(1);
+    await expectSameAsFresh(db);
+  }, 90_000);
+
   test("a refused batch is sent again in halves; a capped eth_getLogs answer is split at the range the provider names", async () => {
     const proxy = startProviderProxy(chain.rpcUrl, {
       latencyMs: 2,

@@ -1,17 +1,42 @@
 /**
  * The launcher every package script runs through (scripts/bun.sh): it sets the allocator's purge delay for the
- * process it execs, unless the environment already names one.
+ * process it execs, and JavaScriptCore's RAM size for the service's entry points, unless the environment already
+ * names them.
  */
-import { expect, test } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { spawnCommand } from "../../testkit/cli";
 
-async function purgeDelaySeen(env: Record<string, string>): Promise<string> {
-  const child = spawnCommand(["sh", "scripts/bun.sh", "-e", "console.log(process.env.MIMALLOC_PURGE_DELAY)"], env);
+const dir = mkdtempSync(join(tmpdir(), "bun-launcher-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A preload that prints the variables and exits before the entry point runs. */
+const printer = join(dir, "print-env.ts");
+writeFileSync(
+  printer,
+  `console.log(JSON.stringify({ purge: process.env.MIMALLOC_PURGE_DELAY ?? null, ram: process.env.BUN_JSC_forceRAMSize ?? null })); process.exit(0);`,
+);
+
+async function seen(args: string[], env: Record<string, string> = {}): Promise<{ purge: string; ram: string | null }> {
+  const child = spawnCommand(["sh", "scripts/bun.sh", ...args], env);
   expect(await child.exited).toBe(0);
-  return child.output().trim();
+  return JSON.parse(child.output().trim().split("\n").at(-1)!);
 }
 
 test("bun runs with freed memory kept 10 s for reuse, or with the delay the environment names", async () => {
-  expect(await purgeDelaySeen({})).toBe("10000");
-  expect(await purgeDelaySeen({ MIMALLOC_PURGE_DELAY: "250" })).toBe("250");
+  expect((await seen(["run", "--preload", printer, "src/cli/status.ts"])).purge).toBe("10000");
+  expect((await seen(["run", "--preload", printer, "src/cli/status.ts"], { MIMALLOC_PURGE_DELAY: "250" })).purge).toBe(
+    "250",
+  );
+});
+
+test("the service (bun start, bun run dev) is told 512 MiB of RAM for its collections; other commands are not", async () => {
+  expect((await seen(["run", "--preload", printer, "src/main.ts"])).ram).toBe("536870912");
+  expect((await seen(["run", "--preload", printer, "src/cli/dev.ts"])).ram).toBe("536870912");
+  expect((await seen(["run", "--preload", printer, "src/main.ts"], { BUN_JSC_forceRAMSize: "268435456" })).ram).toBe(
+    "268435456",
+  );
+  expect((await seen(["run", "--preload", printer, "src/cli/status.ts"])).ram).toBeNull();
 });

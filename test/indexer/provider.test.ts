@@ -14,7 +14,7 @@ import { createTestDb } from "../../testkit/db";
 import { indexOnce, testIndexer } from "../../testkit/indexer";
 import { clearChainData, dumpChainData } from "../../testkit/compare";
 import { runLoad, setupLoad } from "../../testkit/load";
-import { startProviderProxy, type ProviderProxy } from "../../testkit/provider-proxy";
+import { startProviderProxy, type ProviderProfile, type ProviderProxy } from "../../testkit/provider-proxy";
 import { runScenario, type Scenario } from "../../testkit/scenario";
 
 let chain: TestChain;
@@ -45,6 +45,21 @@ async function indexerVia(proxy: ProviderProxy): Promise<{ db: Db; indexer: Inde
   );
   await indexer.start();
   return { db, indexer };
+}
+
+/** A provider with `profile`, paced at `cuPerSecond` on the client side; a fresh index backfilled through it to the head. */
+async function backfillThrough(
+  profile: Partial<ProviderProfile>,
+  cuPerSecond: number,
+): Promise<{ proxy: ProviderProxy; db: Db; target: bigint }> {
+  const proxy = startProviderProxy(chain.rpcUrl, profile);
+  cleanups.push(() => proxy.stop());
+  configureBudgets({ cuPerSecond, weights: {}, maxBatch: 100 });
+  const target = await head();
+  const { db, indexer } = await indexerVia(proxy);
+  await indexer.waitForBlock(target, 60_000);
+  await indexer.stop();
+  return { proxy, db, target };
 }
 
 beforeAll(async () => {
@@ -88,19 +103,10 @@ describe("through a hosted provider", () => {
   }, 120_000);
 
   test("a node without a result cap is never asked the whole backfill at once: 50 blocks first, then by density", async () => {
-    const proxy = startProviderProxy(chain.rpcUrl, {
-      latencyMs: 1,
-      cuPerSecond: 1e6,
-      burstCu: 1e6,
-      maxLogs: 1e9,
-      maxBatch: 100,
-    });
-    cleanups.push(() => proxy.stop());
-    configureBudgets({ cuPerSecond: 1e5, weights: {}, maxBatch: 100 });
-    const target = await head();
-    const { db, indexer } = await indexerVia(proxy);
-    await indexer.waitForBlock(target, 60_000);
-    await indexer.stop();
+    const { proxy, db, target } = await backfillThrough(
+      { latencyMs: 1, cuPerSecond: 1e6, burstCu: 1e6, maxLogs: 1e9, maxBatch: 100 },
+      1e5,
+    );
     // The ranges asked for the processor and its modules together (the ModuleCreated sweep asks the processor alone).
     const spans = proxy.stats.getLogs
       .filter((r, i) => r.includes("-") && proxy.stats.getLogsAddresses[i]!.includes(","))
@@ -112,19 +118,10 @@ describe("through a hosted provider", () => {
   }, 90_000);
 
   test("a refused batch is sent again in halves; a capped eth_getLogs answer is split at the range the provider names", async () => {
-    const proxy = startProviderProxy(chain.rpcUrl, {
-      latencyMs: 2,
-      cuPerSecond: 1e6,
-      burstCu: 1e6,
-      maxLogs: 60,
-      maxBatch: 7,
-    });
-    cleanups.push(() => proxy.stop());
-    configureBudgets({ cuPerSecond: 1e5, weights: {}, maxBatch: 100 });
-    const target = await head();
-    const { db, indexer } = await indexerVia(proxy);
-    await indexer.waitForBlock(target, 60_000);
-    await indexer.stop();
+    const { proxy, db } = await backfillThrough(
+      { latencyMs: 2, cuPerSecond: 1e6, burstCu: 1e6, maxLogs: 60, maxBatch: 7 },
+      1e5,
+    );
     expect(proxy.stats.batchRefusals).toBeGreaterThan(0);
     expect(proxy.stats.rangeRefusals).toBeGreaterThan(0);
     // Every header was asked (logs carry no timestamp here) and each batch answered held at most 7 calls.

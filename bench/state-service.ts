@@ -122,6 +122,8 @@ export async function startStateService(opts: {
     exitCode: () => children.find((c) => c.exitCode !== null)?.exitCode ?? null,
     logFile,
     stop: async ({ keep = false } = {}) => {
+      // A process that exited on its own (a crash) leaves its log and data directory for a look.
+      const crashed = children.some((c) => c.exitCode !== null && c.exitCode !== 0);
       for (const c of children) c.kill("SIGTERM");
       await Promise.all(children.map((c) => c.exited));
       await anvil.stop();
@@ -132,7 +134,8 @@ export async function startStateService(opts: {
         await admin.end();
       }
       const log = readFileSync(logFile, "utf8");
-      rmSync(dataDir, { recursive: true, force: true });
+      if (crashed) console.error(`a service process exited on its own: kept its log and data in ${dataDir}`);
+      else rmSync(dataDir, { recursive: true, force: true });
       return log;
     },
   };

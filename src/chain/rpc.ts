@@ -419,7 +419,6 @@ export class RangeSizer {
       const wide = this.size * 4n;
       next = logs === 0 ? wide : (span * BigInt(this.targetLogs)) / BigInt(logs);
       if (next > wide) next = wide;
-      if (next < this.size) next = this.size;
     } else if (logs < this.targetLogs / 2) {
       next = this.size * 2n;
     }

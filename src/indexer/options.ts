@@ -23,7 +23,7 @@ export type IndexerTuning = {
   maxBackoffMs?: number;
   /** Past this many modules, their logs are fetched by event topic instead of an address list (default 500). */
   addressLimit?: number;
-  /** Batch transactions in flight during a backfill on a server (default 3, at most pool size − 2; PGlite 1). */
+  /** Batch transactions in flight during a backfill on a server (default 2, at most pool size − 2; PGlite 1). */
   writeDepth?: number;
   /** Consecutive polls that must see the same deep reorg before the index is rebuilt (default 3). */
   deepReorgPolls?: number;

@@ -24,15 +24,15 @@ fi
 # JavaScriptCore sizes its collections to the machine's RAM and lets the heap double between them: the indexer's
 # batches (megabytes of JSON, rows and COPY text, garbage within a second) then took the service past 450 MB RSS
 # during a long backfill. The service is told 512 MiB of RAM, its heap grows 1.3 x between collections instead of 2 x,
-# and Bun's allocator (mimalloc) returns freed memory after its own 100 ms: a 500,000-event backfill peaks under
-# 300 MB for about 15 % more time and 30 % more CPU (docs/operations.md, "Memory"). Other commands (tests, tools) keep
+# and Bun's allocator (mimalloc) returns freed memory at once: a 500,000-event backfill peaks at 260-270 MB instead of
+# 450-460 for about 15 % more time and 35 % more CPU (docs/operations.md, "Memory"). Other commands (tests, tools) keep
 # JavaScriptCore's own sizing, and the allocator keeps their freed memory 10 s for reuse (allocating in bursts, a
 # process otherwise page-faults the same memory in again and again). The environment's values win.
 case " $* " in
 *" src/main.ts "* | *" src/cli/dev.ts "*)
   BUN_JSC_forceRAMSize=${BUN_JSC_forceRAMSize:-536870912}
   BUN_JSC_smallHeapGrowthFactor=${BUN_JSC_smallHeapGrowthFactor:-1.3}
-  MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-100}
+  MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-0}
   export BUN_JSC_forceRAMSize BUN_JSC_smallHeapGrowthFactor
   ;;
 esac

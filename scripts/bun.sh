@@ -30,13 +30,20 @@ fi
 # process otherwise page-faults the same memory in again and again). The environment's values win.
 case " $* " in
 *" src/main.ts "* | *" src/cli/dev.ts "*)
+  service=1
   BUN_JSC_forceRAMSize=${BUN_JSC_forceRAMSize:-536870912}
   BUN_JSC_smallHeapGrowthFactor=${BUN_JSC_smallHeapGrowthFactor:-1.3}
-  MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-0}
   export BUN_JSC_forceRAMSize BUN_JSC_smallHeapGrowthFactor
   ;;
+*) service= ;;
 esac
-MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-10000}
+# The delay this launcher picked is exported beside it, so a launcher started beneath it (a test or a benchmark
+# starting the service) tells its own default from one the operator set.
+if [ -z "${MIMALLOC_PURGE_DELAY-}" ] || [ "$MIMALLOC_PURGE_DELAY" = "${BUN_SH_PURGE_DELAY_DEFAULT-}" ]; then
+  if [ -n "$service" ]; then MIMALLOC_PURGE_DELAY=0; else MIMALLOC_PURGE_DELAY=10000; fi
+  BUN_SH_PURGE_DELAY_DEFAULT=$MIMALLOC_PURGE_DELAY
+  export BUN_SH_PURGE_DELAY_DEFAULT
+fi
 export MIMALLOC_PURGE_DELAY
 cd "$root"
 exec "$BUN" "$@"

@@ -32,6 +32,16 @@ test("bun runs with freed memory kept 10 s for reuse (the service returns it at 
   expect((await seen(["run", "--preload", printer, "src/cli/status.ts"])).purge).toBe("10000");
   expect((await seen(["run", "--preload", printer, "src/main.ts"])).purge).toBe("0");
   expect((await seen(["run", "--preload", printer, "src/main.ts"], { MIMALLOC_PURGE_DELAY: "250" })).purge).toBe("250");
+});
+
+test("the service started beneath another launched command gets its own delay, not the parent's default", async () => {
+  // What a test or benchmark run through the launcher passes on to the service it starts.
+  const inherited = { MIMALLOC_PURGE_DELAY: "10000", BUN_SH_PURGE_DELAY_DEFAULT: "10000" };
+  expect((await seen(["run", "--preload", printer, "src/main.ts"], inherited)).purge).toBe("0");
+  expect((await seen(["run", "--preload", printer, "src/cli/status.ts"], inherited)).purge).toBe("10000");
+  // An operator's value is kept, whatever a parent launcher picked.
+  const chosen = { MIMALLOC_PURGE_DELAY: "250", BUN_SH_PURGE_DELAY_DEFAULT: "10000" };
+  expect((await seen(["run", "--preload", printer, "src/main.ts"], chosen)).purge).toBe("250");
   expect((await seen(["run", "--preload", printer, "src/cli/status.ts"], { MIMALLOC_PURGE_DELAY: "250" })).purge).toBe(
     "250",
   );

@@ -162,7 +162,9 @@ function signInView(notice?: string): void {
 async function signOut(c: Credential): Promise<void> {
   if (c.kind === "session") await api("/v0/siwe/logout", { method: "POST" }).catch(() => {});
   clearCredential();
-  location.hash = "";
+  // Drops the page's hash without a hashchange: its route would draw the sign-in form a second time, emptying
+  // what the person may already have typed into the first.
+  history.replaceState(null, "", location.pathname + location.search);
   signInView("You are signed out.");
 }
 

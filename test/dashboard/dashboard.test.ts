@@ -337,6 +337,14 @@ describe("signed in with an API key", () => {
     await page.click("text=Sign out");
     await page.waitForSelector("form.stack");
     expect(await page.evaluate(() => sessionStorage.getItem("dashboard.credential"))).toBeNull();
+    // The form is drawn once: nothing redraws it (emptying what was typed) once the page's hash is gone.
+    await page.evaluate(() => ((document.querySelector("form.stack") as unknown as { first: boolean }).first = true));
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 300)));
+    expect(
+      await page.evaluate(() => (document.querySelector("form.stack") as unknown as { first?: boolean }).first),
+    ).toBe(true);
+    expect(await page.textContent("main")).toContain("You are signed out.");
+    expect(new URL(page.url()).hash).toBe("");
     await page.fill('input[name="merchant"]', merchant);
     await page.fill('input[name="key"]', apiKey);
     await page.click("text=Sign in with API key");

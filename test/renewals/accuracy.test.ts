@@ -113,10 +113,12 @@ describe(`a random scenario (RENEWAL_SEED=${SEED})`, () => {
     });
     const due = Number((await chain.now()) + BigInt(INTERVAL));
     // Random changes: balance moved away, approvals cut, allowance expiries well before or after the due instants,
-    // credit refilled.
+    // credit refilled. The first wallet is left as it is and the last one's approval is cut, so that every scenario
+    // reaches more than one outcome (RENEWAL_SEED=12977 changed nothing that mattered).
     for (const { who, id } of subs) {
-      const x = r();
-      if (x < 0.2)
+      const x = who === WALLETS[0] ? 1 : who === WALLETS.at(-1) ? -1 : r();
+      if (x < 0) await write(who, token, testTokenAbi, "approve", [chain.processor, 0n]);
+      else if (x < 0.2)
         await write(who, token, testTokenAbi, "approve", [chain.processor, BigInt(Math.floor(r() * 15)) * U]);
       else if (x < 0.4) {
         const left = BigInt(Math.floor(r() * 14)) * U;

@@ -69,8 +69,8 @@ export function createIndexer(opts: IndexerOptions): Indexer {
       // Reserving a connection for the lock needs a pool: PGlite (or a one-connection pool) has no second session.
       const poolSize = (sql as unknown as { options?: { max?: number } }).options?.max ?? 10;
       lock = createLeaderLock(sql, chainId, server && poolSize > 1);
-      // Transactions in flight during a backfill: 2 on a server (a third measured no faster, its batches held in
-      // memory: docs/benchmarks.md), 1 on PGlite (one session).
+      // Transactions in flight during a backfill: 2 on a server (a third measured no faster and holds a third batch in
+      // memory), 1 on PGlite (one session).
       const depth = opts.tuning?.writeDepth ?? 2;
       ctx.io.depth = server && poolSize > 2 ? Math.max(1, Math.min(depth, poolSize - 2)) : 1;
       ctx.io.useCopy = server;
